@@ -1,0 +1,72 @@
+"""Request dependencies: app state, database session, the caller's tenant."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+from dataclasses import dataclass
+from typing import Annotated
+
+from fastapi import Depends, Request
+from sqlalchemy.ext.asyncio import AsyncEngine, AsyncSession, async_sessionmaker
+
+from app.api.middleware import Metrics
+from app.api.problems import ProblemError
+from app.domain.sessions import TenantId
+from app.domain.tokens import TokenCounter
+from app.services import keys
+from app.settings import Settings, is_loopback
+
+
+@dataclass(frozen=True)
+class AppState:
+    """What the lifespan builds once and every request shares."""
+
+    settings: Settings
+    engine: AsyncEngine
+    sessionmaker: async_sessionmaker[AsyncSession]
+    counter: TokenCounter
+    metrics: Metrics
+    local_tenant: TenantId | None
+
+
+def get_state(request: Request) -> AppState:
+    state: AppState = request.state.ctxc
+    return state
+
+
+StateDep = Annotated[AppState, Depends(get_state)]
+
+
+async def get_db(state: StateDep) -> AsyncIterator[AsyncSession]:
+    async with state.sessionmaker() as session:
+        yield session
+
+
+# scope="function": the session is closed before the response is sent, never after.
+DbDep = Annotated[AsyncSession, Depends(get_db, scope="function")]
+
+
+def _unauthorized(detail: str) -> ProblemError:
+    return ProblemError(
+        401, "unauthorized", "Unauthorized", detail, headers={"WWW-Authenticate": "Bearer"}
+    )
+
+
+async def get_tenant(request: Request, state: StateDep, db: DbDep) -> TenantId:
+    """The tenant of the Bearer key; in local mode, keyless loopback callers are `local`."""
+    header = request.headers.get("authorization")
+    if header is not None:
+        scheme, _, key = header.partition(" ")
+        if scheme.lower() != "bearer" or not key.strip():
+            raise _unauthorized("use `Authorization: Bearer <key>`")
+        tenant = await keys.authenticate(db, key.strip())
+        if tenant is None:
+            raise _unauthorized("unknown or revoked API key")
+        return tenant
+    client = request.client.host if request.client else ""
+    if state.local_tenant is not None and is_loopback(client):
+        return state.local_tenant
+    raise _unauthorized("an API key is required")
+
+
+TenantDep = Annotated[TenantId, Depends(get_tenant)]

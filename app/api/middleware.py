@@ -1,0 +1,128 @@
+"""ASGI middleware: body size limit (before parsing) and request metrics/logs."""
+
+from __future__ import annotations
+
+import json
+import logging
+import time
+
+from prometheus_client import CollectorRegistry, Counter, Histogram
+from starlette.exceptions import HTTPException
+from starlette.types import ASGIApp, Message, Receive, Scope, Send
+
+log = logging.getLogger("ctxc.access")
+
+
+class Metrics:
+    """The service's Prometheus metrics, in a registry of its own (one per app)."""
+
+    def __init__(self) -> None:
+        self.registry = CollectorRegistry()
+        self.requests = Counter(
+            "ctxc_http_requests",
+            "HTTP requests",
+            ["method", "route", "status"],
+            registry=self.registry,
+        )
+        self.latency = Histogram(
+            "ctxc_http_request_duration_seconds",
+            "HTTP request latency",
+            ["method", "route"],
+            registry=self.registry,
+        )
+        self.tokens = Counter(
+            "ctxc_tokens_counted",
+            "Tokens counted, by encoding",
+            ["encoding"],
+            registry=self.registry,
+        )
+
+
+def _problem_413(limit: int) -> bytes:
+    return json.dumps(
+        {
+            "type": "urn:ctxc:problem:payload-too-large",
+            "title": "Payload too large",
+            "status": 413,
+            "detail": f"the request body is larger than {limit} bytes",
+        }
+    ).encode()
+
+
+class BodyLimit:
+    """Answer 413 for bodies over ``limit`` bytes: by Content-Length before anything is read,
+    else as soon as the streamed body passes the limit (the route's problem handler answers)."""
+
+    def __init__(self, app: ASGIApp, limit: int) -> None:
+        self.app = app
+        self.limit = limit
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+        length = dict(scope["headers"]).get(b"content-length")
+        if length is not None and length.isdigit() and int(length) > self.limit:
+            await self._reject(send)
+            return
+        seen = 0
+
+        async def limited_receive() -> Message:
+            nonlocal seen
+            message = await receive()
+            if message["type"] == "http.request":
+                seen += len(message.get("body", b""))
+                if seen > self.limit:
+                    raise HTTPException(413, f"the request body is larger than {self.limit} bytes")
+            return message
+
+        await self.app(scope, limited_receive, send)
+
+    async def _reject(self, send: Send) -> None:
+        body = _problem_413(self.limit)
+        headers = [
+            (b"content-type", b"application/problem+json"),
+            (b"content-length", str(len(body)).encode()),
+            (b"connection", b"close"),
+        ]
+        await send({"type": "http.response.start", "status": 413, "headers": headers})
+        await send({"type": "http.response.body", "body": body})
+
+
+class RequestMetrics:
+    """Count and time every request by route template; one access log line each."""
+
+    def __init__(self, app: ASGIApp, metrics: Metrics) -> None:
+        self.app = app
+        self.metrics = metrics
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+        start = time.perf_counter()
+        status = 500
+
+        async def send_wrapper(message: Message) -> None:
+            nonlocal status
+            if message["type"] == "http.response.start":
+                status = message["status"]
+            await send(message)
+
+        try:
+            await self.app(scope, receive, send_wrapper)
+        finally:
+            route = getattr(scope.get("route"), "path", "unmatched")
+            elapsed = time.perf_counter() - start
+            self.metrics.requests.labels(scope["method"], route, str(status)).inc()
+            self.metrics.latency.labels(scope["method"], route).observe(elapsed)
+            log.info(
+                "request",
+                extra={
+                    "method": scope["method"],
+                    "path": scope["path"],
+                    "route": route,
+                    "status": status,
+                    "ms": round(elapsed * 1000, 2),
+                },
+            )

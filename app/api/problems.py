@@ -1,0 +1,152 @@
+"""RFC 9457 problem details: the one error shape of every route."""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Sequence
+from typing import Any
+
+from fastapi import FastAPI, Request
+from fastapi.exceptions import RequestValidationError
+from fastapi.responses import JSONResponse
+from pydantic import BaseModel
+from starlette.exceptions import HTTPException as StarletteHTTPException
+
+from app.domain.errors import Conflict, FormatError, InvalidInput, NotFound, UnknownName
+
+log = logging.getLogger("ctxc")
+MEDIA_TYPE = "application/problem+json"
+
+
+class FieldError(BaseModel):
+    path: str
+    message: str
+
+
+class Problem(BaseModel):
+    """An error answer (RFC 9457)."""
+
+    type: str
+    title: str
+    status: int
+    detail: str
+    errors: list[FieldError] | None = None
+
+
+class ProblemError(Exception):
+    """Raised by the HTTP layer to answer with a problem."""
+
+    def __init__(
+        self,
+        status: int,
+        slug: str,
+        title: str,
+        detail: str,
+        errors: list[FieldError] | None = None,
+        headers: dict[str, str] | None = None,
+    ) -> None:
+        super().__init__(detail)
+        self.problem = Problem(
+            type=f"urn:ctxc:problem:{slug}",
+            title=title,
+            status=status,
+            detail=detail,
+            errors=errors,
+        )
+        self.headers = headers
+
+
+def field_path(loc: Sequence[str | int]) -> str:
+    """``("body", "messages", 3, "role")`` -> ``body.messages[3].role``."""
+    out = ""
+    for part in loc:
+        out += f"[{part}]" if isinstance(part, int) else (f".{part}" if out else str(part))
+    return out
+
+
+def invalid(errors: list[FieldError]) -> ProblemError:
+    detail = "; ".join(f"{e.path}: {e.message}" for e in errors)
+    return ProblemError(422, "validation-error", "Invalid request", detail, errors)
+
+
+def from_domain(exc: Exception, body_path: Sequence[str | int] = ("body",)) -> ProblemError:
+    """The problem for a domain error; located errors are placed under ``body_path``."""
+    match exc:
+        case FormatError(path=path, message=message):
+            return invalid([FieldError(path=field_path((*body_path, *path)), message=message)])
+        case InvalidInput(problems=problems):
+            return invalid(
+                [FieldError(path=field_path((*body_path, *p)), message=m) for p, m in problems]
+            )
+        case UnknownName(field=field):
+            return invalid([FieldError(path=field_path((*body_path, field)), message=str(exc))])
+        case NotFound():
+            return ProblemError(404, "not-found", "Not found", str(exc))
+        case Conflict():
+            return ProblemError(409, "conflict", "Conflict", str(exc))
+    raise exc
+
+
+def from_input_error(exc: FormatError | InvalidInput) -> ProblemError:
+    """A parse error of a posted history: located under `body.messages`, or `body.system`."""
+    if isinstance(exc, FormatError) and exc.path[:1] == ("system",):
+        return from_domain(exc, ("body",))
+    return from_domain(exc, ("body", "messages"))
+
+
+def _answer(problem: Problem, headers: dict[str, str] | None = None) -> JSONResponse:
+    return JSONResponse(
+        problem.model_dump(exclude_none=True), problem.status, headers, media_type=MEDIA_TYPE
+    )
+
+
+def _validation(_: Request, exc: Exception) -> JSONResponse:
+    assert isinstance(exc, RequestValidationError)
+    errors: list[dict[str, Any]] = list(exc.errors())
+    if any(e["type"] == "json_invalid" for e in errors):
+        return _answer(
+            ProblemError(
+                400, "malformed-json", "Malformed JSON", "the body is not valid JSON"
+            ).problem
+        )
+    fields = [FieldError(path=field_path(e["loc"]), message=e["msg"]) for e in errors]
+    return _answer(invalid(fields).problem)
+
+
+def _http(_: Request, exc: Exception) -> JSONResponse:
+    assert isinstance(exc, StarletteHTTPException)
+    title = {404: "Not found", 405: "Method not allowed", 413: "Payload too large"}.get(
+        exc.status_code, "Error"
+    )
+    slug = title.lower().replace(" ", "-")
+    problem = ProblemError(exc.status_code, slug, title, str(exc.detail)).problem
+    return _answer(problem, getattr(exc, "headers", None))
+
+
+def _problem(_: Request, exc: Exception) -> JSONResponse:
+    assert isinstance(exc, ProblemError)
+    return _answer(exc.problem, exc.headers)
+
+
+def _domain(_: Request, exc: Exception) -> JSONResponse:
+    return _answer(from_domain(exc).problem)
+
+
+def _unexpected(request: Request, exc: Exception) -> JSONResponse:
+    log.exception("unexpected error on %s %s", request.method, request.url.path)
+    problem = ProblemError(500, "internal", "Internal error", "unexpected error").problem
+    return _answer(problem)
+
+
+def install(app: FastAPI) -> None:
+    app.add_exception_handler(RequestValidationError, _validation)
+    app.add_exception_handler(StarletteHTTPException, _http)
+    app.add_exception_handler(ProblemError, _problem)
+    for cls in (FormatError, InvalidInput, UnknownName, NotFound, Conflict):
+        app.add_exception_handler(cls, _domain)
+    app.add_exception_handler(Exception, _unexpected)
+
+
+def responses(*statuses: int) -> dict[int | str, dict[str, Any]]:
+    """The `responses=` entry of a route that can answer these problems."""
+    return {s: {"model": Problem, "content": {MEDIA_TYPE: {}}} for s in statuses}

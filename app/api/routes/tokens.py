@@ -1,0 +1,50 @@
+"""Token counting of a posted request."""
+
+from __future__ import annotations
+
+import anyio
+from fastapi import APIRouter
+
+from app.api.deps import StateDep, TenantDep
+from app.api.problems import from_input_error, responses
+from app.api.schemas import TokenCount, TokenCountResult
+from app.domain.errors import FormatError, InvalidInput
+from app.services.tokens import RequestCount, count_request
+
+router = APIRouter(prefix="/v1/tokens", tags=["tokens"])
+
+
+@router.post("/count", responses=responses(400, 401, 413, 422), operation_id="count_tokens")
+async def count_tokens(body: TokenCount, state: StateDep, _: TenantDep) -> TokenCountResult:
+    """Count a message list per message and in total, for a provider or an encoding.
+
+    `exact` is false where the provider's tokenizer is not public (Anthropic, OpenRouter,
+    Ollama...): the figures are then estimates, and `note` says so.
+    """
+
+    def run() -> RequestCount:
+        try:
+            return count_request(
+                state.counter,
+                body.format,
+                body.messages,
+                body.system,
+                body.provider or state.settings.default_provider,
+                body.encoding,
+                body.tools,
+            )
+        except (FormatError, InvalidInput) as exc:
+            raise from_input_error(exc) from None
+
+    result = await anyio.to_thread.run_sync(run)
+    state.metrics.tokens.labels(result.encoding).inc(result.total)
+    return TokenCountResult(
+        provider=result.provider,
+        encoding=result.encoding,
+        exact=result.exact,
+        note=result.note,
+        messages=result.messages,
+        tools=result.tools,
+        reply_priming=result.reply_priming,
+        total=result.total,
+    )

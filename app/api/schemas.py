@@ -1,0 +1,165 @@
+"""Request and response bodies of the HTTP API."""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, field_validator
+
+from app.domain.formats.convert import Format
+from app.domain.sessions import SECTION_PATTERN, SESSION_ID_PATTERN, PromptFragment
+
+JSONObject = dict[str, Any]
+
+
+class _Body(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+
+def _unique_fragment_names(fragments: list[PromptFragment] | None) -> list[PromptFragment] | None:
+    names = [f.name for f in fragments or []]
+    if len(names) != len(set(names)):
+        raise ValueError("fragment names must be unique")
+    return fragments
+
+
+class SessionCreate(_Body):
+    id: str | None = Field(
+        None,
+        pattern=SESSION_ID_PATTERN,
+        description="Your id for the session; generated if absent.",
+    )
+    metadata: JSONObject = Field(default_factory=dict)
+    system_prompt: list[PromptFragment] = Field(default_factory=list)
+    response_format: JSONObject | None = None
+    provider: str | None = Field(None, description="Provider profile name (GET /v1/providers).")
+    resume_key: str | None = Field(None, max_length=1024)
+    context_window: int | None = Field(None, ge=1, le=100_000_000)
+    compiler: JSONObject | None = None
+    compaction: JSONObject | None = None
+
+    _fragments = field_validator("system_prompt")(_unique_fragment_names)
+
+
+class SessionUpdate(_Body):
+    """Only the fields present change; null clears a nullable field."""
+
+    metadata: JSONObject | None = None
+    system_prompt: list[PromptFragment] | None = None
+    response_format: JSONObject | None = None
+    provider: str | None = None
+    resume_key: str | None = Field(None, max_length=1024)
+    context_window: int | None = Field(None, ge=1, le=100_000_000)
+    compiler: JSONObject | None = None
+    compaction: JSONObject | None = None
+
+    _fragments = field_validator("system_prompt")(_unique_fragment_names)
+
+    @field_validator("metadata", "system_prompt", "provider")
+    @classmethod
+    def _not_null(cls, value: Any) -> Any:
+        if value is None:
+            raise ValueError("may not be null")
+        return value
+
+
+class SessionRead(BaseModel):
+    id: str
+    metadata: JSONObject
+    system_prompt: list[PromptFragment]
+    response_format: JSONObject | None
+    provider: str
+    encoding: str
+    resume_key: str | None
+    context_window: int | None
+    compiler: JSONObject | None
+    compaction: JSONObject | None
+    message_count: int
+    last_seq: int
+    tokens: int = Field(description="Stored message tokens in the provider's encoding.")
+    cursor_seq: int | None
+    provider_session_id: str | None
+    created_at: datetime
+    updated_at: datetime
+
+
+class SessionPage(BaseModel):
+    items: list[SessionRead]
+    next_after: str | None = Field(
+        description="Pass as `after` for the next page; null at the end."
+    )
+
+
+class MessagesAppend(_Body):
+    format: Format = Field("openai", description="Shape of `messages`.")
+    section: str = Field("messages", pattern=SECTION_PATTERN)
+    messages: list[Any] = Field(min_length=1, max_length=10_000)
+    system: str | list[JSONObject] | None = Field(
+        None, description="Anthropic's top-level system prompt (format anthropic only)."
+    )
+    metadata: JSONObject = Field(
+        default_factory=dict,
+        description="Merged into every message's metadata (the message's own keys win).",
+    )
+
+
+class AppendedMessage(BaseModel):
+    seq: int
+    tokens: int
+
+
+class AppendResult(BaseModel):
+    session_id: str
+    section: str
+    first_seq: int
+    last_seq: int
+    encoding: str
+    messages: list[AppendedMessage]
+    tokens: int
+
+
+class MessageItem(BaseModel):
+    seq: int
+    section: str
+    tokens: int
+    created_at: datetime
+    message: JSONObject
+
+
+class CanonicalPage(BaseModel):
+    format: Literal["canonical"] = "canonical"
+    items: list[MessageItem]
+    next_after_seq: int | None
+
+
+class ProviderPage(BaseModel):
+    """A page in a provider's shape; ``seqs[i]`` is the stored seq of ``messages[i]``."""
+
+    format: Literal["openai", "anthropic"]
+    system: str | list[JSONObject] | None = None
+    messages: list[JSONObject]
+    seqs: list[int]
+    next_after_seq: int | None
+
+
+class TokenCount(_Body):
+    format: Format = "openai"
+    messages: list[Any] = Field(max_length=100_000)
+    system: str | list[JSONObject] | None = None
+    provider: str | None = Field(None, description="Profile whose encoding counts.")
+    encoding: Literal["o200k_base", "cl100k_base"] | None = Field(
+        None, description="Overrides the profile's encoding."
+    )
+    tools: list[JSONObject] | None = Field(None, description="Tool definitions, counted apart.")
+
+
+class TokenCountResult(BaseModel):
+    provider: str
+    encoding: str
+    exact: bool
+    note: str | None
+    messages: list[int] = Field(description="Each message's tokens, overhead included.")
+    tools: int
+    reply_priming: int
+    total: int

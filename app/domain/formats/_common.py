@@ -1,0 +1,72 @@
+"""Helpers shared by the provider converters: shape checks and provider hints."""
+
+from __future__ import annotations
+
+import copy
+from collections.abc import Collection
+from typing import Any, TypeVar
+
+from app.domain.errors import FormatError, Path
+from app.domain.messages import PROVIDER_KEYS, JSONObject
+
+T = TypeVar("T")
+
+
+def expect_object(value: Any, path: Path, what: str = "an object") -> JSONObject:
+    """``value`` when it is a JSON object, else a FormatError at ``path``."""
+    if not isinstance(value, dict):
+        raise FormatError(path, f"expected {what}")
+    return value
+
+
+def expect_str(obj: JSONObject, key: str, path: Path) -> str:
+    """``obj[key]`` when it is a string, else a FormatError at ``path + (key,)``."""
+    value = obj.get(key)
+    if not isinstance(value, str):
+        missing = "missing" if key not in obj else "not a string"
+        raise FormatError((*path, key), f"{key!r} is {missing}; expected a string")
+    return value
+
+
+def caller_metadata(obj: JSONObject, path: Path) -> JSONObject:
+    """The caller's ``metadata`` of a provider message (a JSON object without provider keys)."""
+    if "metadata" not in obj:
+        return {}
+    metadata = expect_object(obj["metadata"], (*path, "metadata"), "metadata to be an object")
+    for key in PROVIDER_KEYS:
+        if key in metadata:
+            raise FormatError((*path, "metadata", key), f"{key!r} is reserved for provider fields")
+    return clone(metadata)
+
+
+def extra_fields(obj: JSONObject, known: Collection[str]) -> JSONObject:
+    """The fields of ``obj`` that the canonical model does not hold, copied."""
+    return {key: clone(value) for key, value in obj.items() if key not in known}
+
+
+def hints(**fields: Any) -> JSONObject:
+    """Provider hints without the unset ones (None, False or empty)."""
+    return {key: value for key, value in fields.items() if _is_set(value)}
+
+
+def _is_set(value: Any) -> bool:
+    return value is not None and value is not False and not (isinstance(value, dict) and not value)
+
+
+def part_metadata(provider: str, **fields: Any) -> JSONObject:
+    """Part metadata holding only the provider hints that are set."""
+    found = hints(**fields)
+    return {provider: found} if found else {}
+
+
+def add_extra(out: JSONObject, extra: Any) -> JSONObject:
+    """``out`` with the remembered ``extra`` fields it does not already set."""
+    if isinstance(extra, dict):
+        for key, value in extra.items():
+            out.setdefault(key, clone(value))
+    return out
+
+
+def clone(value: T) -> T:
+    """A deep copy, so stored messages never share mutable JSON with callers."""
+    return copy.deepcopy(value)

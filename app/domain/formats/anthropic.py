@@ -1,0 +1,148 @@
+"""Anthropic Messages (``system`` + ``messages``), to and from canonical messages.
+
+The system prompt becomes one canonical system message first; then each turn is one canonical
+message (a user turn holding only tool results becomes role ``tool``; every canonical ``tool``
+message goes back as a user turn). What the canonical model does not hold is kept under
+``metadata["anthropic"]`` so that ``to_anthropic(from_anthropic(m, s)) == (s, m)`` (without the
+caller's ``metadata`` keys). Message-level hints:
+
+- ``content``: ``"string"`` when the turn's content (or the system prompt) was a string;
+- ``extra``: every other turn field, verbatim.
+
+Part-level hints are described in ``_anthropic_blocks``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+from app.domain.errors import FormatError, Path
+from app.domain.formats._anthropic_blocks import (
+    PROVIDER,
+    SYSTEM_READERS,
+    read_block,
+    write_block,
+)
+from app.domain.formats._common import (
+    add_extra,
+    caller_metadata,
+    expect_object,
+    extra_fields,
+    hints,
+)
+from app.domain.messages import (
+    JSONObject,
+    Message,
+    OpaquePart,
+    Part,
+    Role,
+    TextPart,
+    ToolResultPart,
+    provider_meta,
+    with_provider_meta,
+)
+
+System = str | list[JSONObject] | None
+
+
+def from_anthropic(messages: Any, system: Any = None) -> list[Message]:
+    """Canonical messages for Anthropic ``messages`` and ``system``, system first."""
+    if not isinstance(messages, list):
+        raise FormatError((), "messages must be a list")
+    head = [] if system is None else [_read_system(system)]
+    return head + [_read_turn(raw, (index,)) for index, raw in enumerate(messages)]
+
+
+def _read_system(system: Any) -> Message:
+    """The system prompt; paths of its errors start with ``"system"``."""
+    if isinstance(system, str):
+        metadata = {PROVIDER: {"content": "string"}}
+        return Message(role="system", content=(TextPart(text=system),), metadata=metadata)
+    if not isinstance(system, list):
+        raise FormatError(("system",), "system must be a string or a list of text blocks")
+    blocks = (read_block(raw, ("system", i), SYSTEM_READERS) for i, raw in enumerate(system))
+    return Message(role="system", content=tuple(blocks))
+
+
+def _read_turn(raw: Any, path: Path) -> Message:
+    turn = expect_object(raw, path, "a message object")
+    role = turn.get("role")
+    if role not in ("user", "assistant"):
+        raise FormatError((*path, "role"), "role must be 'user' or 'assistant'")
+    content = turn.get("content")
+    if isinstance(content, str):
+        parts: tuple[Part, ...] = (TextPart(text=content),)
+    elif isinstance(content, list):
+        parts = tuple(read_block(block, (*path, "content", i)) for i, block in enumerate(content))
+    else:
+        raise FormatError((*path, "content"), "content must be a string or a list of blocks")
+    hint = hints(
+        content="string" if isinstance(content, str) else None,
+        extra=extra_fields(turn, ("role", "content", "metadata")),
+    )
+    metadata = with_provider_meta(caller_metadata(turn, path), PROVIDER, hint)
+    return Message(role=_canonical_role(role, parts), content=parts, metadata=metadata)
+
+
+def _canonical_role(role: str, parts: tuple[Part, ...]) -> Role:
+    if role == "assistant":
+        return "assistant"
+    only_results = bool(parts) and all(isinstance(part, ToolResultPart) for part in parts)
+    return "tool" if only_results else "user"
+
+
+def to_anthropic(messages: Sequence[Message]) -> tuple[System, list[JSONObject]]:
+    """Anthropic ``(system, messages)`` for canonical messages, one turn per non-system message.
+
+    Turns are neither merged nor reordered: provider validity is the compile step's job.
+    """
+    systems = [message for message in messages if message.role == "system"]
+    turns = [anthropic_message(message) for message in messages if message.role != "system"]
+    return _system_value(systems), turns
+
+
+def _system_value(systems: list[Message]) -> System:
+    """The system prompt: the original string when it was one, else all system parts as blocks."""
+    if not systems:
+        return None
+    if len(systems) == 1 and _is_string_form(systems[0]):
+        return _joined_text(systems[0])
+    blocks = (_system_block(part) for message in systems for part in message.content)
+    return [block for block in blocks if block is not None]
+
+
+def _system_block(part: Part) -> JSONObject | None:
+    # Anthropic's system prompt holds text blocks only; images and tool parts cannot go there.
+    if isinstance(part, TextPart) or (isinstance(part, OpaquePart) and part.provider == PROVIDER):
+        return write_block(part)
+    return None
+
+
+def anthropic_message(message: Message) -> JSONObject:
+    """The Anthropic turn for one non-system canonical message (tool messages are user turns).
+
+    Tool calls whose arguments are a raw string (not a JSON object) become
+    ``input: {"_raw": "<the string>"}``; reasoning and Anthropic blocks are kept, OpenAI-only
+    blocks and hints are dropped.
+    """
+    if message.role == "system":
+        raise ValueError("system messages go to the system prompt; use to_anthropic")
+    hint = provider_meta(message.metadata, PROVIDER)
+    content: str | list[JSONObject]
+    if _is_string_form(message):
+        content = _joined_text(message)
+    else:
+        blocks = (write_block(part) for part in message.content)
+        content = [block for block in blocks if block is not None]
+    role = "assistant" if message.role == "assistant" else "user"
+    return add_extra({"role": role, "content": content}, hint.get("extra"))
+
+
+def _is_string_form(message: Message) -> bool:
+    string_form = provider_meta(message.metadata, PROVIDER).get("content") == "string"
+    return string_form and all(isinstance(part, TextPart) for part in message.content)
+
+
+def _joined_text(message: Message) -> str:
+    return "\n".join(part.text for part in message.content if isinstance(part, TextPart))

@@ -1,0 +1,138 @@
+"""Provider profiles: what a target model is and can do."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Literal
+
+from app.domain.errors import UnknownName
+
+DEFAULT_CONTEXT_WINDOW = 200_000
+
+
+@dataclass(frozen=True)
+class ProviderProfile:
+    """A target provider/model: output shape, tokenizer, context window and capabilities."""
+
+    name: str
+    output: Literal["openai", "anthropic"]
+    encoding: str
+    exact: bool  # False where the provider's tokenizer is not public: counts are estimates
+    context_window: int = DEFAULT_CONTEXT_WINDOW
+    session_resumption: bool = False
+    prompt_cache: bool = False
+    description: str = ""
+
+
+BUILTIN_PROFILES: tuple[ProviderProfile, ...] = (
+    ProviderProfile(
+        "openai",
+        "openai",
+        "o200k_base",
+        True,
+        128_000,
+        prompt_cache=True,
+        description="OpenAI GPT-4o family (o200k_base).",
+    ),
+    ProviderProfile(
+        "gpt-4o",
+        "openai",
+        "o200k_base",
+        True,
+        128_000,
+        prompt_cache=True,
+        description="OpenAI GPT-4o.",
+    ),
+    ProviderProfile(
+        "gpt-4.1",
+        "openai",
+        "o200k_base",
+        True,
+        1_047_576,
+        prompt_cache=True,
+        description="OpenAI GPT-4.1.",
+    ),
+    ProviderProfile(
+        "o3",
+        "openai",
+        "o200k_base",
+        True,
+        200_000,
+        prompt_cache=True,
+        description="OpenAI o3 reasoning model.",
+    ),
+    ProviderProfile(
+        "gpt-4", "openai", "cl100k_base", True, 8_192, description="OpenAI GPT-4 (cl100k_base)."
+    ),
+    ProviderProfile(
+        "gpt-4-turbo",
+        "openai",
+        "cl100k_base",
+        True,
+        128_000,
+        description="OpenAI GPT-4 Turbo (cl100k_base).",
+    ),
+    ProviderProfile(
+        "gpt-3.5-turbo",
+        "openai",
+        "cl100k_base",
+        True,
+        16_385,
+        description="OpenAI GPT-3.5 Turbo (cl100k_base).",
+    ),
+    ProviderProfile(
+        "anthropic",
+        "anthropic",
+        "o200k_base",
+        False,
+        200_000,
+        prompt_cache=True,
+        description="Anthropic Messages API (Claude); counts are o200k estimates.",
+    ),
+    ProviderProfile(
+        "openrouter",
+        "openai",
+        "o200k_base",
+        False,
+        128_000,
+        description="OpenRouter, OpenAI-shaped; counts are o200k estimates.",
+    ),
+    ProviderProfile(
+        "ollama",
+        "openai",
+        "o200k_base",
+        False,
+        32_768,
+        description="Ollama, OpenAI-compatible; counts are o200k estimates.",
+    ),
+    ProviderProfile(
+        "claude-code",
+        "anthropic",
+        "o200k_base",
+        False,
+        200_000,
+        session_resumption=True,
+        prompt_cache=True,
+        description="Claude Code (keeps its own session memory); estimates.",
+    ),
+    ProviderProfile(
+        "codex-cli",
+        "openai",
+        "o200k_base",
+        False,
+        200_000,
+        session_resumption=True,
+        prompt_cache=True,
+        description="Codex CLI (keeps its own session memory); estimates.",
+    ),
+)
+
+PROFILES: dict[str, ProviderProfile] = {p.name: p for p in BUILTIN_PROFILES}
+
+
+def get_profile(name: str, field: str = "provider") -> ProviderProfile:
+    """The built-in profile called ``name``."""
+    try:
+        return PROFILES[name]
+    except KeyError:
+        raise UnknownName("provider profile", name, sorted(PROFILES), field) from None

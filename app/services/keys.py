@@ -1,0 +1,99 @@
+"""API keys: issued once, stored hashed, mapped to a tenant."""
+
+from __future__ import annotations
+
+import hashlib
+import secrets
+import uuid
+from dataclasses import dataclass
+from datetime import datetime
+
+from sqlalchemy import or_, select
+from sqlalchemy.ext.asyncio import AsyncSession
+
+from app.domain.errors import NotFound
+from app.domain.sessions import TenantId
+from app.storage import queries
+from app.storage.models import ApiKeyRow, TenantRow
+
+KEY_PREFIX = "ctxc_"
+SHOWN_PREFIX_CHARS = 12
+
+
+@dataclass(frozen=True)
+class KeyInfo:
+    id: str
+    tenant: str
+    prefix: str
+    label: str | None
+    created_at: datetime
+    revoked_at: datetime | None
+
+
+def hash_key(key: str) -> str:
+    """Keys are 256-bit random values, so a plain sha256 is enough to store them safely."""
+    return hashlib.sha256(key.encode()).hexdigest()
+
+
+async def ensure_tenant(db: AsyncSession, name: str, now: datetime) -> TenantId:
+    """The id of the tenant called ``name``, created when missing (the caller commits)."""
+    tenant = await queries.tenant_by_name(db, name)
+    if tenant is None:
+        tenant = TenantRow(id=str(uuid.uuid4()), name=name, created_at=now)
+        db.add(tenant)
+        await db.flush()
+    return TenantId(tenant.id)
+
+
+async def create_key(
+    db: AsyncSession, tenant_name: str, label: str | None, now: datetime
+) -> tuple[str, KeyInfo]:
+    """A new key for the tenant (created if new); the key itself is returned only here."""
+    tenant = await ensure_tenant(db, tenant_name, now)
+    key = KEY_PREFIX + secrets.token_urlsafe(32)
+    row = ApiKeyRow(
+        id=str(uuid.uuid4()),
+        tenant_id=tenant,
+        prefix=key[:SHOWN_PREFIX_CHARS],
+        key_hash=hash_key(key),
+        label=label,
+        created_at=now,
+    )
+    db.add(row)
+    await db.commit()
+    return key, _info(row, tenant_name)
+
+
+async def list_keys(db: AsyncSession) -> list[KeyInfo]:
+    return [_info(row, tenant) for row, tenant in await queries.list_keys(db)]
+
+
+async def revoke_key(db: AsyncSession, id_or_prefix: str, now: datetime) -> KeyInfo:
+    """Revoke the key with this id or shown prefix."""
+    rows = (
+        await db.scalars(
+            select(ApiKeyRow).where(
+                or_(ApiKeyRow.id == id_or_prefix, ApiKeyRow.prefix == id_or_prefix)
+            )
+        )
+    ).all()
+    if len(rows) != 1:
+        raise NotFound("api key", id_or_prefix)
+    row = rows[0]
+    if row.revoked_at is None:
+        row.revoked_at = now
+    tenant = await db.get(TenantRow, row.tenant_id)
+    await db.commit()
+    return _info(row, tenant.name if tenant else "?")
+
+
+async def authenticate(db: AsyncSession, key: str) -> TenantId | None:
+    """The tenant of a valid, unrevoked key."""
+    row = await queries.key_by_hash(db, hash_key(key))
+    if row is None or row.revoked_at is not None:
+        return None
+    return TenantId(row.tenant_id)
+
+
+def _info(row: ApiKeyRow, tenant: str) -> KeyInfo:
+    return KeyInfo(row.id, tenant, row.prefix, row.label, row.created_at, row.revoked_at)

@@ -1,0 +1,200 @@
+"""Appending and reading messages."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from collections.abc import Sequence
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any
+
+from sqlalchemy.exc import IntegrityError
+from sqlalchemy.ext.asyncio import AsyncSession
+
+from app.domain.errors import Conflict, NotFound
+from app.domain.messages import Message, ToolCallPart, ToolResultPart
+from app.domain.providers import get_profile
+from app.domain.sessions import SessionPk, TenantId
+from app.domain.tokens import TokenCounter
+from app.services.sessions import require_session
+from app.storage import queries
+from app.storage.models import IdempotencyKeyRow, MessageRow, ToolPartRow
+
+
+@dataclass(frozen=True)
+class Idempotency:
+    """An Idempotency-Key and the fingerprint of the request it was sent with."""
+
+    key: str
+    fingerprint: str
+
+
+@dataclass(frozen=True)
+class StoredMessage:
+    seq: int
+    section: str
+    tokens: int
+    created_at: datetime
+    message: Message
+
+
+def fingerprint(method: str, path: str, body: Any) -> str:
+    """A stable hash of a request: same method, path and JSON body give the same value."""
+    text = json.dumps([method, path, body], sort_keys=True, separators=(",", ":"))
+    return hashlib.sha256(text.encode()).hexdigest()
+
+
+def count_batch(counter: TokenCounter, messages: Sequence[Message]) -> list[dict[str, int]]:
+    """Each message's count in every stored encoding (done once, before the transaction)."""
+    return [counter.count_all(m) for m in messages]
+
+
+async def append_messages(
+    db: AsyncSession,
+    tenant: TenantId,
+    session_id: str,
+    section: str,
+    messages: Sequence[Message],
+    counts: Sequence[dict[str, int]],
+    idempotency: Idempotency | None,
+    now: datetime,
+) -> tuple[int, dict[str, Any]]:
+    """Store a batch with consecutive seqs in one transaction; returns (status, answer)."""
+    if idempotency is not None:
+        replay = await _replay(db, tenant, idempotency)
+        if replay is not None:
+            return replay
+    row = await require_session(db, tenant, session_id)
+    pk = SessionPk(row.pk)
+    last = await queries.reserve_seqs(db, pk, len(messages))
+    if last is None:
+        raise NotFound("session", session_id)
+    first = last - len(messages) + 1
+    encoding = get_profile(row.provider).encoding
+    db.add_all(_rows(pk, first, section, messages, counts, now))
+    answer = {
+        "session_id": session_id,
+        "section": section,
+        "first_seq": first if messages else None,
+        "last_seq": last,
+        "encoding": encoding,
+        "messages": [{"seq": first + i, "tokens": c[encoding]} for i, c in enumerate(counts)],
+        "tokens": sum(c[encoding] for c in counts),
+    }
+    if idempotency is not None:
+        db.add(
+            IdempotencyKeyRow(
+                tenant_id=tenant,
+                key=idempotency.key,
+                fingerprint=idempotency.fingerprint,
+                status=201,
+                response=answer,
+                created_at=now,
+            )
+        )
+    try:
+        await db.commit()
+    except IntegrityError:
+        # A concurrent request with the same key won the race: answer as its retry would.
+        await db.rollback()
+        replay = await _replay(db, tenant, idempotency) if idempotency else None
+        if replay is None:
+            raise
+        return replay
+    return 201, answer
+
+
+async def _replay(
+    db: AsyncSession, tenant: TenantId, idempotency: Idempotency
+) -> tuple[int, dict[str, Any]] | None:
+    stored = await queries.idempotency_row(db, tenant, idempotency.key)
+    if stored is None:
+        return None
+    if stored.fingerprint != idempotency.fingerprint:
+        raise Conflict(
+            f"Idempotency-Key {idempotency.key!r} was already used with a different request"
+        )
+    return stored.status, stored.response
+
+
+def _rows(
+    pk: SessionPk,
+    first: int,
+    section: str,
+    messages: Sequence[Message],
+    counts: Sequence[dict[str, int]],
+    now: datetime,
+) -> list[MessageRow | ToolPartRow]:
+    rows: list[MessageRow | ToolPartRow] = []
+    for offset, (message, count) in enumerate(zip(messages, counts, strict=True)):
+        seq = first + offset
+        doc = message.to_json()
+        rows.append(
+            MessageRow(
+                session_pk=pk,
+                seq=seq,
+                section=section,
+                role=message.role,
+                name=message.name,
+                content=doc.get("content", []),
+                meta=message.metadata,
+                tokens_o200k=count["o200k_base"],
+                tokens_cl100k=count["cl100k_base"],
+                created_at=now,
+            )
+        )
+        rows += _tool_rows(pk, seq, message)
+    return rows
+
+
+def _tool_rows(pk: SessionPk, seq: int, message: Message) -> list[ToolPartRow]:
+    rows = []
+    for idx, part in enumerate(message.content):
+        if isinstance(part, ToolCallPart):
+            rows.append(
+                ToolPartRow(
+                    session_pk=pk,
+                    seq=seq,
+                    idx=idx,
+                    kind="call",
+                    call_id=part.id,
+                    tool_name=part.name,
+                )
+            )
+        elif isinstance(part, ToolResultPart):
+            rows.append(
+                ToolPartRow(
+                    session_pk=pk,
+                    seq=seq,
+                    idx=idx,
+                    kind="result",
+                    call_id=part.call_id,
+                    tool_name=None,
+                )
+            )
+    return rows
+
+
+def stored_message(row: MessageRow, encoding: str) -> StoredMessage:
+    """The domain view of a stored row."""
+    message = Message.model_validate(
+        {"role": row.role, "content": row.content, "name": row.name, "metadata": row.meta}
+    )
+    tokens = row.tokens_o200k if encoding == "o200k_base" else row.tokens_cl100k
+    return StoredMessage(row.seq, row.section, tokens, row.created_at, message)
+
+
+async def read_messages(
+    db: AsyncSession,
+    tenant: TenantId,
+    session_id: str,
+    after_seq: int,
+    limit: int,
+    section: str | None,
+) -> list[StoredMessage]:
+    """A page of messages in seq order."""
+    row = await require_session(db, tenant, session_id)
+    encoding = get_profile(row.provider).encoding
+    rows = await queries.message_page(db, SessionPk(row.pk), after_seq, limit, section)
+    return [stored_message(r, encoding) for r in rows]

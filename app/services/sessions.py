@@ -1,0 +1,113 @@
+"""Session use cases: create, read, change, delete, list. Each write commits once, here."""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Sequence
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any
+
+from sqlalchemy.exc import IntegrityError
+from sqlalchemy.ext.asyncio import AsyncSession
+
+from app.domain.errors import Conflict, NotFound
+from app.domain.providers import get_profile
+from app.domain.sessions import SessionPk, TenantId
+from app.storage import queries
+from app.storage.models import SessionRow
+
+
+@dataclass(frozen=True)
+class SessionView:
+    """A session row with its message figures."""
+
+    row: SessionRow
+    message_count: int
+    tokens: int  # in the encoding of the session's provider
+
+
+async def require_session(db: AsyncSession, tenant: TenantId, session_id: str) -> SessionRow:
+    """The tenant's session, or NotFound (another tenant's session is simply not found)."""
+    row = await queries.session_row(db, tenant, session_id)
+    if row is None:
+        raise NotFound("session", session_id)
+    return row
+
+
+async def views(db: AsyncSession, rows: Sequence[SessionRow]) -> list[SessionView]:
+    """The rows with their message figures, in one query."""
+    stats = await queries.message_stats(db, [SessionPk(row.pk) for row in rows])
+    out = []
+    for row in rows:
+        count, o200k, cl100k = stats[SessionPk(row.pk)]
+        encoding = get_profile(row.provider).encoding
+        out.append(SessionView(row, count, o200k if encoding == "o200k_base" else cl100k))
+    return out
+
+
+async def view(db: AsyncSession, row: SessionRow) -> SessionView:
+    return (await views(db, [row]))[0]
+
+
+async def create_session(
+    db: AsyncSession,
+    tenant: TenantId,
+    session_id: str | None,
+    fields: dict[str, Any],
+    now: datetime,
+) -> SessionView:
+    """Create a session with the caller's id, or a generated one."""
+    get_profile(fields["provider"])
+    row = SessionRow(
+        pk=str(uuid.uuid4()),
+        tenant_id=tenant,
+        id=session_id or f"ses_{uuid.uuid4().hex}",
+        last_seq=0,
+        created_at=now,
+        updated_at=now,
+        **_columns(fields),
+    )
+    db.add(row)
+    try:
+        await db.commit()
+    except IntegrityError:
+        await db.rollback()
+        raise Conflict(f"session {row.id!r} already exists") from None
+    return SessionView(row, 0, 0)
+
+
+async def update_session(
+    db: AsyncSession, tenant: TenantId, session_id: str, changes: dict[str, Any], now: datetime
+) -> SessionView:
+    """Apply the given fields; a new resume key ends the provider session (cursor reset)."""
+    row = await require_session(db, tenant, session_id)
+    if "provider" in changes:
+        get_profile(changes["provider"])
+    if "resume_key" in changes and changes["resume_key"] != row.resume_key:
+        row.cursor_seq = None
+        row.provider_session_id = None
+    for column, value in _columns(changes).items():
+        setattr(row, column, value)
+    row.updated_at = now
+    await db.commit()
+    return await view(db, row)
+
+
+async def delete_session(db: AsyncSession, tenant: TenantId, session_id: str) -> None:
+    row = await require_session(db, tenant, session_id)
+    await db.delete(row)
+    await db.commit()
+
+
+async def list_sessions(
+    db: AsyncSession, tenant: TenantId, after_id: str | None, limit: int
+) -> list[SessionView]:
+    return await views(db, await queries.session_rows(db, tenant, after_id, limit))
+
+
+_COLUMN = {"metadata": "meta", "compaction": "compaction_policy"}
+
+
+def _columns(fields: dict[str, Any]) -> dict[str, Any]:
+    return {_COLUMN.get(name, name): value for name, value in fields.items()}

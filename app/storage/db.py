@@ -1,0 +1,46 @@
+"""Engine and sessionmaker for either database."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from sqlalchemy import event
+from sqlalchemy.engine import make_url
+from sqlalchemy.ext.asyncio import (
+    AsyncEngine,
+    AsyncSession,
+    async_sessionmaker,
+    create_async_engine,
+)
+
+SQLITE_BUSY_TIMEOUT_S = 30
+
+
+def _sqlite_pragmas(dbapi_conn: Any, _record: Any) -> None:
+    cursor = dbapi_conn.cursor()
+    cursor.execute("PRAGMA foreign_keys=ON")
+    cursor.execute("PRAGMA journal_mode=WAL")
+    cursor.execute("PRAGMA synchronous=NORMAL")
+    cursor.close()
+
+
+def ensure_sqlite_dir(url: str) -> None:
+    """Create the folder of a SQLite file so a fresh checkout needs no set-up."""
+    database = make_url(url).database
+    if database and database != ":memory:":
+        Path(database).expanduser().parent.mkdir(parents=True, exist_ok=True)
+
+
+def create_engine(url: str, pool_size: int = 10) -> AsyncEngine:
+    """An async engine; SQLite gets foreign keys, WAL and a busy timeout on every connection."""
+    if url.startswith("sqlite"):
+        ensure_sqlite_dir(url)
+        engine = create_async_engine(url, connect_args={"timeout": SQLITE_BUSY_TIMEOUT_S})
+        event.listen(engine.sync_engine, "connect", _sqlite_pragmas)
+        return engine
+    return create_async_engine(url, pool_size=pool_size, max_overflow=pool_size, pool_pre_ping=True)
+
+
+def create_sessionmaker(engine: AsyncEngine) -> async_sessionmaker[AsyncSession]:
+    return async_sessionmaker(engine, expire_on_commit=False)

@@ -1,0 +1,223 @@
+"""ORM rows. The schema covers all of the design: later capabilities add endpoints, not tables."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+from typing import Any
+
+from sqlalchemy import (
+    JSON,
+    BigInteger,
+    Boolean,
+    DateTime,
+    ForeignKey,
+    Index,
+    Integer,
+    MetaData,
+    String,
+    UniqueConstraint,
+)
+from sqlalchemy.dialects.postgresql import JSONB
+from sqlalchemy.engine import Dialect
+from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column
+from sqlalchemy.types import TypeDecorator
+
+NAMING = {
+    "ix": "ix_%(column_0_label)s",
+    "uq": "uq_%(table_name)s_%(column_0_name)s",
+    "ck": "ck_%(table_name)s_%(constraint_name)s",
+    "fk": "fk_%(table_name)s_%(column_0_name)s_%(referred_table_name)s",
+    "pk": "pk_%(table_name)s",
+}
+
+Json = JSON().with_variant(JSONB(), "postgresql")
+# SQLite only auto-increments an INTEGER PRIMARY KEY.
+BigId = BigInteger().with_variant(Integer(), "sqlite")
+
+
+class UTCDateTime(TypeDecorator[datetime]):
+    """A timezone-aware UTC timestamp on both databases (SQLite stores it naive)."""
+
+    impl = DateTime(timezone=True)
+    cache_ok = True
+
+    def process_bind_param(self, value: datetime | None, dialect: Dialect) -> datetime | None:
+        if value is not None and value.tzinfo is None:
+            raise ValueError("naive datetime")
+        return value
+
+    def process_result_value(self, value: datetime | None, dialect: Dialect) -> datetime | None:
+        if value is not None and value.tzinfo is None:
+            return value.replace(tzinfo=UTC)
+        return value
+
+
+def _session_fk() -> Mapped[str]:
+    return mapped_column(
+        String(36), ForeignKey("sessions.pk", ondelete="CASCADE"), primary_key=True
+    )
+
+
+class Base(DeclarativeBase):
+    metadata = MetaData(naming_convention=NAMING)
+
+
+class TenantRow(Base):
+    __tablename__ = "tenants"
+
+    id: Mapped[str] = mapped_column(String(36), primary_key=True)
+    name: Mapped[str] = mapped_column(String(128), unique=True)
+    created_at: Mapped[datetime] = mapped_column(UTCDateTime())
+
+
+class ApiKeyRow(Base):
+    __tablename__ = "api_keys"
+
+    id: Mapped[str] = mapped_column(String(36), primary_key=True)
+    tenant_id: Mapped[str] = mapped_column(
+        String(36), ForeignKey("tenants.id", ondelete="CASCADE"), index=True
+    )
+    prefix: Mapped[str] = mapped_column(String(32), index=True)
+    key_hash: Mapped[str] = mapped_column(String(64), unique=True)
+    label: Mapped[str | None] = mapped_column(String(128))
+    created_at: Mapped[datetime] = mapped_column(UTCDateTime())
+    revoked_at: Mapped[datetime | None] = mapped_column(UTCDateTime())
+
+
+class SessionRow(Base):
+    __tablename__ = "sessions"
+    __table_args__ = (UniqueConstraint("tenant_id", "id"),)
+
+    pk: Mapped[str] = mapped_column(String(36), primary_key=True)
+    tenant_id: Mapped[str] = mapped_column(
+        String(36), ForeignKey("tenants.id", ondelete="CASCADE"), index=True
+    )
+    id: Mapped[str] = mapped_column(String(128))
+    meta: Mapped[dict[str, Any]] = mapped_column("metadata", Json)
+    system_prompt: Mapped[list[dict[str, Any]]] = mapped_column(Json)
+    response_format: Mapped[dict[str, Any] | None] = mapped_column(Json)
+    provider: Mapped[str] = mapped_column(String(64))
+    resume_key: Mapped[str | None] = mapped_column(String(1024))
+    context_window: Mapped[int | None] = mapped_column(Integer)
+    compiler: Mapped[dict[str, Any] | None] = mapped_column(Json)
+    compaction_policy: Mapped[dict[str, Any] | None] = mapped_column(Json)
+    # The highest seq handed out; bumping it row-locks the session, which keeps seq gap-free.
+    last_seq: Mapped[int] = mapped_column(BigInteger, default=0)
+    cursor_seq: Mapped[int | None] = mapped_column(BigInteger)
+    provider_session_id: Mapped[str | None] = mapped_column(String(256))
+    created_at: Mapped[datetime] = mapped_column(UTCDateTime())
+    updated_at: Mapped[datetime] = mapped_column(UTCDateTime())
+
+
+class MessageRow(Base):
+    __tablename__ = "messages"
+    __table_args__ = (Index("ix_messages_section", "session_pk", "section", "seq"),)
+
+    session_pk: Mapped[str] = _session_fk()
+    seq: Mapped[int] = mapped_column(BigInteger, primary_key=True)
+    section: Mapped[str] = mapped_column(String(64))
+    role: Mapped[str] = mapped_column(String(16))
+    name: Mapped[str | None] = mapped_column(String(256))
+    content: Mapped[list[dict[str, Any]]] = mapped_column(Json)
+    meta: Mapped[dict[str, Any]] = mapped_column("metadata", Json)
+    tokens_o200k: Mapped[int] = mapped_column(Integer)
+    tokens_cl100k: Mapped[int] = mapped_column(Integer)
+    created_at: Mapped[datetime] = mapped_column(UTCDateTime())
+
+
+class ToolPartRow(Base):
+    """Where each tool call and tool result sits, so originals can be found by call id."""
+
+    __tablename__ = "tool_parts"
+    __table_args__ = (Index("ix_tool_parts_call", "session_pk", "call_id"),)
+
+    session_pk: Mapped[str] = _session_fk()
+    seq: Mapped[int] = mapped_column(BigInteger, primary_key=True)
+    idx: Mapped[int] = mapped_column(Integer, primary_key=True)
+    kind: Mapped[str] = mapped_column(String(8))  # "call" or "result"
+    call_id: Mapped[str] = mapped_column(String(512))
+    tool_name: Mapped[str | None] = mapped_column(String(256))
+
+
+class IdempotencyKeyRow(Base):
+    __tablename__ = "idempotency_keys"
+
+    tenant_id: Mapped[str] = mapped_column(
+        String(36), ForeignKey("tenants.id", ondelete="CASCADE"), primary_key=True
+    )
+    key: Mapped[str] = mapped_column(String(255), primary_key=True)
+    fingerprint: Mapped[str] = mapped_column(String(64))
+    status: Mapped[int] = mapped_column(Integer)
+    response: Mapped[dict[str, Any]] = mapped_column(Json)
+    created_at: Mapped[datetime] = mapped_column(UTCDateTime(), index=True)
+
+
+class CompileRow(Base):
+    """One compile answer, kept so a caller can acknowledge it (the cursor)."""
+
+    __tablename__ = "compiles"
+    __table_args__ = (Index("ix_compiles_session", "session_pk", "created_at"),)
+
+    id: Mapped[str] = mapped_column(String(36), primary_key=True)
+    session_pk: Mapped[str] = mapped_column(
+        String(36), ForeignKey("sessions.pk", ondelete="CASCADE")
+    )
+    mode: Mapped[str] = mapped_column(String(8))  # "full" or "delta"
+    seq_from: Mapped[int | None] = mapped_column(BigInteger)
+    seq_to: Mapped[int | None] = mapped_column(BigInteger)
+    token_total: Mapped[int] = mapped_column(Integer)
+    created_at: Mapped[datetime] = mapped_column(UTCDateTime())
+    acknowledged_at: Mapped[datetime | None] = mapped_column(UTCDateTime())
+    usage: Mapped[dict[str, Any] | None] = mapped_column(Json)
+    error_kind: Mapped[str | None] = mapped_column(String(32))
+
+
+class CompactionRow(Base):
+    """One compaction and the archive of what it removed, exactly as stored."""
+
+    __tablename__ = "compactions"
+    __table_args__ = (Index("ix_compactions_session", "session_pk", "created_at"),)
+
+    id: Mapped[str] = mapped_column(String(36), primary_key=True)
+    session_pk: Mapped[str] = mapped_column(
+        String(36), ForeignKey("sessions.pk", ondelete="CASCADE")
+    )
+    kind: Mapped[str] = mapped_column(String(16))
+    reason: Mapped[str] = mapped_column(String(32))
+    seq_from: Mapped[int | None] = mapped_column(BigInteger)
+    seq_to: Mapped[int | None] = mapped_column(BigInteger)
+    summary_seq: Mapped[int | None] = mapped_column(BigInteger)
+    archived: Mapped[list[dict[str, Any]]] = mapped_column(Json)
+    tokens_before: Mapped[int] = mapped_column(Integer)
+    tokens_after: Mapped[int] = mapped_column(Integer)
+    summary_tokens: Mapped[int] = mapped_column(Integer)
+    cache_rewrite_tokens: Mapped[int] = mapped_column(Integer)
+    resets_provider_session: Mapped[bool] = mapped_column(Boolean, default=False)
+    created_at: Mapped[datetime] = mapped_column(UTCDateTime())
+
+
+class EventRow(Base):
+    """The durable event log; ids increase and drive SSE Last-Event-ID replay."""
+
+    __tablename__ = "events"
+    __table_args__ = (Index("ix_events_session", "session_pk", "id"),)
+
+    id: Mapped[int] = mapped_column(BigId, primary_key=True, autoincrement=True)
+    session_pk: Mapped[str] = mapped_column(
+        String(36), ForeignKey("sessions.pk", ondelete="CASCADE")
+    )
+    type: Mapped[str] = mapped_column(String(64))
+    data: Mapped[dict[str, Any]] = mapped_column(Json)
+    created_at: Mapped[datetime] = mapped_column(UTCDateTime())
+
+
+class PayloadRow(Base):
+    """An original tool payload field, retrievable by its sha256 after compaction."""
+
+    __tablename__ = "payloads"
+
+    session_pk: Mapped[str] = _session_fk()
+    sha256: Mapped[str] = mapped_column(String(64), primary_key=True)
+    value: Mapped[Any] = mapped_column(Json)
+    bytes: Mapped[int] = mapped_column(BigInteger)
+    created_at: Mapped[datetime] = mapped_column(UTCDateTime())

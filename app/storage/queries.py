@@ -1,0 +1,95 @@
+"""The queries the service needs. Every session-level query takes the tenant explicitly."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from sqlalchemy import func, select, update
+from sqlalchemy.ext.asyncio import AsyncSession
+
+from app.domain.sessions import SessionPk, TenantId
+from app.storage.models import (
+    ApiKeyRow,
+    IdempotencyKeyRow,
+    MessageRow,
+    SessionRow,
+    TenantRow,
+)
+
+
+async def tenant_by_name(db: AsyncSession, name: str) -> TenantRow | None:
+    return await db.scalar(select(TenantRow).where(TenantRow.name == name))
+
+
+async def key_by_hash(db: AsyncSession, key_hash: str) -> ApiKeyRow | None:
+    return await db.scalar(select(ApiKeyRow).where(ApiKeyRow.key_hash == key_hash))
+
+
+async def list_keys(db: AsyncSession) -> Sequence[tuple[ApiKeyRow, str]]:
+    rows = await db.execute(
+        select(ApiKeyRow, TenantRow.name)
+        .join(TenantRow, TenantRow.id == ApiKeyRow.tenant_id)
+        .order_by(ApiKeyRow.created_at)
+    )
+    return [(key, name) for key, name in rows]
+
+
+async def session_row(db: AsyncSession, tenant: TenantId, session_id: str) -> SessionRow | None:
+    return await db.scalar(
+        select(SessionRow).where(SessionRow.tenant_id == tenant, SessionRow.id == session_id)
+    )
+
+
+async def session_rows(
+    db: AsyncSession, tenant: TenantId, after_id: str | None, limit: int
+) -> Sequence[SessionRow]:
+    query = select(SessionRow).where(SessionRow.tenant_id == tenant)
+    if after_id is not None:
+        query = query.where(SessionRow.id > after_id)
+    return (await db.scalars(query.order_by(SessionRow.id).limit(limit))).all()
+
+
+async def message_stats(
+    db: AsyncSession, pks: Sequence[SessionPk]
+) -> dict[SessionPk, tuple[int, int, int]]:
+    """Per session: message count and token totals (o200k, cl100k)."""
+    rows = await db.execute(
+        select(
+            MessageRow.session_pk,
+            func.count(),
+            func.sum(MessageRow.tokens_o200k),
+            func.sum(MessageRow.tokens_cl100k),
+        )
+        .where(MessageRow.session_pk.in_(pks))
+        .group_by(MessageRow.session_pk)
+    )
+    stats = {SessionPk(pk): (int(n), int(a), int(b)) for pk, n, a, b in rows}
+    return {pk: stats.get(pk, (0, 0, 0)) for pk in pks}
+
+
+async def reserve_seqs(db: AsyncSession, pk: SessionPk, count: int) -> int | None:
+    """Take the next ``count`` seqs and return the new last one (None: the session is gone).
+
+    The update row-locks the session until commit, so concurrent appends queue and seqs stay
+    gap-free (a rolled-back append gives its seqs back).
+    """
+    last = await db.scalar(
+        update(SessionRow)
+        .where(SessionRow.pk == pk)
+        .values(last_seq=SessionRow.last_seq + count)
+        .returning(SessionRow.last_seq)
+    )
+    return None if last is None else int(last)
+
+
+async def message_page(
+    db: AsyncSession, pk: SessionPk, after_seq: int, limit: int, section: str | None
+) -> Sequence[MessageRow]:
+    query = select(MessageRow).where(MessageRow.session_pk == pk, MessageRow.seq > after_seq)
+    if section is not None:
+        query = query.where(MessageRow.section == section)
+    return (await db.scalars(query.order_by(MessageRow.seq).limit(limit))).all()
+
+
+async def idempotency_row(db: AsyncSession, tenant: TenantId, key: str) -> IdempotencyKeyRow | None:
+    return await db.get(IdempotencyKeyRow, (tenant, key))

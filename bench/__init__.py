@@ -1,0 +1,1 @@
+"""Benchmarks: run on demand (`make bench`), print figures, never gate CI."""

@@ -1,0 +1,111 @@
+"""Shared benchmark plumbing: throwaway databases and a real `ctxc serve` process."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import socket
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+import uuid
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+
+import asyncpg
+import httpx
+from sqlalchemy.engine import make_url
+
+POSTGRES_ADMIN_URL = os.environ.get(
+    "CTXC_TEST_POSTGRES_URL", "postgresql+asyncpg://postgres@127.0.0.1:5432/postgres"
+)
+
+
+def _dsn(url: str) -> str:
+    return make_url(url).set(drivername="postgresql").render_as_string(hide_password=False)
+
+
+async def _admin(sql: str) -> None:
+    conn = await asyncpg.connect(_dsn(POSTGRES_ADMIN_URL), timeout=5)
+    try:
+        await conn.execute(sql)
+    finally:
+        await conn.close()
+
+
+@contextmanager
+def database(kind: str) -> Iterator[str]:
+    """An empty database URL of ``kind``, removed afterwards."""
+    if kind == "sqlite":
+        with tempfile.TemporaryDirectory() as tmp:
+            yield f"sqlite+aiosqlite:///{Path(tmp) / 'bench.db'}"
+        return
+    name = f"ctxc_bench_{uuid.uuid4().hex[:8]}"
+    asyncio.run(_admin(f'CREATE DATABASE "{name}"'))
+    try:
+        yield make_url(POSTGRES_ADMIN_URL).set(database=name).render_as_string(hide_password=False)
+    finally:
+        asyncio.run(_admin(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)'))
+
+
+def _ctxc(url: str, *args: str) -> str:
+    env = {k: v for k, v in os.environ.items() if not k.startswith("CTXC_")}
+    env["CTXC_DATABASE_URL"] = url
+    done = subprocess.run(
+        [sys.executable, "-m", "app.cli", *args],
+        env=env,
+        capture_output=True,
+        text=True,
+        check=True,
+    )
+    return done.stdout.strip()
+
+
+def _port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        port: int = sock.getsockname()[1]
+        return port
+
+
+@contextmanager
+def server(url: str) -> Iterator[httpx.Client]:
+    """Migrate ``url``, serve it from a separate process, and yield a keyed client."""
+    _ctxc(url, "migrate")
+    key = _ctxc(url, "keys", "create", "--tenant", "bench")
+    port = _port()
+    env = {k: v for k, v in os.environ.items() if not k.startswith("CTXC_")}
+    env |= {"CTXC_DATABASE_URL": url, "CTXC_AUTH": "keys", "CTXC_LOG_LEVEL": "warning"}
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "app.cli", "serve", "--port", str(port)],
+        env=env,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
+    base = f"http://127.0.0.1:{port}"
+    try:
+        for _ in range(600):
+            try:
+                if httpx.get(f"{base}/readyz").status_code == 200:
+                    break
+            except httpx.TransportError:
+                time.sleep(0.1)
+        headers = {"Authorization": f"Bearer {key}"}
+        with httpx.Client(base_url=base, headers=headers, timeout=120) as client:
+            yield client
+    finally:
+        proc.terminate()
+        proc.wait(timeout=30)
+
+
+def percentile(values: list[float], pct: float) -> float:
+    ordered = sorted(values)
+    return ordered[min(len(ordered) - 1, round(pct / 100 * (len(ordered) - 1)))]
+
+
+def describe(values_s: list[float]) -> str:
+    ms = [v * 1000 for v in values_s]
+    return f"median {statistics.median(ms):7.2f} ms   p99 {percentile(ms, 99):7.2f} ms"

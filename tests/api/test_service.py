@@ -1,0 +1,178 @@
+"""The service as a process: health, readiness, metrics, auth modes, start-up refusals, restarts."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import time
+import uuid
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+
+import httpx
+import pytest
+
+from app.settings import Settings
+from app.storage.migrate import upgrade
+from tests.conftest import Api, LiveServer, free_port, fresh_database, make_key, new_session
+
+CTXC = [sys.executable, "-m", "app.cli"]
+
+
+def test_health_and_readiness(api: Api) -> None:
+    with httpx.Client(base_url=api.url) as anonymous:
+        assert anonymous.get("/healthz").json() == {"status": "ok"}
+        assert anonymous.get("/readyz").json() == {"status": "ready"}
+
+
+def test_metrics_count_requests_by_route_and_tokens(client: httpx.Client) -> None:
+    sid = new_session(client)
+    client.post(
+        f"/v1/sessions/{sid}/messages", json={"messages": [{"role": "user", "content": "hi"}]}
+    )
+    text = client.get("/metrics").text
+    assert (
+        'ctxc_http_requests_total{method="POST",route="/v1/sessions/{session_id}/messages",status="201"}'
+        in text
+    )
+    assert "ctxc_http_request_duration_seconds_bucket" in text
+    assert 'ctxc_tokens_counted_total{encoding="o200k_base"}' in text
+
+
+def test_unknown_route_is_a_problem(client: httpx.Client) -> None:
+    response = client.get("/v1/nothing-here")
+    assert response.status_code == 404
+    assert response.headers["content-type"] == "application/problem+json"
+    assert response.json()["status"] == 404
+
+
+def test_local_mode_serves_keyless_loopback_callers_as_tenant_local(
+    database_url: str, tmp_path: Path
+) -> None:
+    key = make_key(database_url, f"keyed-{uuid.uuid4().hex[:6]}")
+    with LiveServer(Settings(database_url=database_url, auth="local")) as server:
+        with httpx.Client(base_url=server.url) as anonymous:
+            sid = new_session(anonymous)
+            assert anonymous.get(f"/v1/sessions/{sid}").status_code == 200
+        with httpx.Client(base_url=server.url, headers={"Authorization": f"Bearer {key}"}) as keyed:
+            assert keyed.get(f"/v1/sessions/{sid}").status_code == 404  # another tenant
+        with httpx.Client(base_url=server.url, headers={"Authorization": "Bearer bad"}) as bad:
+            assert bad.get("/v1/sessions").status_code == 401
+
+
+def _env(database_url: str, **extra: str) -> dict[str, str]:
+    env = {k: v for k, v in os.environ.items() if not k.startswith("CTXC_")}
+    return env | {"CTXC_DATABASE_URL": database_url} | extra
+
+
+def test_serve_refuses_local_mode_on_a_public_address(tmp_path: Path) -> None:
+    url = f"sqlite+aiosqlite:///{tmp_path / 'x.db'}"
+    result = subprocess.run(
+        [*CTXC, "serve", "--host", "0.0.0.0"],
+        env=_env(url),
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert result.returncode == 2
+    assert "CTXC_AUTH=keys" in result.stderr
+
+
+@pytest.mark.parametrize("kind", ["sqlite", "postgres"])
+def test_serve_refuses_an_unmigrated_database(
+    kind: str, tmp_path: Path, request: pytest.FixtureRequest
+) -> None:
+    url = fresh_database(kind, tmp_path, request)
+    result = subprocess.run(
+        [*CTXC, "serve", "--port", str(free_port())],
+        env=_env(url),
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert result.returncode != 0
+    assert "run `ctxc migrate`" in result.stderr
+
+
+@contextmanager
+def serve(url: str) -> Iterator[str]:
+    port = free_port()
+    proc = subprocess.Popen(
+        [*CTXC, "serve", "--port", str(port)],
+        env=_env(url, CTXC_AUTH="keys"),
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+    )
+    base = f"http://127.0.0.1:{port}"
+    try:
+        deadline = time.monotonic() + 60
+        while True:
+            try:
+                if httpx.get(f"{base}/readyz").status_code == 200:
+                    break
+            except httpx.TransportError:
+                pass
+            assert proc.poll() is None, proc.stderr.read() if proc.stderr else ""
+            assert time.monotonic() < deadline, "server did not become ready"
+            time.sleep(0.1)
+        yield base
+    finally:
+        proc.terminate()
+        proc.wait(timeout=30)
+        if proc.stderr:
+            proc.stderr.close()
+
+
+@pytest.mark.parametrize("kind", ["sqlite", "postgres"])
+def test_data_survives_a_server_restart(
+    kind: str, tmp_path: Path, request: pytest.FixtureRequest
+) -> None:
+    url = fresh_database(kind, tmp_path, request)
+    migrate = subprocess.run(
+        [*CTXC, "migrate"], env=_env(url), capture_output=True, text=True, timeout=120
+    )
+    assert migrate.returncode == 0, migrate.stderr
+    created = subprocess.run(
+        [*CTXC, "keys", "create", "--tenant", "acme"],
+        env=_env(url),
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    key = created.stdout.strip()
+    headers = {"Authorization": f"Bearer {key}"}
+    history = [{"role": "user", "content": "remember me"}, {"role": "assistant", "content": "ok"}]
+    with serve(url) as base, httpx.Client(base_url=base, headers=headers) as client:
+        sid = new_session(client, id="durable")
+        client.post(f"/v1/sessions/{sid}/messages", json={"messages": history})
+    with serve(url) as base:
+        page = httpx.get(
+            f"{base}/v1/sessions/durable/messages", params={"format": "openai"}, headers=headers
+        )
+        assert page.json()["messages"] == history
+
+
+def test_keys_cli_create_list_revoke(tmp_path: Path) -> None:
+    url = f"sqlite+aiosqlite:///{tmp_path / 'keys.db'}"
+    upgrade(url)
+
+    def run(*args: str) -> subprocess.CompletedProcess[str]:
+        return subprocess.run(
+            [*CTXC, "keys", *args], env=_env(url), capture_output=True, text=True, timeout=60
+        )
+
+    key = run("create", "--tenant", "acme", "--label", "ci").stdout.strip()
+    assert key.startswith("ctxc_") and len(key) > 40
+    listing = run("list").stdout
+    assert "acme" in listing and key[:12] in listing and key not in listing
+    key_id = listing.split("\t")[0]
+    assert "revoked" in run("revoke", key_id).stdout
+    assert "revoked" in run("list").stdout
+    assert run("revoke", "no-such-key").returncode == 1
+    with LiveServer(Settings(database_url=url, auth="keys")) as server:
+        response = httpx.get(
+            f"{server.url}/v1/sessions", headers={"Authorization": f"Bearer {key}"}
+        )
+        assert response.status_code == 401

@@ -1,0 +1,67 @@
+"""Migrations upgrade and downgrade on both databases, and agree with the models."""
+
+from __future__ import annotations
+
+import asyncio
+from pathlib import Path
+from typing import Any
+
+import pytest
+from alembic.autogenerate import compare_metadata
+from alembic.runtime.migration import MigrationContext
+from sqlalchemy import inspect
+from sqlalchemy.engine import Connection
+
+from app.storage.db import create_engine
+from app.storage.migrate import downgrade, head_revision, upgrade
+from app.storage.models import Base
+from tests.conftest import fresh_database
+
+
+def _inspect(url: str, work: Any) -> Any:
+    async def run() -> Any:
+        engine = create_engine(url)
+        try:
+            async with engine.connect() as conn:
+                return await conn.run_sync(work)
+        finally:
+            await engine.dispose()
+
+    return asyncio.run(run())
+
+
+def _tables(conn: Connection) -> set[str]:
+    return set(inspect(conn).get_table_names())
+
+
+def _diff(conn: Connection) -> list[Any]:
+    context = MigrationContext.configure(conn, opts={"compare_type": True})
+    return list(compare_metadata(context, Base.metadata))
+
+
+def _revision(conn: Connection) -> str | None:
+    return MigrationContext.configure(conn).get_current_revision()
+
+
+@pytest.mark.parametrize("kind", ["sqlite", "postgres"])
+def test_upgrade_downgrade_upgrade(
+    kind: str, tmp_path: Path, request: pytest.FixtureRequest
+) -> None:
+    url = fresh_database(kind, tmp_path, request)
+    upgrade(url)
+    assert _inspect(url, _revision) == head_revision()
+    assert _inspect(url, _tables) >= set(Base.metadata.tables)
+    downgrade(url, "base")
+    assert _inspect(url, _tables) <= {"alembic_version"}
+    assert _inspect(url, _revision) is None
+    upgrade(url)
+    assert _inspect(url, _revision) == head_revision()
+
+
+@pytest.mark.parametrize("kind", ["sqlite", "postgres"])
+def test_models_and_migrations_agree(
+    kind: str, tmp_path: Path, request: pytest.FixtureRequest
+) -> None:
+    url = fresh_database(kind, tmp_path, request)
+    upgrade(url)
+    assert _inspect(url, _diff) == []

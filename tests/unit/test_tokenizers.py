@@ -1,0 +1,111 @@
+"""Offline encodings equal tiktoken's own, and tampered rank files are refused."""
+
+from __future__ import annotations
+
+import gzip
+import hashlib
+from pathlib import Path
+
+import pytest
+import tiktoken
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from app.adapters import tokenizers
+from app.adapters.tokenizers import RankFileError, TiktokenEncoder, load_encoding, rank_file_bytes
+
+BLOB = "https://openaipublic.blob.core.windows.net/encodings/{name}.tiktoken"
+
+CORPUS = [
+    "",
+    "Hello, world!",
+    "The quick brown fox jumps over the lazy dog. " * 20,
+    "def f(x: int) -> int:\n    return x ** 2  # squares\n\n\n\tindented\r\n",
+    "日本語のテキストと中文文本、한국어 텍스트.",
+    "emoji 🤖🧠🔥 and combining é é",
+    "مرحبا بالعالم — שלום עולם",
+    "1234567890 3.14159 -42 0xdeadbeef 1e-9",
+    "special <|endoftext|> and <|fim_prefix|> strings are plain text here",
+    "    many    spaces\t\t\ttabs\n\n\n\nnewlines   ",
+    '{"path": "src/app/main.py", "args": [1, 2, {"k": null}]}',
+    "I'M SHOUTING, you're WHISPERING; they'll've done it",
+    "\u0000\u0001 control \u200b zero width \ufeff bom",
+]
+
+
+@pytest.fixture(scope="module")
+def official(tmp_path_factory: pytest.TempPathFactory) -> dict[str, tiktoken.Encoding]:
+    """tiktoken's own registry definitions, fed from a pre-seeded cache (nothing downloads)."""
+    cache = tmp_path_factory.mktemp("tiktoken-cache")
+    for name in tokenizers.SPECS:
+        key = hashlib.sha1(BLOB.format(name=name).encode()).hexdigest()
+        (cache / key).write_bytes(rank_file_bytes(name))
+    mp = pytest.MonkeyPatch()
+    mp.setenv("TIKTOKEN_CACHE_DIR", str(cache))
+    try:
+        # Build fresh Encodings from the registry so no previously cached object is reused.
+        from tiktoken_ext.openai_public import ENCODING_CONSTRUCTORS
+
+        return {
+            name: tiktoken.Encoding(**ENCODING_CONSTRUCTORS[name]()) for name in tokenizers.SPECS
+        }
+    finally:
+        mp.undo()
+
+
+@pytest.mark.parametrize("name", ["o200k_base", "cl100k_base"])
+def test_definitions_match_tiktokens_registry(
+    name: str, official: dict[str, tiktoken.Encoding]
+) -> None:
+    ours = load_encoding(name)
+    assert ours._pat_str == official[name]._pat_str
+    assert ours._special_tokens == official[name]._special_tokens
+    assert ours.n_vocab == official[name].n_vocab
+
+
+@pytest.mark.parametrize("name", ["o200k_base", "cl100k_base"])
+@pytest.mark.parametrize("text", CORPUS)
+def test_counts_equal_tiktoken_on_the_corpus(
+    name: str, text: str, official: dict[str, tiktoken.Encoding]
+) -> None:
+    assert TiktokenEncoder(load_encoding(name)).count(text) == len(
+        official[name].encode_ordinary(text)
+    )
+
+
+@settings(max_examples=200, deadline=None)
+@given(text=st.text(max_size=400))
+def test_counts_equal_tiktoken_on_generated_text(text: str) -> None:
+    for name in tokenizers.SPECS:
+        expected = len(tiktoken_reference(name).encode_ordinary(text))
+        assert TiktokenEncoder(load_encoding(name)).count(text) == expected
+
+
+_REFERENCE: dict[str, tiktoken.Encoding] = {}
+
+
+def tiktoken_reference(name: str) -> tiktoken.Encoding:
+    # Hypothesis cannot take function-scoped fixtures; a second, independent construction.
+    if name not in _REFERENCE:
+        spec = tokenizers.SPECS[name]
+        ranks = tokenizers._parse_ranks(rank_file_bytes(name))
+        _REFERENCE[name] = tiktoken.Encoding(
+            name, pat_str=spec.pat_str, mergeable_ranks=ranks, special_tokens=spec.special_tokens
+        )
+    return _REFERENCE[name]
+
+
+def test_a_tampered_rank_file_is_refused(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    good = rank_file_bytes("cl100k_base")
+    (tmp_path / "cl100k_base.tiktoken.gz").write_bytes(
+        gzip.compress(good.replace(b" 1\n", b" 2\n", 1))
+    )
+    monkeypatch.setattr(tokenizers, "_data_dir", lambda: tmp_path)
+    with pytest.raises(RankFileError, match="does not match tiktoken"):
+        rank_file_bytes("cl100k_base")
+
+
+def test_a_missing_rank_file_is_refused(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(tokenizers, "_data_dir", lambda: tmp_path)
+    with pytest.raises(RankFileError, match="unreadable"):
+        rank_file_bytes("o200k_base")
