@@ -151,28 +151,16 @@ def _rows(
 def _tool_rows(pk: SessionPk, seq: int, message: Message) -> list[ToolPartRow]:
     rows = []
     for idx, part in enumerate(message.content):
-        if isinstance(part, ToolCallPart):
-            rows.append(
-                ToolPartRow(
-                    session_pk=pk,
-                    seq=seq,
-                    idx=idx,
-                    kind="call",
-                    call_id=part.id,
-                    tool_name=part.name,
-                )
-            )
-        elif isinstance(part, ToolResultPart):
-            rows.append(
-                ToolPartRow(
-                    session_pk=pk,
-                    seq=seq,
-                    idx=idx,
-                    kind="result",
-                    call_id=part.call_id,
-                    tool_name=None,
-                )
-            )
+        match part:
+            case ToolCallPart(id=call_id, name=name):
+                kind, tool = "call", name
+            case ToolResultPart(call_id=call_id):
+                kind, tool = "result", None
+            case _:
+                continue
+        rows.append(
+            ToolPartRow(session_pk=pk, seq=seq, idx=idx, kind=kind, call_id=call_id, tool_name=tool)
+        )
     return rows
 
 

@@ -20,6 +20,7 @@ from app.domain.messages import (
     ToolCallPart,
     ToolResultPart,
 )
+from tests.unit.strategies import caller_meta, json_objects, json_values, messy_text
 
 EPHEMERAL = {"type": "ephemeral"}
 
@@ -333,29 +334,12 @@ def test_legacy_function_result_becomes_a_tool_result_named_after_the_function()
 
 # Properties
 
-json_scalars = (
-    st.none()
-    | st.booleans()
-    | st.integers()
-    | st.floats(allow_nan=False, allow_infinity=False)
-    | st.text(max_size=8)
-)
-json_values = st.recursive(
-    json_scalars,
-    lambda inner: (
-        st.lists(inner, max_size=3) | st.dictionaries(st.text(max_size=4), inner, max_size=3)
-    ),
-    max_leaves=3,
-)
-json_objects = st.dictionaries(st.text(max_size=6), json_values, max_size=3)
-messy_text = st.text(max_size=20) | st.sampled_from(["", " ", "\n\n", "\t ", "é 🚀 \u200b"])
 cache_control = st.dictionaries(
     st.just("cache_control"), st.just(EPHEMERAL) | json_values, max_size=1
 )
 block_extras = cache_control | st.dictionaries(
     st.sampled_from(["citations", "x-new"]), json_values, max_size=1
 )
-caller_meta = st.dictionaries(st.sampled_from(["is_trace", "execution_id", "pinned"]), json_values)
 
 
 def with_extras(blocks: st.SearchStrategy[dict[str, Any]]) -> st.SearchStrategy[dict[str, Any]]:

@@ -21,6 +21,7 @@ from app.domain.messages import (
     ToolCallPart,
     ToolResultPart,
 )
+from tests.unit.strategies import caller_meta, json_objects, json_values, messy_text
 
 
 def call(call_id: str, name: str, arguments: str) -> dict[str, Any]:
@@ -328,25 +329,8 @@ def test_reasoning_only_assistant_turn_has_null_content() -> None:
 
 # Properties
 
-json_scalars = (
-    st.none()
-    | st.booleans()
-    | st.integers()
-    | st.floats(allow_nan=False, allow_infinity=False)
-    | st.text(max_size=8)
-)
-json_values = st.recursive(
-    json_scalars,
-    lambda inner: (
-        st.lists(inner, max_size=3) | st.dictionaries(st.text(max_size=4), inner, max_size=3)
-    ),
-    max_leaves=3,
-)
-json_objects = st.dictionaries(st.text(max_size=6), json_values, max_size=3)
-messy_text = st.text(max_size=20) | st.sampled_from(["", " ", "\n\n", "\t ", "é 🚀 \u200b"])
 extra_keys = st.sampled_from(["refusal", "audio", "function_call", "x-unknown", "ü", "index"])
 extras = st.dictionaries(extra_keys, json_values, max_size=2)
-caller_meta = st.dictionaries(st.sampled_from(["is_trace", "execution_id", "pinned"]), json_values)
 
 arguments = st.one_of(
     json_objects.map(lambda o: json.dumps(o, ensure_ascii=False, separators=(",", ":"))),

@@ -1,0 +1,38 @@
+"""Imports go one way: the domain imports nothing outside itself but the stdlib and pydantic."""
+
+from __future__ import annotations
+
+import ast
+import sys
+from pathlib import Path
+
+APP = Path(__file__).resolve().parents[2] / "app"
+DOMAIN_MAY_IMPORT = {"pydantic", "app"}
+
+
+def imported_roots(path: Path) -> set[str]:
+    roots = set()
+    for node in ast.walk(ast.parse(path.read_text())):
+        if isinstance(node, ast.Import):
+            roots |= {alias.name for alias in node.names}
+        elif isinstance(node, ast.ImportFrom) and node.level == 0 and node.module:
+            roots.add(node.module)
+    return roots
+
+
+def test_domain_imports_only_stdlib_pydantic_and_itself() -> None:
+    for path in (APP / "domain").rglob("*.py"):
+        for name in imported_roots(path):
+            top = name.split(".")[0]
+            if top == "app":
+                assert name.startswith("app.domain"), f"{path.name} imports {name}"
+            else:
+                assert top in sys.stdlib_module_names or top in DOMAIN_MAY_IMPORT, (
+                    f"{path.name}: {name}"
+                )
+
+
+def test_storage_and_services_never_import_the_http_layer() -> None:
+    for layer in ("storage", "services", "adapters"):
+        for path in (APP / layer).rglob("*.py"):
+            assert not any(n.startswith(("app.api", "fastapi")) for n in imported_roots(path)), path
