@@ -150,6 +150,7 @@ def _rows(
 
 def _tool_rows(pk: SessionPk, seq: int, message: Message) -> list[ToolPartRow]:
     rows = []
+    tool: str | None
     for idx, part in enumerate(message.content):
         match part:
             case ToolCallPart(id=call_id, name=name):
