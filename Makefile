@@ -3,19 +3,26 @@
 PYTHON ?= python3
 VENV := .venv
 BIN := $(VENV)/bin
-STAMP := $(VENV)/.installed-stamp
+RUNTIME := $(VENV)/.runtime-stamp
+STAMP := $(VENV)/.dev-stamp
 
 .PHONY: install serve test lint openapi bench
 
-$(STAMP): pyproject.toml
+$(VENV)/bin/python:
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/pip install --quiet --upgrade pip
+
+$(RUNTIME): pyproject.toml $(VENV)/bin/python
+	$(BIN)/pip install --quiet -e .
+	touch $(RUNTIME)
+
+$(STAMP): $(RUNTIME)
 	$(BIN)/pip install --quiet -e '.[dev]'
 	touch $(STAMP)
 
 install: $(STAMP)
 
-serve: $(STAMP)
+serve: $(RUNTIME)
 	$(BIN)/ctxc migrate
 	$(BIN)/ctxc serve
 

@@ -13,7 +13,7 @@ from typing import Any, TypeVar
 
 from sqlalchemy.ext.asyncio import AsyncSession
 
-from app.domain.errors import NotFound
+from app.domain.errors import Conflict, NotFound
 from app.services import keys
 from app.settings import Settings, is_loopback
 from app.storage.db import create_engine, create_sessionmaker
@@ -83,7 +83,13 @@ def _db_call(settings: Settings, work: Callable[[AsyncSession], Awaitable[T]]) -
 def _keys(settings: Settings, args: argparse.Namespace) -> int:
     now = datetime.now(UTC)
     if args.keys_command == "create":
-        key, info = _db_call(settings, lambda db: keys.create_key(db, args.tenant, args.label, now))
+        try:
+            key, info = _db_call(
+                settings, lambda db: keys.create_key(db, args.tenant, args.label, now)
+            )
+        except Conflict as exc:
+            print(f"ctxc: {exc}", file=sys.stderr)
+            return 1
         print(key)
         print(f"(tenant {info.tenant}, id {info.id}; this key is shown once)", file=sys.stderr)
     elif args.keys_command == "list":

@@ -1,4 +1,4 @@
-"""The application factory. `uvicorn --factory app.main:create_app` serves it."""
+"""The application factory. `ctxc serve` runs it (it refuses local mode off loopback)."""
 
 from __future__ import annotations
 
@@ -8,16 +8,14 @@ from datetime import UTC, datetime
 
 import anyio
 from fastapi import FastAPI
-from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 
 from app.adapters.tokenizers import load_counter
 from app.api import problems
 from app.api.deps import AppState
-from app.api.middleware import BodyLimit, Metrics, RequestMetrics
+from app.api.middleware import BodyLimit, CatchAll, Metrics, RequestMetrics
 from app.api.routes import health, messages, sessions, tokens
-from app.domain.sessions import TenantId
-from app.services.keys import ensure_tenant
-from app.settings import LOCAL_TENANT, Settings
+from app.services.keys import local_tenant
+from app.settings import Settings
 from app.storage.db import create_engine, create_sessionmaker
 from app.storage.migrate import check_schema
 
@@ -33,7 +31,10 @@ def create_app(settings: Settings | None = None) -> FastAPI:
         try:
             await check_schema(engine)
             maker = create_sessionmaker(engine)
-            local = await _local_tenant(maker) if settings.auth == "local" else None
+            local = None
+            if settings.auth == "local":
+                async with maker() as db:
+                    local = await local_tenant(db, datetime.now(UTC))
             counter = await anyio.to_thread.run_sync(load_counter)
             yield {"ctxc": AppState(settings, engine, maker, counter, metrics, local)}
         finally:
@@ -49,13 +50,6 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     for module in (sessions, messages, tokens, health):
         app.include_router(module.router)
     app.add_middleware(BodyLimit, limit=settings.max_body_bytes)
+    app.add_middleware(CatchAll)
     app.add_middleware(RequestMetrics, metrics=metrics)
     return app
-
-
-async def _local_tenant(maker: async_sessionmaker[AsyncSession]) -> TenantId:
-    """The tenant keyless loopback callers act as in local mode."""
-    async with maker() as db:
-        tenant = await ensure_tenant(db, LOCAL_TENANT, datetime.now(UTC))
-        await db.commit()
-        return tenant

@@ -30,6 +30,9 @@ class Settings(BaseSettings):
     max_body_bytes: int = Field(
         16 * 1024 * 1024, ge=1024, description="Request bodies larger than this get a 413."
     )
+    idempotency_ttl_seconds: int = Field(
+        86_400, ge=60, description="How long an Idempotency-Key is remembered."
+    )
     default_provider: str = Field("openai", description="Provider profile of new sessions.")
     db_pool_size: int = Field(10, ge=1, description="Postgres connection pool size.")
     log_level: str = Field("info", description="Log level of the service.")

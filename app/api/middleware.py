@@ -10,7 +10,7 @@ from prometheus_client import CollectorRegistry, Counter, Histogram
 from starlette.exceptions import HTTPException
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
-log = logging.getLogger("ctxc.access")
+log = logging.getLogger("ctxc")
 
 
 class Metrics:
@@ -89,6 +89,44 @@ class BodyLimit:
         await send({"type": "http.response.body", "body": body})
 
 
+INTERNAL_ERROR = json.dumps(
+    {
+        "type": "urn:ctxc:problem:internal",
+        "title": "Internal error",
+        "status": 500,
+        "detail": "unexpected error",
+    }
+).encode()
+
+
+class CatchAll:
+    """An unexpected error is logged once, with its traceback, and answered as a 500 problem
+    with no internals; the connection stays usable (nothing is re-raised to the server)."""
+
+    def __init__(self, app: ASGIApp) -> None:
+        self.app = app
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+        started = False
+
+        async def tracking_send(message: Message) -> None:
+            nonlocal started
+            started = started or message["type"] == "http.response.start"
+            await send(message)
+
+        try:
+            await self.app(scope, receive, tracking_send)
+        except Exception as exc:
+            log.error("unexpected error on %s %s", scope["method"], scope["path"], exc_info=exc)
+            if not started:
+                headers = [(b"content-type", b"application/problem+json")]
+                await send({"type": "http.response.start", "status": 500, "headers": headers})
+                await send({"type": "http.response.body", "body": INTERNAL_ERROR})
+
+
 class RequestMetrics:
     """Count and time every request by route template; one access log line each."""
 
@@ -116,7 +154,7 @@ class RequestMetrics:
             elapsed = time.perf_counter() - start
             self.metrics.requests.labels(scope["method"], route, str(status)).inc()
             self.metrics.latency.labels(scope["method"], route).observe(elapsed)
-            log.info(
+            logging.getLogger("ctxc.access").info(
                 "request",
                 extra={
                     "method": scope["method"],

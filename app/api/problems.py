@@ -13,6 +13,7 @@ from pydantic import BaseModel
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from app.domain.errors import Conflict, FormatError, InvalidInput, NotFound, UnknownName
+from app.domain.limits import json_problems
 
 log = logging.getLogger("ctxc")
 MEDIA_TYPE = "application/problem+json"
@@ -94,6 +95,14 @@ def from_input_error(exc: FormatError | InvalidInput) -> ProblemError:
     return from_domain(exc, ("body", "messages"))
 
 
+def check_body(body: BaseModel) -> None:
+    """Refuse what the databases cannot store exactly: lone surrogates, non-finite numbers,
+    nesting deeper than the limit (a 422 naming each place)."""
+    problems = json_problems(body.model_dump())
+    if problems:
+        raise invalid([FieldError(path=field_path(("body", *p)), message=m) for p, m in problems])
+
+
 def _answer(problem: Problem, headers: dict[str, str] | None = None) -> JSONResponse:
     return JSONResponse(
         problem.model_dump(exclude_none=True), problem.status, headers, media_type=MEDIA_TYPE
@@ -132,19 +141,12 @@ def _domain(_: Request, exc: Exception) -> JSONResponse:
     return _answer(from_domain(exc).problem)
 
 
-def _unexpected(request: Request, exc: Exception) -> JSONResponse:
-    log.exception("unexpected error on %s %s", request.method, request.url.path)
-    problem = ProblemError(500, "internal", "Internal error", "unexpected error").problem
-    return _answer(problem)
-
-
 def install(app: FastAPI) -> None:
     app.add_exception_handler(RequestValidationError, _validation)
     app.add_exception_handler(StarletteHTTPException, _http)
     app.add_exception_handler(ProblemError, _problem)
     for cls in (FormatError, InvalidInput, UnknownName, NotFound, Conflict):
         app.add_exception_handler(cls, _domain)
-    app.add_exception_handler(Exception, _unexpected)
 
 
 def responses(*statuses: int) -> dict[int | str, dict[str, Any]]:

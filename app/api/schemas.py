@@ -11,6 +11,7 @@ from app.domain.formats.convert import Format
 from app.domain.sessions import SECTION_PATTERN, SESSION_ID_PATTERN, PromptFragment
 
 JSONObject = dict[str, Any]
+NO_NUL = r"^[^\x00]*$"  # Postgres text cannot hold NUL
 
 
 class _Body(BaseModel):
@@ -34,7 +35,7 @@ class SessionCreate(_Body):
     system_prompt: list[PromptFragment] = Field(default_factory=list)
     response_format: JSONObject | None = None
     provider: str | None = Field(None, description="Provider profile name (GET /v1/providers).")
-    resume_key: str | None = Field(None, max_length=1024)
+    resume_key: str | None = Field(None, max_length=1024, pattern=NO_NUL)
     context_window: int | None = Field(None, ge=1, le=100_000_000)
     compiler: JSONObject | None = None
     compaction: JSONObject | None = None
@@ -49,7 +50,7 @@ class SessionUpdate(_Body):
     system_prompt: list[PromptFragment] | None = None
     response_format: JSONObject | None = None
     provider: str | None = None
-    resume_key: str | None = Field(None, max_length=1024)
+    resume_key: str | None = Field(None, max_length=1024, pattern=NO_NUL)
     context_window: int | None = Field(None, ge=1, le=100_000_000)
     compiler: JSONObject | None = None
     compaction: JSONObject | None = None

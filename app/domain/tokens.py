@@ -11,6 +11,7 @@ import json
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Protocol
 
+from app.domain.formats._openai_parts import arguments_text
 from app.domain.messages import (
     ImagePart,
     Message,
@@ -40,21 +41,15 @@ class Encoder(Protocol):
     def count(self, text: str) -> int: ...
 
 
-def arguments_text(arguments: object) -> str:
-    """The JSON text of tool-call arguments as they are sent to a provider."""
-    if isinstance(arguments, str):
-        return arguments
-    return json.dumps(arguments, ensure_ascii=False, separators=(",", ":"))
-
-
 def _count_item(item: ResultItem | Part, enc: Encoder) -> int:
     match item:
         case TextPart(text=text):
             return enc.count(text)
         case ImagePart(detail=detail):
             return IMAGE_TOKENS_LOW if detail == "low" else IMAGE_TOKENS
-        case ToolCallPart(name=name, arguments=arguments):
-            return TOOL_CALL_OVERHEAD + enc.count(name) + enc.count(arguments_text(arguments))
+        case ToolCallPart(name=name):
+            # The arguments text exactly as it is sent (the recorded string when it still applies).
+            return TOOL_CALL_OVERHEAD + enc.count(name) + enc.count(arguments_text(item))
         case ToolResultPart(content=content):
             if isinstance(content, str):
                 return enc.count(content)

@@ -8,11 +8,11 @@ import uuid
 from dataclasses import dataclass
 from datetime import datetime
 
-from sqlalchemy import or_, select
 from sqlalchemy.ext.asyncio import AsyncSession
 
-from app.domain.errors import NotFound
+from app.domain.errors import Conflict, NotFound
 from app.domain.sessions import TenantId
+from app.settings import LOCAL_TENANT
 from app.storage import queries
 from app.storage.models import ApiKeyRow, TenantRow
 
@@ -49,6 +49,8 @@ async def create_key(
     db: AsyncSession, tenant_name: str, label: str | None, now: datetime
 ) -> tuple[str, KeyInfo]:
     """A new key for the tenant (created if new); the key itself is returned only here."""
+    if tenant_name == LOCAL_TENANT:
+        raise Conflict(f"the tenant name {LOCAL_TENANT!r} is reserved for local mode")
     tenant = await ensure_tenant(db, tenant_name, now)
     key = KEY_PREFIX + secrets.token_urlsafe(32)
     row = ApiKeyRow(
@@ -70,13 +72,7 @@ async def list_keys(db: AsyncSession) -> list[KeyInfo]:
 
 async def revoke_key(db: AsyncSession, id_or_prefix: str, now: datetime) -> KeyInfo:
     """Revoke the key with this id or shown prefix."""
-    rows = (
-        await db.scalars(
-            select(ApiKeyRow).where(
-                or_(ApiKeyRow.id == id_or_prefix, ApiKeyRow.prefix == id_or_prefix)
-            )
-        )
-    ).all()
+    rows = await queries.keys_matching(db, id_or_prefix)
     if len(rows) != 1:
         raise NotFound("api key", id_or_prefix)
     row = rows[0]
@@ -85,6 +81,13 @@ async def revoke_key(db: AsyncSession, id_or_prefix: str, now: datetime) -> KeyI
     tenant = await db.get(TenantRow, row.tenant_id)
     await db.commit()
     return _info(row, tenant.name if tenant else "?")
+
+
+async def local_tenant(db: AsyncSession, now: datetime) -> TenantId:
+    """The tenant keyless loopback callers act as in local mode (created on first start)."""
+    tenant = await ensure_tenant(db, LOCAL_TENANT, now)
+    await db.commit()
+    return tenant
 
 
 async def authenticate(db: AsyncSession, key: str) -> TenantId | None:

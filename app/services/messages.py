@@ -5,14 +5,16 @@ from __future__ import annotations
 import hashlib
 import json
 from collections.abc import Sequence
-from dataclasses import dataclass
-from datetime import datetime
+from dataclasses import dataclass, field
+from datetime import datetime, timedelta
 from typing import Any
 
+import anyio
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from app.domain.errors import Conflict, NotFound
+from app.domain.formats.convert import Format, parse_messages
 from app.domain.messages import Message, ToolCallPart, ToolResultPart
 from app.domain.providers import get_profile
 from app.domain.sessions import SessionPk, TenantId
@@ -24,10 +26,11 @@ from app.storage.models import IdempotencyKeyRow, MessageRow, ToolPartRow
 
 @dataclass(frozen=True)
 class Idempotency:
-    """An Idempotency-Key and the fingerprint of the request it was sent with."""
+    """An Idempotency-Key, the fingerprint of its request, and how long it is remembered."""
 
     key: str
     fingerprint: str
+    ttl: timedelta
 
 
 @dataclass(frozen=True)
@@ -39,54 +42,83 @@ class StoredMessage:
     message: Message
 
 
+@dataclass(frozen=True)
+class Batch:
+    """A posted batch, before parsing."""
+
+    format: Format
+    section: str
+    messages: list[Any]
+    system: Any = None
+    metadata: dict[str, Any] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class Appended:
+    """The answer to an append; ``replayed`` when an Idempotency-Key retry wrote nothing."""
+
+    answer: dict[str, Any]
+    counts: list[dict[str, int]]
+    replayed: bool
+
+
 def fingerprint(method: str, path: str, body: Any) -> str:
     """A stable hash of a request: same method, path and JSON body give the same value."""
     text = json.dumps([method, path, body], sort_keys=True, separators=(",", ":"))
     return hashlib.sha256(text.encode()).hexdigest()
 
 
-def count_batch(counter: TokenCounter, messages: Sequence[Message]) -> list[dict[str, int]]:
-    """Each message's count in every stored encoding (done once, before the transaction)."""
-    return [counter.count_all(m) for m in messages]
+def prepare(counter: TokenCounter, batch: Batch) -> tuple[list[Message], list[dict[str, int]]]:
+    """Parse and count a batch: CPU work, done once and before the transaction."""
+    parsed = parse_messages(batch.format, batch.messages, batch.system)
+    if batch.metadata:
+        parsed = [m.model_copy(update={"metadata": batch.metadata | m.metadata}) for m in parsed]
+    return parsed, [counter.count_all(m) for m in parsed]
 
 
 async def append_messages(
     db: AsyncSession,
+    counter: TokenCounter,
     tenant: TenantId,
     session_id: str,
-    section: str,
-    messages: Sequence[Message],
-    counts: Sequence[dict[str, int]],
+    batch: Batch,
     idempotency: Idempotency | None,
     now: datetime,
-) -> tuple[int, dict[str, Any]]:
-    """Store a batch with consecutive seqs in one transaction; returns (status, answer)."""
-    if idempotency is not None:
-        replay = await _replay(db, tenant, idempotency)
-        if replay is not None:
-            return replay
+) -> Appended:
+    """Store a batch with consecutive seqs in one transaction.
+
+    With an Idempotency-Key, a retry of the same request answers as the first time and writes
+    nothing; keys expire after ``idempotency.ttl`` and vanish with their session.
+    """
+    messages, counts = await anyio.to_thread.run_sync(prepare, counter, batch)
     row = await require_session(db, tenant, session_id)
+    if idempotency is not None:
+        replay = await _replay(db, tenant, idempotency, now)
+        if replay is not None:
+            return Appended(replay, counts, replayed=True)
     pk = SessionPk(row.pk)
     last = await queries.reserve_seqs(db, pk, len(messages))
     if last is None:
         raise NotFound("session", session_id)
     first = last - len(messages) + 1
     encoding = get_profile(row.provider).encoding
-    db.add_all(_rows(pk, first, section, messages, counts, now))
+    db.add_all(_rows(pk, first, batch.section, messages, counts, now))
     answer = {
         "session_id": session_id,
-        "section": section,
-        "first_seq": first if messages else None,
+        "section": batch.section,
+        "first_seq": first,
         "last_seq": last,
         "encoding": encoding,
         "messages": [{"seq": first + i, "tokens": c[encoding]} for i, c in enumerate(counts)],
         "tokens": sum(c[encoding] for c in counts),
     }
     if idempotency is not None:
+        await queries.forget_idempotency_keys(db, tenant, now - idempotency.ttl)
         db.add(
             IdempotencyKeyRow(
                 tenant_id=tenant,
                 key=idempotency.key,
+                session_pk=pk,
                 fingerprint=idempotency.fingerprint,
                 status=201,
                 response=answer,
@@ -98,24 +130,24 @@ async def append_messages(
     except IntegrityError:
         # A concurrent request with the same key won the race: answer as its retry would.
         await db.rollback()
-        replay = await _replay(db, tenant, idempotency) if idempotency else None
+        replay = await _replay(db, tenant, idempotency, now) if idempotency else None
         if replay is None:
             raise
-        return replay
-    return 201, answer
+        return Appended(replay, counts, replayed=True)
+    return Appended(answer, counts, replayed=False)
 
 
 async def _replay(
-    db: AsyncSession, tenant: TenantId, idempotency: Idempotency
-) -> tuple[int, dict[str, Any]] | None:
+    db: AsyncSession, tenant: TenantId, idempotency: Idempotency, now: datetime
+) -> dict[str, Any] | None:
     stored = await queries.idempotency_row(db, tenant, idempotency.key)
-    if stored is None:
+    if stored is None or stored.created_at < now - idempotency.ttl:
         return None
     if stored.fingerprint != idempotency.fingerprint:
         raise Conflict(
             f"Idempotency-Key {idempotency.key!r} was already used with a different request"
         )
-    return stored.status, stored.response
+    return stored.response
 
 
 def _rows(
@@ -170,8 +202,7 @@ def stored_message(row: MessageRow, encoding: str) -> StoredMessage:
     message = Message.model_validate(
         {"role": row.role, "content": row.content, "name": row.name, "metadata": row.meta}
     )
-    tokens = row.tokens_o200k if encoding == "o200k_base" else row.tokens_cl100k
-    return StoredMessage(row.seq, row.section, tokens, row.created_at, message)
+    return StoredMessage(row.seq, row.section, row.tokens(encoding), row.created_at, message)
 
 
 async def read_messages(

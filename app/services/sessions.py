@@ -10,10 +10,11 @@ from typing import Any
 
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.ext.asyncio import AsyncSession
+from sqlalchemy.orm.exc import StaleDataError
 
 from app.domain.errors import Conflict, NotFound
 from app.domain.providers import get_profile
-from app.domain.sessions import SessionPk, TenantId
+from app.domain.sessions import SESSION_ID_RE, SessionPk, TenantId
 from app.storage import queries
 from app.storage.models import SessionRow
 
@@ -29,6 +30,8 @@ class SessionView:
 
 async def require_session(db: AsyncSession, tenant: TenantId, session_id: str) -> SessionRow:
     """The tenant's session, or NotFound (another tenant's session is simply not found)."""
+    if not SESSION_ID_RE.match(session_id):  # could never have been created
+        raise NotFound("session", session_id)
     row = await queries.session_row(db, tenant, session_id)
     if row is None:
         raise NotFound("session", session_id)
@@ -40,9 +43,8 @@ async def views(db: AsyncSession, rows: Sequence[SessionRow]) -> list[SessionVie
     stats = await queries.message_stats(db, [SessionPk(row.pk) for row in rows])
     out = []
     for row in rows:
-        count, o200k, cl100k = stats[SessionPk(row.pk)]
-        encoding = get_profile(row.provider).encoding
-        out.append(SessionView(row, count, o200k if encoding == "o200k_base" else cl100k))
+        count, tokens = stats[SessionPk(row.pk)]
+        out.append(SessionView(row, count, tokens[get_profile(row.provider).encoding]))
     return out
 
 
@@ -90,13 +92,16 @@ async def update_session(
     for column, value in _columns(changes).items():
         setattr(row, column, value)
     row.updated_at = now
-    await db.commit()
+    await _commit_unless_gone(db, session_id)
     return await view(db, row)
 
 
 async def delete_session(db: AsyncSession, tenant: TenantId, session_id: str) -> None:
-    row = await require_session(db, tenant, session_id)
-    await db.delete(row)
+    # One DELETE by key: a concurrent delete simply makes this one find nothing.
+    if not SESSION_ID_RE.match(session_id) or not await queries.delete_session(
+        db, tenant, session_id
+    ):
+        raise NotFound("session", session_id)
     await db.commit()
 
 
@@ -104,6 +109,15 @@ async def list_sessions(
     db: AsyncSession, tenant: TenantId, after_id: str | None, limit: int
 ) -> list[SessionView]:
     return await views(db, await queries.session_rows(db, tenant, after_id, limit))
+
+
+async def _commit_unless_gone(db: AsyncSession, session_id: str) -> None:
+    """Commit; a session deleted by a concurrent request meanwhile is simply not found."""
+    try:
+        await db.commit()
+    except StaleDataError:
+        await db.rollback()
+        raise NotFound("session", session_id) from None
 
 
 _COLUMN = {"metadata": "meta", "compaction": "compaction_policy"}

@@ -7,10 +7,13 @@ from dataclasses import dataclass
 from typing import Any
 
 from app.domain.formats.convert import Format, parse_messages
+from app.domain.messages import TextPart
 from app.domain.providers import get_profile
 from app.domain.tokens import REPLY_PRIMING, TokenCounter, count_messages, request_total
 
-ESTIMATE_NOTE = "{provider}'s tokenizer is not public: counts are {encoding} estimates"
+PRIVATE_TOKENIZER = "{provider}'s tokenizer is not public: counts are {encoding} estimates"
+OTHER_ENCODING = "counted with {encoding}, not {provider}'s own {own}"
+APPROXIMATE_PARTS = "images, tool calls, tool definitions or opaque blocks are approximate"
 
 
 @dataclass(frozen=True)
@@ -37,10 +40,19 @@ def count_request(
     """Per-message and total tokens of a request for a provider (or an explicit encoding)."""
     profile = get_profile(provider)
     enc = counter.encoder(encoding or profile.encoding)
-    per_message = count_messages(parse_messages(fmt, raw_messages, system), enc)
+    messages = parse_messages(fmt, raw_messages, system)
+    per_message = count_messages(messages, enc)
     # Tool schemas are rendered by the provider in an unpublished way: counted as their JSON.
     tool_tokens = enc.count(json.dumps(tools, ensure_ascii=False)) if tools else 0
-    exact = profile.exact and encoding in (None, profile.encoding)
-    note = None if exact else ESTIMATE_NOTE.format(provider=profile.name, encoding=enc.name)
+    notes = []
+    if not profile.exact:
+        notes.append(PRIVATE_TOKENIZER.format(provider=profile.name, encoding=enc.name))
+    elif enc.name != profile.encoding:
+        notes.append(
+            OTHER_ENCODING.format(encoding=enc.name, provider=profile.name, own=profile.encoding)
+        )
+    if tools or any(not isinstance(p, TextPart) for m in messages for p in m.content):
+        notes.append(APPROXIMATE_PARTS)
     total = request_total(per_message) + tool_tokens
-    return RequestCount(profile.name, enc.name, exact, note, per_message, tool_tokens, total)
+    note = "; ".join(notes) or None
+    return RequestCount(profile.name, enc.name, not notes, note, per_message, tool_tokens, total)

@@ -17,7 +17,6 @@ from sqlalchemy import (
     String,
     UniqueConstraint,
 )
-from sqlalchemy.dialects.postgresql import JSONB
 from sqlalchemy.engine import Dialect
 from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column
 from sqlalchemy.types import TypeDecorator
@@ -30,7 +29,9 @@ NAMING = {
     "pk": "pk_%(table_name)s",
 }
 
-Json = JSON().with_variant(JSONB(), "postgresql")
+# Plain `json` on Postgres, not `jsonb`: jsonb reorders keys and rewrites numbers, and stored
+# messages must come back exactly as they were posted.
+Json = JSON()
 # SQLite only auto-increments an INTEGER PRIMARY KEY.
 BigId = BigInteger().with_variant(Integer(), "sqlite")
 
@@ -124,6 +125,10 @@ class MessageRow(Base):
     tokens_cl100k: Mapped[int] = mapped_column(Integer)
     created_at: Mapped[datetime] = mapped_column(UTCDateTime())
 
+    def tokens(self, encoding: str) -> int:
+        """The stored count in ``encoding``."""
+        return self.tokens_o200k if encoding == "o200k_base" else self.tokens_cl100k
+
 
 class ToolPartRow(Base):
     """Where each tool call and tool result sits, so originals can be found by call id."""
@@ -146,10 +151,15 @@ class IdempotencyKeyRow(Base):
         String(36), ForeignKey("tenants.id", ondelete="CASCADE"), primary_key=True
     )
     key: Mapped[str] = mapped_column(String(255), primary_key=True)
+    session_pk: Mapped[str] = mapped_column(
+        String(36), ForeignKey("sessions.pk", ondelete="CASCADE"), index=True
+    )
     fingerprint: Mapped[str] = mapped_column(String(64))
     status: Mapped[int] = mapped_column(Integer)
     response: Mapped[dict[str, Any]] = mapped_column(Json)
-    created_at: Mapped[datetime] = mapped_column(UTCDateTime(), index=True)
+    created_at: Mapped[datetime] = mapped_column(UTCDateTime())
+
+    __table_args__ = (Index("ix_idempotency_keys_age", "tenant_id", "created_at"),)
 
 
 class CompileRow(Base):

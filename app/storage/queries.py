@@ -3,8 +3,9 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
+from datetime import datetime
 
-from sqlalchemy import func, select, update
+from sqlalchemy import delete, func, or_, select, update
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from app.domain.sessions import SessionPk, TenantId
@@ -49,10 +50,18 @@ async def session_rows(
     return (await db.scalars(query.order_by(SessionRow.id).limit(limit))).all()
 
 
+async def delete_session(db: AsyncSession, tenant: TenantId, session_id: str) -> bool:
+    """Delete the session (its rows cascade); False when there was none."""
+    result = await db.execute(
+        delete(SessionRow).where(SessionRow.tenant_id == tenant, SessionRow.id == session_id)
+    )
+    return bool(getattr(result, "rowcount", 0))
+
+
 async def message_stats(
     db: AsyncSession, pks: Sequence[SessionPk]
-) -> dict[SessionPk, tuple[int, int, int]]:
-    """Per session: message count and token totals (o200k, cl100k)."""
+) -> dict[SessionPk, tuple[int, dict[str, int]]]:
+    """Per session: message count and token totals by encoding."""
     rows = await db.execute(
         select(
             MessageRow.session_pk,
@@ -63,8 +72,12 @@ async def message_stats(
         .where(MessageRow.session_pk.in_(pks))
         .group_by(MessageRow.session_pk)
     )
-    stats = {SessionPk(pk): (int(n), int(a), int(b)) for pk, n, a, b in rows}
-    return {pk: stats.get(pk, (0, 0, 0)) for pk in pks}
+    stats = {
+        SessionPk(pk): (int(n), {"o200k_base": int(a), "cl100k_base": int(b)})
+        for pk, n, a, b in rows
+    }
+    empty = (0, {"o200k_base": 0, "cl100k_base": 0})
+    return {pk: stats.get(pk, empty) for pk in pks}
 
 
 async def reserve_seqs(db: AsyncSession, pk: SessionPk, count: int) -> int | None:
@@ -89,6 +102,24 @@ async def message_page(
     if section is not None:
         query = query.where(MessageRow.section == section)
     return (await db.scalars(query.order_by(MessageRow.seq).limit(limit))).all()
+
+
+async def forget_idempotency_keys(db: AsyncSession, tenant: TenantId, before: datetime) -> None:
+    await db.execute(
+        delete(IdempotencyKeyRow).where(
+            IdempotencyKeyRow.tenant_id == tenant, IdempotencyKeyRow.created_at < before
+        )
+    )
+
+
+async def keys_matching(db: AsyncSession, id_or_prefix: str) -> Sequence[ApiKeyRow]:
+    return (
+        await db.scalars(
+            select(ApiKeyRow).where(
+                or_(ApiKeyRow.id == id_or_prefix, ApiKeyRow.prefix == id_or_prefix)
+            )
+        )
+    ).all()
 
 
 async def idempotency_row(db: AsyncSession, tenant: TenantId, key: str) -> IdempotencyKeyRow | None:

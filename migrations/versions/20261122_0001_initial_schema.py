@@ -9,7 +9,6 @@ from collections.abc import Sequence
 
 import sqlalchemy as sa
 from alembic import op
-from sqlalchemy.dialects import postgresql
 
 revision: str = "0001"
 down_revision: str | None = None
@@ -49,63 +48,18 @@ def upgrade() -> None:
         batch_op.create_index(batch_op.f("ix_api_keys_tenant_id"), ["tenant_id"], unique=False)
 
     op.create_table(
-        "idempotency_keys",
-        sa.Column("tenant_id", sa.String(length=36), nullable=False),
-        sa.Column("key", sa.String(length=255), nullable=False),
-        sa.Column("fingerprint", sa.String(length=64), nullable=False),
-        sa.Column("status", sa.Integer(), nullable=False),
-        sa.Column(
-            "response",
-            sa.JSON().with_variant(postgresql.JSONB(astext_type=sa.Text()), "postgresql"),
-            nullable=False,
-        ),
-        sa.Column("created_at", sa.DateTime(timezone=True), nullable=False),
-        sa.ForeignKeyConstraint(
-            ["tenant_id"],
-            ["tenants.id"],
-            name=op.f("fk_idempotency_keys_tenant_id_tenants"),
-            ondelete="CASCADE",
-        ),
-        sa.PrimaryKeyConstraint("tenant_id", "key", name=op.f("pk_idempotency_keys")),
-    )
-    with op.batch_alter_table("idempotency_keys", schema=None) as batch_op:
-        batch_op.create_index(
-            batch_op.f("ix_idempotency_keys_created_at"), ["created_at"], unique=False
-        )
-
-    op.create_table(
         "sessions",
         sa.Column("pk", sa.String(length=36), nullable=False),
         sa.Column("tenant_id", sa.String(length=36), nullable=False),
         sa.Column("id", sa.String(length=128), nullable=False),
-        sa.Column(
-            "metadata",
-            sa.JSON().with_variant(postgresql.JSONB(astext_type=sa.Text()), "postgresql"),
-            nullable=False,
-        ),
-        sa.Column(
-            "system_prompt",
-            sa.JSON().with_variant(postgresql.JSONB(astext_type=sa.Text()), "postgresql"),
-            nullable=False,
-        ),
-        sa.Column(
-            "response_format",
-            sa.JSON().with_variant(postgresql.JSONB(astext_type=sa.Text()), "postgresql"),
-            nullable=True,
-        ),
+        sa.Column("metadata", sa.JSON(), nullable=False),
+        sa.Column("system_prompt", sa.JSON(), nullable=False),
+        sa.Column("response_format", sa.JSON(), nullable=True),
         sa.Column("provider", sa.String(length=64), nullable=False),
         sa.Column("resume_key", sa.String(length=1024), nullable=True),
         sa.Column("context_window", sa.Integer(), nullable=True),
-        sa.Column(
-            "compiler",
-            sa.JSON().with_variant(postgresql.JSONB(astext_type=sa.Text()), "postgresql"),
-            nullable=True,
-        ),
-        sa.Column(
-            "compaction_policy",
-            sa.JSON().with_variant(postgresql.JSONB(astext_type=sa.Text()), "postgresql"),
-            nullable=True,
-        ),
+        sa.Column("compiler", sa.JSON(), nullable=True),
+        sa.Column("compaction_policy", sa.JSON(), nullable=True),
         sa.Column("last_seq", sa.BigInteger(), nullable=False),
         sa.Column("cursor_seq", sa.BigInteger(), nullable=True),
         sa.Column("provider_session_id", sa.String(length=256), nullable=True),
@@ -132,11 +86,7 @@ def upgrade() -> None:
         sa.Column("seq_from", sa.BigInteger(), nullable=True),
         sa.Column("seq_to", sa.BigInteger(), nullable=True),
         sa.Column("summary_seq", sa.BigInteger(), nullable=True),
-        sa.Column(
-            "archived",
-            sa.JSON().with_variant(postgresql.JSONB(astext_type=sa.Text()), "postgresql"),
-            nullable=False,
-        ),
+        sa.Column("archived", sa.JSON(), nullable=False),
         sa.Column("tokens_before", sa.Integer(), nullable=False),
         sa.Column("tokens_after", sa.Integer(), nullable=False),
         sa.Column("summary_tokens", sa.Integer(), nullable=False),
@@ -164,11 +114,7 @@ def upgrade() -> None:
         sa.Column("token_total", sa.Integer(), nullable=False),
         sa.Column("created_at", sa.DateTime(timezone=True), nullable=False),
         sa.Column("acknowledged_at", sa.DateTime(timezone=True), nullable=True),
-        sa.Column(
-            "usage",
-            sa.JSON().with_variant(postgresql.JSONB(astext_type=sa.Text()), "postgresql"),
-            nullable=True,
-        ),
+        sa.Column("usage", sa.JSON(), nullable=True),
         sa.Column("error_kind", sa.String(length=32), nullable=True),
         sa.ForeignKeyConstraint(
             ["session_pk"],
@@ -191,11 +137,7 @@ def upgrade() -> None:
         ),
         sa.Column("session_pk", sa.String(length=36), nullable=False),
         sa.Column("type", sa.String(length=64), nullable=False),
-        sa.Column(
-            "data",
-            sa.JSON().with_variant(postgresql.JSONB(astext_type=sa.Text()), "postgresql"),
-            nullable=False,
-        ),
+        sa.Column("data", sa.JSON(), nullable=False),
         sa.Column("created_at", sa.DateTime(timezone=True), nullable=False),
         sa.ForeignKeyConstraint(
             ["session_pk"],
@@ -209,22 +151,43 @@ def upgrade() -> None:
         batch_op.create_index("ix_events_session", ["session_pk", "id"], unique=False)
 
     op.create_table(
+        "idempotency_keys",
+        sa.Column("tenant_id", sa.String(length=36), nullable=False),
+        sa.Column("key", sa.String(length=255), nullable=False),
+        sa.Column("session_pk", sa.String(length=36), nullable=False),
+        sa.Column("fingerprint", sa.String(length=64), nullable=False),
+        sa.Column("status", sa.Integer(), nullable=False),
+        sa.Column("response", sa.JSON(), nullable=False),
+        sa.Column("created_at", sa.DateTime(timezone=True), nullable=False),
+        sa.ForeignKeyConstraint(
+            ["session_pk"],
+            ["sessions.pk"],
+            name=op.f("fk_idempotency_keys_session_pk_sessions"),
+            ondelete="CASCADE",
+        ),
+        sa.ForeignKeyConstraint(
+            ["tenant_id"],
+            ["tenants.id"],
+            name=op.f("fk_idempotency_keys_tenant_id_tenants"),
+            ondelete="CASCADE",
+        ),
+        sa.PrimaryKeyConstraint("tenant_id", "key", name=op.f("pk_idempotency_keys")),
+    )
+    with op.batch_alter_table("idempotency_keys", schema=None) as batch_op:
+        batch_op.create_index("ix_idempotency_keys_age", ["tenant_id", "created_at"], unique=False)
+        batch_op.create_index(
+            batch_op.f("ix_idempotency_keys_session_pk"), ["session_pk"], unique=False
+        )
+
+    op.create_table(
         "messages",
         sa.Column("session_pk", sa.String(length=36), nullable=False),
         sa.Column("seq", sa.BigInteger(), nullable=False),
         sa.Column("section", sa.String(length=64), nullable=False),
         sa.Column("role", sa.String(length=16), nullable=False),
         sa.Column("name", sa.String(length=256), nullable=True),
-        sa.Column(
-            "content",
-            sa.JSON().with_variant(postgresql.JSONB(astext_type=sa.Text()), "postgresql"),
-            nullable=False,
-        ),
-        sa.Column(
-            "metadata",
-            sa.JSON().with_variant(postgresql.JSONB(astext_type=sa.Text()), "postgresql"),
-            nullable=False,
-        ),
+        sa.Column("content", sa.JSON(), nullable=False),
+        sa.Column("metadata", sa.JSON(), nullable=False),
         sa.Column("tokens_o200k", sa.Integer(), nullable=False),
         sa.Column("tokens_cl100k", sa.Integer(), nullable=False),
         sa.Column("created_at", sa.DateTime(timezone=True), nullable=False),
@@ -243,11 +206,7 @@ def upgrade() -> None:
         "payloads",
         sa.Column("session_pk", sa.String(length=36), nullable=False),
         sa.Column("sha256", sa.String(length=64), nullable=False),
-        sa.Column(
-            "value",
-            sa.JSON().with_variant(postgresql.JSONB(astext_type=sa.Text()), "postgresql"),
-            nullable=False,
-        ),
+        sa.Column("value", sa.JSON(), nullable=False),
         sa.Column("bytes", sa.BigInteger(), nullable=False),
         sa.Column("created_at", sa.DateTime(timezone=True), nullable=False),
         sa.ForeignKeyConstraint(
@@ -288,6 +247,11 @@ def downgrade() -> None:
         batch_op.drop_index("ix_messages_section")
 
     op.drop_table("messages")
+    with op.batch_alter_table("idempotency_keys", schema=None) as batch_op:
+        batch_op.drop_index(batch_op.f("ix_idempotency_keys_session_pk"))
+        batch_op.drop_index("ix_idempotency_keys_age")
+
+    op.drop_table("idempotency_keys")
     with op.batch_alter_table("events", schema=None) as batch_op:
         batch_op.drop_index("ix_events_session")
 
@@ -304,10 +268,6 @@ def downgrade() -> None:
         batch_op.drop_index(batch_op.f("ix_sessions_tenant_id"))
 
     op.drop_table("sessions")
-    with op.batch_alter_table("idempotency_keys", schema=None) as batch_op:
-        batch_op.drop_index(batch_op.f("ix_idempotency_keys_created_at"))
-
-    op.drop_table("idempotency_keys")
     with op.batch_alter_table("api_keys", schema=None) as batch_op:
         batch_op.drop_index(batch_op.f("ix_api_keys_tenant_id"))
         batch_op.drop_index(batch_op.f("ix_api_keys_prefix"))

@@ -12,6 +12,15 @@ import pytest
 
 from tests.conftest import Api, new_session, row_counts
 
+# Compact multi-key JSON (no raw string kept: key order must survive storage), pretty JSON,
+# unicode, nesting and text that is not JSON at all.
+ARGUMENT_FORMS = [
+    lambda i: json.dumps({"path": f"f{i}.py", "offset": i, "limit": 50}, separators=(",", ":")),
+    lambda i: json.dumps({"zeta": 1, "alpha": [i, {"b": None, "a": True}]}, indent=2),
+    lambda i: json.dumps({"query": f"résumé ✓ {i}", "k": 1.5e-7}, ensure_ascii=False),
+    lambda i: f"not json {{{i}",
+]
+
 
 def openai_history(n: int) -> list[dict[str, Any]]:
     """A varied OpenAI-shaped history of ``n`` messages (tool rounds, null content, unicode)."""
@@ -32,7 +41,7 @@ def openai_history(n: int) -> list[dict[str, Any]]:
                             "type": "function",
                             "function": {
                                 "name": "read_file",
-                                "arguments": json.dumps({"path": f"f{i}.py"}),
+                                "arguments": ARGUMENT_FORMS[i % len(ARGUMENT_FORMS)](i),
                             },
                         }
                     ],

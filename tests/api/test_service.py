@@ -171,6 +171,8 @@ def test_keys_cli_create_list_revoke(tmp_path: Path) -> None:
     assert "revoked" in run("revoke", key_id).stdout
     assert "revoked" in run("list").stdout
     assert run("revoke", "no-such-key").returncode == 1
+    reserved = run("create", "--tenant", "local")
+    assert reserved.returncode == 1 and "reserved" in reserved.stderr
     with LiveServer(Settings(database_url=url, auth="keys")) as server:
         response = httpx.get(
             f"{server.url}/v1/sessions", headers={"Authorization": f"Bearer {key}"}

@@ -113,10 +113,14 @@ def test_list_pages_in_id_order(api: Api) -> None:
         assert seen == ids
 
 
-def test_list_reports_message_figures(client: httpx.Client) -> None:
-    sid = new_session(client, id=f"zz-{uuid.uuid4().hex}")
-    client.post(
-        f"/v1/sessions/{sid}/messages", json={"messages": [{"role": "user", "content": "hi"}]}
-    )
-    one = client.get(f"/v1/sessions/{sid}").json()
-    assert one["message_count"] == 1 and one["last_seq"] == 1 and one["tokens"] > 0
+def test_list_reports_message_figures(api: Api) -> None:
+    from tests.conftest import make_key
+
+    with api.client(make_key(api.database_url, f"figures-{uuid.uuid4().hex[:6]}")) as client:
+        sid = new_session(client)
+        message = {"messages": [{"role": "user", "content": "hi"}]}
+        client.post(f"/v1/sessions/{sid}/messages", json=message)
+        [listed] = client.get("/v1/sessions").json()["items"]
+        assert listed["id"] == sid
+        assert listed["message_count"] == 1 and listed["last_seq"] == 1 and listed["tokens"] > 0
+        assert listed == client.get(f"/v1/sessions/{sid}").json()

@@ -35,12 +35,32 @@ def test_anthropic_counts_are_marked_estimates(client: httpx.Client) -> None:
     assert len(answer["messages"]) == 2  # the system prompt counts as a message
 
 
+def test_images_and_tool_calls_make_the_count_approximate(client: httpx.Client) -> None:
+    image = {
+        "role": "user",
+        "content": [{"type": "image_url", "image_url": {"url": "http://x/a.png"}}],
+    }
+    call = {
+        "role": "assistant",
+        "content": None,
+        "tool_calls": [
+            {"id": "c", "type": "function", "function": {"name": "f", "arguments": "{}"}}
+        ],
+    }
+    for message in (image, call):
+        answer = client.post(
+            "/v1/tokens/count", json={"messages": [message], "provider": "gpt-4o"}
+        ).json()
+        assert answer["exact"] is False and "approximate" in answer["note"]
+
+
 def test_encoding_override_and_tools(client: httpx.Client) -> None:
     tools = [{"type": "function", "function": {"name": "f", "parameters": {"type": "object"}}}]
     cl = client.post(
         "/v1/tokens/count", json={"messages": HISTORY, "encoding": "cl100k_base", "tools": tools}
     ).json()
     assert cl["encoding"] == "cl100k_base" and cl["exact"] is False and cl["tools"] > 0
+    assert "counted with cl100k_base, not openai's own o200k_base" in cl["note"]
     assert cl["total"] == sum(cl["messages"]) + cl["reply_priming"] + cl["tools"]
     legacy = client.post("/v1/tokens/count", json={"messages": HISTORY, "provider": "gpt-4"}).json()
     assert legacy["encoding"] == "cl100k_base" and legacy["exact"] is True

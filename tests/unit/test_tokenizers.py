@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import gzip
 import hashlib
+import tempfile
 from pathlib import Path
 
 import pytest
@@ -33,66 +34,44 @@ CORPUS = [
 ]
 
 
-@pytest.fixture(scope="module")
-def official(tmp_path_factory: pytest.TempPathFactory) -> dict[str, tiktoken.Encoding]:
-    """tiktoken's own registry definitions, fed from a pre-seeded cache (nothing downloads)."""
-    cache = tmp_path_factory.mktemp("tiktoken-cache")
-    for name in tokenizers.SPECS:
-        key = hashlib.sha1(BLOB.format(name=name).encode()).hexdigest()
-        (cache / key).write_bytes(rank_file_bytes(name))
-    mp = pytest.MonkeyPatch()
-    mp.setenv("TIKTOKEN_CACHE_DIR", str(cache))
-    try:
-        # Build fresh Encodings from the registry so no previously cached object is reused.
+_OFFICIAL: dict[str, tiktoken.Encoding] = {}
+
+
+def official(name: str) -> tiktoken.Encoding:
+    """tiktoken's own registry definition of ``name``, fed from a pre-seeded cache (no download)."""
+    if name not in _OFFICIAL:
         from tiktoken_ext.openai_public import ENCODING_CONSTRUCTORS
 
-        return {
-            name: tiktoken.Encoding(**ENCODING_CONSTRUCTORS[name]()) for name in tokenizers.SPECS
-        }
-    finally:
-        mp.undo()
+        with tempfile.TemporaryDirectory() as cache, pytest.MonkeyPatch.context() as mp:
+            key = hashlib.sha1(BLOB.format(name=name).encode()).hexdigest()
+            Path(cache, key).write_bytes(rank_file_bytes(name))
+            mp.setenv("TIKTOKEN_CACHE_DIR", cache)
+            _OFFICIAL[name] = tiktoken.Encoding(**ENCODING_CONSTRUCTORS[name]())
+    return _OFFICIAL[name]
 
 
 @pytest.mark.parametrize("name", ["o200k_base", "cl100k_base"])
-def test_definitions_match_tiktokens_registry(
-    name: str, official: dict[str, tiktoken.Encoding]
-) -> None:
+def test_definitions_match_tiktokens_registry(name: str) -> None:
     ours = load_encoding(name)
-    assert ours._pat_str == official[name]._pat_str
-    assert ours._special_tokens == official[name]._special_tokens
-    assert ours.n_vocab == official[name].n_vocab
+    assert ours._pat_str == official(name)._pat_str
+    assert ours._special_tokens == official(name)._special_tokens
+    assert ours.n_vocab == official(name).n_vocab
 
 
 @pytest.mark.parametrize("name", ["o200k_base", "cl100k_base"])
 @pytest.mark.parametrize("text", CORPUS)
-def test_counts_equal_tiktoken_on_the_corpus(
-    name: str, text: str, official: dict[str, tiktoken.Encoding]
-) -> None:
-    assert TiktokenEncoder(load_encoding(name)).count(text) == len(
-        official[name].encode_ordinary(text)
-    )
+def test_counts_equal_tiktoken_on_the_corpus(name: str, text: str) -> None:
+    expected = len(official(name).encode_ordinary(text))
+    assert TiktokenEncoder(load_encoding(name)).count(text) == expected
 
 
 @settings(max_examples=200, deadline=None)
 @given(text=st.text(max_size=400))
 def test_counts_equal_tiktoken_on_generated_text(text: str) -> None:
     for name in tokenizers.SPECS:
-        expected = len(tiktoken_reference(name).encode_ordinary(text))
-        assert TiktokenEncoder(load_encoding(name)).count(text) == expected
-
-
-_REFERENCE: dict[str, tiktoken.Encoding] = {}
-
-
-def tiktoken_reference(name: str) -> tiktoken.Encoding:
-    # Hypothesis cannot take function-scoped fixtures; a second, independent construction.
-    if name not in _REFERENCE:
-        spec = tokenizers.SPECS[name]
-        ranks = tokenizers._parse_ranks(rank_file_bytes(name))
-        _REFERENCE[name] = tiktoken.Encoding(
-            name, pat_str=spec.pat_str, mergeable_ranks=ranks, special_tokens=spec.special_tokens
+        assert TiktokenEncoder(load_encoding(name)).count(text) == len(
+            official(name).encode_ordinary(text)
         )
-    return _REFERENCE[name]
 
 
 def test_a_tampered_rank_file_is_refused(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:

@@ -2,41 +2,24 @@
 
 from __future__ import annotations
 
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from typing import Annotated
 
-import anyio
-from fastapi import APIRouter, Header, Query, Request, Response, status
+from fastapi import APIRouter, Header, Query, Request, status
 
 from app.api.deps import DbDep, StateDep, TenantDep
-from app.api.problems import FieldError, from_input_error, invalid, responses
+from app.api.problems import FieldError, check_body, from_input_error, invalid, responses
 from app.api.schemas import AppendResult, CanonicalPage, MessageItem, MessagesAppend, ProviderPage
 from app.domain.errors import FormatError, InvalidInput
 from app.domain.formats.anthropic import to_anthropic
-from app.domain.formats.convert import Format, parse_messages
+from app.domain.formats.convert import Format
 from app.domain.formats.openai import openai_messages
-from app.domain.messages import Message
 from app.domain.sessions import SECTION_PATTERN
-from app.domain.tokens import TokenCounter
 from app.services import messages as service
 from app.services.messages import Idempotency, StoredMessage
 
+MAX_SEQ = 2**63 - 1
 router = APIRouter(prefix="/v1/sessions/{session_id}/messages", tags=["messages"])
-
-
-def _prepare(
-    counter: TokenCounter, body: MessagesAppend
-) -> tuple[list[Message], list[dict[str, int]]]:
-    """Parse and count a batch (CPU work, run off the event loop)."""
-    if body.system is not None and body.format != "anthropic":
-        raise invalid([FieldError(path="body.system", message="only for format anthropic")])
-    try:
-        parsed = parse_messages(body.format, body.messages, body.system)
-    except (FormatError, InvalidInput) as exc:
-        raise from_input_error(exc) from None
-    if body.metadata:
-        parsed = [m.model_copy(update={"metadata": body.metadata | m.metadata}) for m in parsed]
-    return parsed, service.count_batch(counter, parsed)
 
 
 @router.post(
@@ -49,7 +32,6 @@ async def append_messages(
     session_id: str,
     body: MessagesAppend,
     request: Request,
-    response: Response,
     state: StateDep,
     db: DbDep,
     tenant: TenantDep,
@@ -58,22 +40,29 @@ async def append_messages(
     """Append a batch to a section in one transaction; every message gets the next `seq`.
 
     With an `Idempotency-Key`, a retry with the same body returns the first answer and writes
-    nothing; the same key with another body is a 409.
+    nothing; the same key with another body is a 409. Keys are remembered for
+    `CTXC_IDEMPOTENCY_TTL_SECONDS` and forgotten with their session.
     """
-    parsed, counts = await anyio.to_thread.run_sync(_prepare, state.counter, body)
+    check_body(body)
+    if body.system is not None and body.format != "anthropic":
+        raise invalid([FieldError(path="body.system", message="only for format anthropic")])
     idempotency = None
     if idempotency_key is not None:
         digest = service.fingerprint("POST", request.url.path, body.model_dump(mode="json"))
-        idempotency = Idempotency(idempotency_key, digest)
-    code, answer = await service.append_messages(
-        db, tenant, session_id, body.section, parsed, counts, idempotency, datetime.now(UTC)
-    )
-    if code == status.HTTP_201_CREATED:
-        for count in counts:
+        ttl = timedelta(seconds=state.settings.idempotency_ttl_seconds)
+        idempotency = Idempotency(idempotency_key, digest, ttl)
+    batch = service.Batch(body.format, body.section, body.messages, body.system, body.metadata)
+    try:
+        appended = await service.append_messages(
+            db, state.counter, tenant, session_id, batch, idempotency, datetime.now(UTC)
+        )
+    except (FormatError, InvalidInput) as exc:
+        raise from_input_error(exc) from None
+    if not appended.replayed:
+        for count in appended.counts:
             for encoding, tokens in count.items():
                 state.metrics.tokens.labels(encoding).inc(tokens)
-    response.status_code = code
-    return AppendResult.model_validate(answer)
+    return AppendResult.model_validate(appended.answer)
 
 
 def _render(
@@ -110,7 +99,7 @@ async def list_messages(
     session_id: str,
     db: DbDep,
     tenant: TenantDep,
-    after_seq: Annotated[int, Query(ge=0)] = 0,
+    after_seq: Annotated[int, Query(ge=0, le=MAX_SEQ)] = 0,
     limit: Annotated[int, Query(ge=1, le=1000)] = 100,
     section: Annotated[str | None, Query(pattern=SECTION_PATTERN)] = None,
     format: Annotated[Format, Query()] = "canonical",

@@ -8,7 +8,7 @@ from typing import Annotated
 from fastapi import APIRouter, Query, Response, status
 
 from app.api.deps import DbDep, StateDep, TenantDep
-from app.api.problems import responses
+from app.api.problems import check_body, responses
 from app.api.schemas import SessionCreate, SessionPage, SessionRead, SessionUpdate
 from app.domain.providers import get_profile
 from app.domain.sessions import PromptFragment
@@ -51,6 +51,7 @@ async def create_session(
     body: SessionCreate, state: StateDep, db: DbDep, tenant: TenantDep
 ) -> SessionRead:
     """Create a session, with your own id or a generated one."""
+    check_body(body)
     fields = body.model_dump(mode="json", exclude={"id"})
     fields["provider"] = body.provider or state.settings.default_provider
     view = await sessions.create_session(db, tenant, body.id, fields, datetime.now(UTC))
@@ -61,7 +62,10 @@ async def create_session(
 async def list_sessions(
     db: DbDep,
     tenant: TenantDep,
-    after: Annotated[str | None, Query(description="Last id of the previous page.")] = None,
+    after: Annotated[
+        str | None,
+        Query(max_length=128, pattern=r"^[^\x00]*$", description="Last id of the previous page."),
+    ] = None,
     limit: Annotated[int, Query(ge=1, le=500)] = 50,
 ) -> SessionPage:
     """Your sessions, ordered by id, a page at a time."""
@@ -84,6 +88,7 @@ async def update_session(
     session_id: str, body: SessionUpdate, db: DbDep, tenant: TenantDep
 ) -> SessionRead:
     """Change the fields you send; a new `resume_key` ends the provider session."""
+    check_body(body)
     changes = body.model_dump(mode="json", exclude_unset=True)
     view = await sessions.update_session(db, tenant, session_id, changes, datetime.now(UTC))
     return session_read(view)

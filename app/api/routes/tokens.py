@@ -6,7 +6,7 @@ import anyio
 from fastapi import APIRouter
 
 from app.api.deps import StateDep, TenantDep
-from app.api.problems import from_input_error, responses
+from app.api.problems import check_body, from_input_error, responses
 from app.api.schemas import TokenCount, TokenCountResult
 from app.domain.errors import FormatError, InvalidInput
 from app.services.tokens import RequestCount, count_request
@@ -21,6 +21,8 @@ async def count_tokens(body: TokenCount, state: StateDep, _: TenantDep) -> Token
     `exact` is false where the provider's tokenizer is not public (Anthropic, OpenRouter,
     Ollama...): the figures are then estimates, and `note` says so.
     """
+
+    check_body(body)
 
     def run() -> RequestCount:
         try:

@@ -14,6 +14,7 @@ Hints kept under the part's ``metadata["openai"]``:
 from __future__ import annotations
 
 import json
+import math
 import re
 from typing import Any
 
@@ -26,6 +27,7 @@ from app.domain.formats._common import (
     extra_fields,
     part_metadata,
 )
+from app.domain.limits import json_problems
 from app.domain.messages import (
     ImagePart,
     JSONObject,
@@ -149,10 +151,11 @@ def write_tool_call(part: ToolCallPart) -> JSONObject:
 def parse_arguments(raw: str) -> JSONObject | str:
     """The arguments as a JSON object when ``raw`` is one, else ``raw`` itself."""
     try:
-        value = json.loads(raw, parse_constant=_reject_constant)
+        value = json.loads(raw, parse_constant=_reject_constant, parse_float=_finite_float)
     except (ValueError, RecursionError):
         return raw
-    return value if isinstance(value, dict) else raw
+    # Keep text raw when its value could not be stored exactly (lone surrogates, deep nesting).
+    return value if isinstance(value, dict) and not json_problems(value) else raw
 
 
 def dump_arguments(arguments: JSONObject | str) -> str:
@@ -168,6 +171,13 @@ def arguments_text(part: ToolCallPart) -> str:
     if isinstance(raw, str) and parse_arguments(raw) == part.arguments:
         return raw
     return dump_arguments(part.arguments)
+
+
+def _finite_float(text: str) -> float:
+    value = float(text)
+    if not math.isfinite(value):
+        raise ValueError(f"{text} overflows a float")
+    return value
 
 
 def _reject_constant(name: str) -> Any:

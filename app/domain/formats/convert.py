@@ -1,7 +1,8 @@
-"""Parse any accepted input shape into canonical messages."""
+"""Parse any accepted input shape into canonical messages, reporting every problem at once."""
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any, Literal
 
 from pydantic import ValidationError
@@ -9,6 +10,7 @@ from pydantic import ValidationError
 from app.domain.errors import FormatError, InvalidInput
 from app.domain.formats.anthropic import from_anthropic
 from app.domain.formats.openai import from_openai
+from app.domain.limits import Problem, message_problems
 from app.domain.messages import Message
 
 Format = Literal["openai", "anthropic", "canonical"]
@@ -16,7 +18,7 @@ FORMATS: tuple[Format, ...] = ("openai", "anthropic", "canonical")
 
 
 def canonical_messages(raw: Any) -> list[Message]:
-    """Validate canonical message documents, reporting every bad field at once."""
+    """Validate canonical message documents."""
     if not isinstance(raw, list):
         raise FormatError((), "expected a list of messages")
     messages, problems = [], []
@@ -30,10 +32,44 @@ def canonical_messages(raw: Any) -> list[Message]:
     return messages
 
 
+Converter = Callable[[list[Any], Any], list[Message]]
+CONVERTERS: dict[str, Converter] = {
+    "openai": lambda raw, _system: from_openai(raw),
+    "anthropic": from_anthropic,
+}
+
+
+def _provider_messages(fmt: Format, raw: Any, system: Any) -> list[Message]:
+    convert = CONVERTERS[fmt]
+    try:
+        return convert(raw, system)
+    except FormatError as first:
+        if not isinstance(raw, list) or first.path[:1] == ("system",):
+            raise
+        # The converters stop at the first problem: convert each message alone to find them all.
+        problems: list[Problem] = []
+        for i, item in enumerate(raw):
+            try:
+                convert([item], None)
+            except FormatError as exc:
+                problems.append(((i, *exc.path[1:]), exc.message))
+        raise InvalidInput(problems or [(first.path, first.message)]) from None
+
+
 def parse_messages(fmt: Format, raw: Any, system: Any = None) -> list[Message]:
-    """Canonical messages from a document in ``fmt`` (``system`` is Anthropic's top-level one)."""
-    if fmt == "openai":
-        return from_openai(raw)
-    if fmt == "anthropic":
-        return from_anthropic(raw, system)
-    return canonical_messages(raw)
+    """Canonical messages from a document in ``fmt`` (``system`` is Anthropic's top-level one).
+
+    Raises FormatError or InvalidInput with paths relative to the message list (or ``system``).
+    """
+    messages = (
+        canonical_messages(raw) if fmt == "canonical" else _provider_messages(fmt, raw, system)
+    )
+    # Anthropic's system prompt is the first message; report paths against the posted list.
+    offset = 1 if fmt == "anthropic" and messages and system is not None else 0
+    problems = [
+        ((p[0] - offset, *p[1:]) if isinstance(p[0], int) else p, m)
+        for p, m in message_problems(messages)
+    ]
+    if problems:
+        raise InvalidInput(problems)
+    return messages
