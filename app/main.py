@@ -13,7 +13,7 @@ from app.adapters.tokenizers import load_counter
 from app.api import problems
 from app.api.deps import AppState
 from app.api.middleware import BodyLimit, CatchAll, Metrics, RequestMetrics
-from app.api.routes import health, messages, sessions, tokens
+from app.api.routes import health, messages, providers, sessions, tokens, transfer
 from app.services.keys import local_tenant
 from app.settings import Settings
 from app.storage.db import create_engine, create_sessionmaker
@@ -47,7 +47,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
         lifespan=lifespan,
     )
     problems.install(app)
-    for module in (sessions, messages, tokens, health):
+    for module in (sessions, transfer, messages, tokens, providers, health):
         app.include_router(module.router)
     app.add_middleware(BodyLimit, limit=settings.max_body_bytes)
     app.add_middleware(CatchAll)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from datetime import datetime
+from itertools import pairwise
 from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
@@ -164,3 +165,58 @@ class TokenCountResult(BaseModel):
     tools: int
     reply_priming: int
     total: int
+
+
+class ProviderRead(BaseModel):
+    name: str
+    output: Literal["openai", "anthropic"]
+    encoding: str
+    exact: bool = Field(description="False where the tokenizer is not public: counts estimate.")
+    context_window: int
+    session_resumption: bool
+    prompt_cache: bool
+    description: str
+
+
+class ProviderList(BaseModel):
+    items: list[ProviderRead]
+    default: str
+
+
+class ExportedSession(_Body):
+    id: str = Field(pattern=SESSION_ID_PATTERN)
+    metadata: JSONObject = Field(default_factory=dict)
+    system_prompt: list[PromptFragment] = Field(default_factory=list)
+    response_format: JSONObject | None = None
+    provider: str
+    resume_key: str | None = Field(None, max_length=1024, pattern=NO_NUL)
+    context_window: int | None = Field(None, ge=1, le=100_000_000)
+    compiler: JSONObject | None = None
+    compaction: JSONObject | None = None
+    created_at: datetime
+    updated_at: datetime
+
+    _fragments = field_validator("system_prompt")(_unique_fragment_names)
+
+
+class ExportedMessage(_Body):
+    seq: int = Field(ge=1, le=2**63 - 1)
+    section: str = Field(pattern=SECTION_PATTERN)
+    created_at: datetime
+    message: JSONObject = Field(description="The canonical message.")
+
+
+class SessionExport(_Body):
+    """A session's whole context as one document; importing it recreates the session."""
+
+    format: Literal["ctxc.session/v1"] = "ctxc.session/v1"
+    session: ExportedSession
+    messages: list[ExportedMessage] = Field(max_length=1_000_000)
+
+    @field_validator("messages")
+    @classmethod
+    def _increasing(cls, messages: list[ExportedMessage]) -> list[ExportedMessage]:
+        seqs = [m.seq for m in messages]
+        if any(a >= b for a, b in pairwise(seqs)):
+            raise ValueError("seq must increase strictly")
+        return messages

@@ -102,7 +102,11 @@ async def append_messages(
         raise NotFound("session", session_id)
     first = last - len(messages) + 1
     encoding = get_profile(row.provider).encoding
-    db.add_all(_rows(pk, first, batch.section, messages, counts, now))
+    new = [
+        NewMessage(first + i, batch.section, m, c, now)
+        for i, (m, c) in enumerate(zip(messages, counts, strict=True))
+    ]
+    db.add_all(message_rows(pk, new))
     answer = {
         "session_id": session_id,
         "section": batch.section,
@@ -150,17 +154,23 @@ async def _replay(
     return stored.response
 
 
-def _rows(
-    pk: SessionPk,
-    first: int,
-    section: str,
-    messages: Sequence[Message],
-    counts: Sequence[dict[str, int]],
-    now: datetime,
-) -> list[MessageRow | ToolPartRow]:
+@dataclass(frozen=True)
+class NewMessage:
+    """A message about to be stored, with its place and its counts in every encoding."""
+
+    seq: int
+    section: str
+    message: Message
+    counts: dict[str, int]
+    created_at: datetime
+
+
+def message_rows(pk: SessionPk, new: Sequence[NewMessage]) -> list[MessageRow | ToolPartRow]:
+    """The rows that store ``new`` (messages and their tool call/result index)."""
     rows: list[MessageRow | ToolPartRow] = []
-    for offset, (message, count) in enumerate(zip(messages, counts, strict=True)):
-        seq = first + offset
+    for seq, section, message, count, created_at in (
+        (n.seq, n.section, n.message, n.counts, n.created_at) for n in new
+    ):
         doc = message.to_json()
         rows.append(
             MessageRow(
@@ -173,7 +183,7 @@ def _rows(
                 meta=message.metadata,
                 tokens_o200k=count["o200k_base"],
                 tokens_cl100k=count["cl100k_base"],
-                created_at=now,
+                created_at=created_at,
             )
         )
         rows += _tool_rows(pk, seq, message)

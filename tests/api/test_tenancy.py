@@ -19,6 +19,7 @@ SESSION_ROUTES: list[tuple[str, str, dict[str, Any] | None]] = [
     ("DELETE", "/v1/sessions/{sid}", None),
     ("POST", "/v1/sessions/{sid}/messages", MESSAGE),
     ("GET", "/v1/sessions/{sid}/messages", None),
+    ("GET", "/v1/sessions/{sid}/export", None),
 ]
 
 
