@@ -1,0 +1,151 @@
+"""The values every compiler shares: a session snapshot in, the compiled view out.
+
+A compiler is a plain callable ``Snapshot -> Compiled``. Base compilers select stored items;
+decorators wrap a compiler and rewrite, trim or extend what it returns. Nothing here reads a
+clock, makes an id or touches storage: the caller passes all of that in the snapshot.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable, Iterator, Sequence
+from dataclasses import dataclass, field, replace
+from datetime import datetime
+
+from app.domain.messages import JSONObject, Message
+
+# Injected messages are not stored, so they carry this seq; stored seqs start at 1.
+INJECTED_SEQ = 0
+EPHEMERAL_SECTION = "ephemeral"
+PROVIDER_SECTION = "provider"
+
+
+@dataclass(frozen=True)
+class Item:
+    """One message with its place in the store and its token count in the target encoding."""
+
+    seq: int
+    section: str
+    message: Message
+    tokens: int  # per-message overhead included
+
+    @property
+    def injected(self) -> bool:
+        """True for a message added by the compile itself (never stored)."""
+        return self.seq == INJECTED_SEQ
+
+    @property
+    def pinned(self) -> bool:
+        """True when the caller pinned the message (``metadata.pinned`` truthy)."""
+        return bool(self.message.metadata.get("pinned"))
+
+
+@dataclass(frozen=True, kw_only=True)
+class Snapshot:
+    """What a compile reads: the stored items and the request's context, all passed in."""
+
+    items: tuple[Item, ...]  # every stored message, seq order, any section
+    tenant: str
+    now: datetime
+    count: Callable[[Message], int]  # tokens of a new message in the target encoding
+    metadata: JSONObject = field(default_factory=dict)
+    execution_id: str | None = None
+    session_id: str | None = None
+    ephemeral: tuple[Message, ...] = ()
+    budget: int | None = None
+    # Tokens already spoken for outside the items: the system prompt, reply priming and the
+    # messages that decorators wrapped around a token_limit will add. token_limit subtracts them.
+    claimed: int = 0
+
+    def claiming(self, tokens: int) -> Snapshot:
+        """The same snapshot with ``tokens`` more claimed by an outer decorator."""
+        return replace(self, claimed=self.claimed + tokens)
+
+    def item(self, message: Message, section: str) -> Item:
+        """An injected item for ``message``, counted in the target encoding."""
+        return Item(INJECTED_SEQ, section, message, self.count(message))
+
+
+@dataclass(frozen=True)
+class LeftOut:
+    """Stored messages a step left out of the view, and why."""
+
+    reason: str
+    seqs: tuple[int, ...]
+
+
+@dataclass(frozen=True)
+class Compiled:
+    """The view to send, in order, with what was left out and any warnings."""
+
+    items: tuple[Item, ...]
+    left_out: tuple[LeftOut, ...] = ()
+    warnings: tuple[str, ...] = ()
+
+    @property
+    def tokens(self) -> int:
+        """The sum of the items' tokens."""
+        return sum(item.tokens for item in self.items)
+
+    @classmethod
+    def of(cls, items: Iterable[Item], *left_out: LeftOut) -> Compiled:
+        """A first step's result (empty left-outs are not kept)."""
+        return cls(()).then(items, *left_out)
+
+    def then(
+        self, items: Iterable[Item], *left_out: LeftOut, warnings: Sequence[str] = ()
+    ) -> Compiled:
+        """A later step's result: its items, with its left-outs and warnings added to these."""
+        dropped = tuple(entry for entry in left_out if entry.seqs)
+        return Compiled(tuple(items), self.left_out + dropped, self.warnings + tuple(warnings))
+
+
+Compiler = Callable[[Snapshot], Compiled]
+
+
+def left_out_by_reason(left_out: Iterable[LeftOut]) -> dict[str, tuple[int, ...]]:
+    """The left-out seqs per reason, sorted and without repeats."""
+    seqs: dict[str, set[int]] = {}
+    for entry in left_out:
+        seqs.setdefault(entry.reason, set()).update(entry.seqs)
+    return {reason: tuple(sorted(found)) for reason, found in seqs.items()}
+
+
+def seq_ranges(seqs: Iterable[int]) -> list[tuple[int, int]]:
+    """Consecutive runs of seqs as inclusive ``(first, last)`` ranges."""
+    ranges: list[tuple[int, int]] = []
+    for seq in sorted(set(seqs)):
+        if ranges and ranges[-1][1] == seq - 1:
+            ranges[-1] = (ranges[-1][0], seq)
+        else:
+            ranges.append((seq, seq))
+    return ranges
+
+
+def _opens_round(message: Message) -> set[str]:
+    return {call.id for call in message.tool_calls} if message.role == "assistant" else set()
+
+
+def _answers(message: Message, pending: set[str]) -> bool:
+    if message.role not in ("tool", "user"):
+        return False
+    return any(result.call_id in pending for result in message.tool_results)
+
+
+def _rounds(items: Sequence[Item]) -> Iterator[list[Item]]:
+    i = 0
+    while i < len(items):
+        group, pending = [items[i]], _opens_round(items[i].message)
+        i += 1
+        while pending and i < len(items) and _answers(items[i].message, pending):
+            pending -= {result.call_id for result in items[i].message.tool_results}
+            group.append(items[i])
+            i += 1
+        yield group
+
+
+def api_rounds(items: Sequence[Item]) -> list[list[Item]]:
+    """Items grouped into API rounds, the units trimming keeps or drops whole."""
+    # A round is an assistant turn with tool calls plus the messages right after it that answer
+    # them (``tool`` messages, or ``user`` messages with tool_result parts as Anthropic sends
+    # them); every other message is a round of its own.
+    return list(_rounds(items))

@@ -1,0 +1,105 @@
+"""Compilers and decorators by name, and ``build``: from a spec to one compiler.
+
+A registry is a plain value: ``bases`` maps a name to ``factory(**params) -> Compiler`` and
+``decorators`` maps a name to ``factory(inner, **params) -> Compiler``. Params are validated
+against the factory's signature (strict: no "3" for 3) before it is called, so a factory's type
+hints and ``Annotated`` constraints are its parameter schema. Operators extend the built-ins with
+``with_base`` / ``with_decorator`` / ``merged``; loading plug-ins is the service layer's job.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from functools import cache
+
+from pydantic import ConfigDict, ValidationError, validate_call
+
+from app.domain.compilers.base import Compiler
+from app.domain.compilers.builtins import all_sections, current_tool_trace, selected_sections
+from app.domain.compilers.context import inject, providers
+from app.domain.compilers.decorators import token_limit, window
+from app.domain.compilers.redact import redact
+from app.domain.compilers.spec import CompilerSpec, Component, dotted, located
+from app.domain.errors import InvalidInput, UnknownName
+
+Factory = Callable[..., Compiler]
+_STRICT = ConfigDict(strict=True, arbitrary_types_allowed=True)
+
+
+@dataclass(frozen=True)
+class Registry:
+    """Base compiler factories and decorator factories, by name."""
+
+    bases: Mapping[str, Factory] = field(default_factory=dict)
+    decorators: Mapping[str, Factory] = field(default_factory=dict)
+
+    def with_base(self, name: str, factory: Factory) -> Registry:
+        """This registry plus (or with a new) base compiler ``name``."""
+        return Registry({**self.bases, name: factory}, self.decorators)
+
+    def with_decorator(self, name: str, factory: Factory) -> Registry:
+        """This registry plus (or with a new) decorator ``name``."""
+        return Registry(self.bases, {**self.decorators, name: factory})
+
+    def merged(self, other: Registry) -> Registry:
+        """Both registries; ``other`` wins where a name is in both."""
+        return Registry({**self.bases, **other.bases}, {**self.decorators, **other.decorators})
+
+
+BUILTINS = Registry(
+    bases={
+        "current_tool_trace": current_tool_trace,
+        "all_sections": all_sections,
+        "selected_sections": selected_sections,
+    },
+    decorators={
+        "token_limit": token_limit,
+        "window": window,
+        "redact": redact,
+        "inject": inject,
+        "providers": providers,
+    },
+)
+
+
+@cache
+def _validated(factory: Factory) -> Factory:
+    return validate_call(config=_STRICT)(factory)
+
+
+def _make(
+    factories: Mapping[str, Factory],
+    kind: str,
+    part: Component,
+    path: tuple[str | int, ...],
+    *inner: Compiler,
+) -> Compiler:
+    factory = factories.get(part.name)
+    if factory is None:
+        raise UnknownName(kind, part.name, sorted(factories), dotted((*path, "name")))
+    where = (*path, "params")
+    try:
+        return _validated(factory)(*inner, **part.params)
+    except ValidationError as err:
+        raise InvalidInput(located(err, where)) from None
+    except InvalidInput as err:
+        raise InvalidInput([((*where, *p), message) for p, message in err.problems]) from None
+    except UnknownName as err:
+        raise UnknownName(
+            err.kind, err.name, err.available, f"{dotted(where)}.{err.field}"
+        ) from None
+
+
+def build(spec: CompilerSpec, registry: Registry = BUILTINS, prefix: str = "compiler") -> Compiler:
+    """One compiler: the base wrapped by each decorator in list order (first listed innermost)."""
+    compiler = _make(registry.bases, "compiler", spec.base, (prefix, "base"))
+    for n, part in enumerate(spec.decorators):
+        path = (prefix, "decorators", n)
+        compiler = _make(registry.decorators, "decorator", part, path, compiler)
+    return compiler
+
+
+def names(registry: Registry) -> dict[str, Sequence[str]]:
+    """The registered names, sorted, per kind (what a listing endpoint shows)."""
+    return {"bases": sorted(registry.bases), "decorators": sorted(registry.decorators)}

@@ -1,0 +1,31 @@
+"""Provider-valid output, always (DESIGN.md section 4).
+
+- ``openai_problems`` / ``anthropic_problems``: the structural rules each provider's API enforces
+  on a request's messages, as readable problems naming the message index (tests run them on every
+  compile output).
+- ``make_valid``: repairs canonical messages for a target (tool calls and results paired within
+  their round, duplicate or malformed ids renamed, parts the target refuses dropped, empty
+  messages dropped), one warning per change; the input is never modified.
+- ``render``: ``make_valid``, the converters, then the provider's shape (for Anthropic: system
+  moved out, same-role turns merged, tool results and thinking first, a user turn first, no
+  trailing whitespace in a final assistant turn).
+
+Whatever canonical history the app accepts, ``render`` gives a request both validators pass,
+except that the message list may come out empty (nothing sendable, or only system content for
+Anthropic): the compile step refuses to send an empty list.
+"""
+
+from app.domain.validity.anthropic_rules import anthropic_problems
+from app.domain.validity.openai_rules import openai_problems
+from app.domain.validity.repair import make_valid
+from app.domain.validity.shaping import render
+from app.domain.validity.targets import TARGETS, Target
+
+__all__ = [
+    "TARGETS",
+    "Target",
+    "anthropic_problems",
+    "make_valid",
+    "openai_problems",
+    "render",
+]

@@ -1,0 +1,53 @@
+"""``render``: repaired canonical messages in the exact request shape of the target provider."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+from app.domain.formats.anthropic import System
+from app.domain.formats.openai import openai_messages
+from app.domain.messages import JSONObject, Message
+from app.domain.validity.anthropic_turns import anthropic_request
+from app.domain.validity.repair import repair
+from app.domain.validity.targets import Target
+
+
+def render(
+    messages: Sequence[Message],
+    target: Target,
+    *,
+    prior_call_ids: frozenset[str] = frozenset(),
+) -> tuple[System, list[JSONObject], list[str]]:
+    """``(system, messages, warnings)`` for ``target``: repaired, converted and shape-fixed.
+
+    ``system`` is always None for OpenAI (system messages stay in the list). The list is empty
+    only when nothing could be sent; the compile step refuses to send an empty list.
+    """
+    entries, warnings = repair(messages, target, prior_call_ids)
+    if target == "anthropic":
+        system, turns = anthropic_request(entries, warnings)
+        return system, turns, warnings
+    return None, [_tidy(out) for _, m in entries for out in openai_messages(m)], warnings
+
+
+def _tidy(message: JSONObject) -> JSONObject:
+    """Representation fixes the converter's faithful round trip leaves in (no content changes)."""
+    out = dict(message)
+    role = out.get("role")
+    if role == "assistant" and out.get("content") == []:
+        out["content"] = None  # all its parts were dropped; its tool calls remain
+    if role == "tool" and out.get("content") in (None, []):
+        out["content"] = ""  # a tool message needs content; an empty result has none
+    if out.get("tool_calls") == []:
+        del out["tool_calls"]  # OpenAI refuses an empty tool_calls list
+    if isinstance(out.get("tool_calls"), list):
+        out["tool_calls"] = [_typed(call) for call in out["tool_calls"]]
+    return out
+
+
+def _typed(call: Any) -> Any:
+    # A call recorded without its type is written back without it; the API requires one.
+    if isinstance(call, dict) and "type" not in call and "function" in call:
+        return {"id": call.get("id"), "type": "function", **call}
+    return call

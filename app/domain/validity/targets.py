@@ -1,0 +1,126 @@
+"""What each target provider can carry, and where: the part rules the repairs and render share."""
+
+from __future__ import annotations
+
+import re
+from typing import Final, Literal
+
+from app.domain.messages import (
+    ImagePart,
+    Message,
+    OpaquePart,
+    Part,
+    ReasoningPart,
+    ResultItem,
+    Role,
+    TextPart,
+    ToolCallPart,
+    ToolResultPart,
+)
+
+Target = Literal["openai", "anthropic"]
+TARGETS: tuple[Target, ...] = ("openai", "anthropic")
+
+# Anthropic rejects tool_use ids outside this pattern; OpenAI rejects message names outside it.
+ANTHROPIC_ID: Final = re.compile(r"[A-Za-z0-9_-]+")
+OPENAI_NAME: Final = re.compile(r"[A-Za-z0-9_-]{1,64}")
+
+# Opaque blocks of a type ctxc models itself would bypass every check (a hand-made "tool_use"
+# block could answer nothing); such blocks are only ever made by hand, never by the converters.
+MODELLED_TYPES: Final[dict[str, frozenset[str]]] = {
+    "openai": frozenset({"text", "image_url"}),
+    "anthropic": frozenset({"text", "tool_use", "tool_result", "thinking", "redacted_thinking"}),
+}
+
+# The part kinds each role may hold in each target's request.
+ALLOWED: Final[dict[Target, dict[Role, tuple[type, ...]]]] = {
+    "openai": {
+        "system": (TextPart,),
+        "user": (TextPart, ImagePart, OpaquePart, ToolResultPart),
+        "assistant": (TextPart, ToolCallPart, OpaquePart),
+        "tool": (ToolResultPart,),
+    },
+    "anthropic": {
+        "system": (TextPart,),
+        "user": (TextPart, ImagePart, OpaquePart, ToolResultPart),
+        "assistant": (TextPart, ToolCallPart, ReasoningPart, OpaquePart),
+        "tool": (ToolResultPart,),
+    },
+}
+
+
+def is_blank(text: str) -> bool:
+    """Empty or whitespace only."""
+    return not text.strip()
+
+
+def carried(part: Part | ResultItem, target: Target) -> bool:
+    """False for what the converters leave out by design: another provider's blocks, and
+    reasoning for OpenAI (documented cross-provider losses, not repairs)."""
+    if isinstance(part, OpaquePart):
+        return part.provider == target
+    if isinstance(part, ReasoningPart):
+        return target == "anthropic"
+    return True
+
+
+def fits(part: Part, role: Role, target: Target) -> bool:
+    """Whether ``target`` accepts ``part`` in a message of ``role``."""
+    if not isinstance(part, ALLOWED[target][role]):
+        return False
+    if isinstance(part, OpaquePart):
+        return _opaque_fits(part, role)
+    return True
+
+
+def _opaque_fits(part: OpaquePart, role: Role) -> bool:
+    kind = opaque_type(part)
+    if kind is None or kind in MODELLED_TYPES[part.provider]:
+        return False
+    if part.provider == "openai":
+        # OpenAI assistant content holds text and refusals; a refusal is never user content.
+        return (kind == "refusal") == (role == "assistant")
+    return not (role == "assistant" and kind == "image")
+
+
+def item_fits(item: ResultItem, target: Target, is_error: bool | None) -> bool:
+    """Whether ``target`` accepts ``item`` inside a tool result."""
+    if isinstance(item, TextPart):
+        return True
+    # OpenAI tool messages hold text only; Anthropic error results hold text only.
+    if target == "openai" or is_error:
+        return False
+    if isinstance(item, OpaquePart):
+        kind = opaque_type(item)
+        return kind is not None and kind not in MODELLED_TYPES[item.provider]
+    return True
+
+
+def opaque_type(part: OpaquePart) -> str | None:
+    """The block's ``type`` when it is a string."""
+    kind = part.data.get("type")
+    return kind if isinstance(kind, str) else None
+
+
+def sendable(message: Message, target: Target) -> bool:
+    """Whether anything of ``message`` reaches ``target`` (parts already fitted to its role)."""
+    return any(carried(part, target) for part in message.content)
+
+
+def has_content_besides_results(message: Message, target: Target) -> bool:
+    """Whether ``message`` reaches ``target`` with more than tool results."""
+    return any(
+        carried(part, target) and not isinstance(part, ToolResultPart) for part in message.content
+    )
+
+
+def describe(part: Part | ResultItem) -> str:
+    """A short human name for a part, for warnings."""
+    if isinstance(part, ToolResultPart):
+        return f"tool result for call {part.call_id!r}"
+    if isinstance(part, ToolCallPart):
+        return f"tool call {part.id!r}"
+    if isinstance(part, OpaquePart):
+        kind = opaque_type(part)
+        return f"{part.provider} block of type {kind!r}" if kind else f"{part.provider} block"
+    return {"text": "text", "image": "image", "reasoning": "reasoning"}[part.type]
