@@ -13,8 +13,18 @@ from app.adapters.tokenizers import load_counter
 from app.api import problems
 from app.api.deps import AppState
 from app.api.middleware import BodyLimit, CatchAll, Metrics, RequestMetrics
-from app.api.routes import health, messages, providers, sessions, tokens, transfer
+from app.api.routes import (
+    compilation,
+    health,
+    messages,
+    providers,
+    sessions,
+    tokens,
+    transfer,
+)
+from app.services.cache import MessageCache
 from app.services.keys import local_tenant
+from app.services.plugins import load_registry
 from app.settings import Settings
 from app.storage.db import create_engine, create_sessionmaker
 from app.storage.migrate import check_schema
@@ -36,7 +46,11 @@ def create_app(settings: Settings | None = None) -> FastAPI:
                 async with maker() as db:
                     local = await local_tenant(db, datetime.now(UTC))
             counter = await anyio.to_thread.run_sync(load_counter)
-            yield {"ctxc": AppState(settings, engine, maker, counter, metrics, local)}
+            cache = MessageCache(counter, settings.compile_cache_bytes)
+            state = AppState(
+                settings, engine, maker, counter, metrics, local, load_registry(), cache
+            )
+            yield {"ctxc": state}
         finally:
             await engine.dispose()
 
@@ -47,7 +61,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
         lifespan=lifespan,
     )
     problems.install(app)
-    for module in (sessions, transfer, messages, tokens, providers, health):
+    for module in (sessions, transfer, messages, compilation, tokens, providers, health):
         app.include_router(module.router)
     app.add_middleware(BodyLimit, limit=settings.max_body_bytes)
     app.add_middleware(CatchAll)

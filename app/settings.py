@@ -33,6 +33,9 @@ class Settings(BaseSettings):
     idempotency_ttl_seconds: int = Field(
         86_400, ge=60, description="How long an Idempotency-Key is remembered."
     )
+    compile_cache_bytes: int = Field(
+        64 * 1024 * 1024, ge=0, description="Posted JSON kept parsed and counted (LRU bytes)."
+    )
     default_provider: str = Field("openai", description="Provider profile of new sessions.")
     db_pool_size: int = Field(10, ge=1, description="Postgres connection pool size.")
     log_level: str = Field("info", description="Log level of the service.")

@@ -11,9 +11,11 @@ from sqlalchemy.ext.asyncio import AsyncEngine, AsyncSession, async_sessionmaker
 
 from app.api.middleware import Metrics
 from app.api.problems import ProblemError
+from app.domain.compilers.registry import Registry
 from app.domain.sessions import TenantId
 from app.domain.tokens import TokenCounter
 from app.services import keys
+from app.services.cache import MessageCache
 from app.settings import Settings, is_loopback
 
 
@@ -27,6 +29,8 @@ class AppState:
     counter: TokenCounter
     metrics: Metrics
     local_tenant: TenantId | None
+    registry: Registry
+    cache: MessageCache
 
 
 def get_state(request: Request) -> AppState:

@@ -9,9 +9,11 @@ from typing import Any
 from fastapi import FastAPI, Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
-from pydantic import BaseModel
+from pydantic import BaseModel, Field
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
+from app.domain.compilers.decorators import BudgetTooSmall
+from app.domain.compiling import NothingToSend
 from app.domain.errors import Conflict, FormatError, InvalidInput, NotFound, UnknownName
 from app.domain.limits import json_problems
 
@@ -32,6 +34,10 @@ class Problem(BaseModel):
     status: int
     detail: str
     errors: list[FieldError] | None = None
+    needed: int | None = Field(
+        None, description="Tokens the kept messages need (budget-too-small)."
+    )
+    budget: int | None = Field(None, description="The token budget (budget-too-small).")
 
 
 class ProblemError(Exception):
@@ -85,14 +91,27 @@ def from_domain(exc: Exception, body_path: Sequence[str | int] = ("body",)) -> P
             return ProblemError(404, "not-found", "Not found", str(exc))
         case Conflict():
             return ProblemError(409, "conflict", "Conflict", str(exc))
+        case BudgetTooSmall(needed=needed, budget=budget):
+            error = ProblemError(422, "budget-too-small", "Budget too small", str(exc))
+            error.problem.needed, error.problem.budget = needed, budget
+            return error
+        case NothingToSend():
+            return ProblemError(422, "nothing-to-send", "Nothing to send", str(exc))
     raise exc
 
 
-def from_input_error(exc: FormatError | InvalidInput) -> ProblemError:
-    """A parse error of a posted history: located under `body.messages`, or `body.system`."""
-    if isinstance(exc, FormatError) and exc.path[:1] == ("system",):
-        return from_domain(exc, ("body",))
-    return from_domain(exc, ("body", "messages"))
+def from_input_error(exc: FormatError | InvalidInput, field: str = "messages") -> ProblemError:
+    """A parse error of a posted history: located under `body.<field>`, or `body.system`."""
+    problems = exc.problems if isinstance(exc, InvalidInput) else ((exc.path, exc.message),)
+    return invalid(
+        [
+            FieldError(
+                path=field_path(("body", *p) if p[:1] == ("system",) else ("body", field, *p)),
+                message=m,
+            )
+            for p, m in problems
+        ]
+    )
 
 
 def check_body(body: BaseModel) -> None:
@@ -145,7 +164,15 @@ def install(app: FastAPI) -> None:
     app.add_exception_handler(RequestValidationError, _validation)
     app.add_exception_handler(StarletteHTTPException, _http)
     app.add_exception_handler(ProblemError, _problem)
-    for cls in (FormatError, InvalidInput, UnknownName, NotFound, Conflict):
+    for cls in (
+        FormatError,
+        InvalidInput,
+        UnknownName,
+        NotFound,
+        Conflict,
+        BudgetTooSmall,
+        NothingToSend,
+    ):
         app.add_exception_handler(cls, _domain)
 
 

@@ -220,3 +220,70 @@ class SessionExport(_Body):
         if any(a >= b for a, b in pairwise(seqs)):
             raise ValueError("seq must increase strictly")
         return messages
+
+
+class _CompileOptions(_Body):
+    provider: str | None = Field(None, description="Provider profile (GET /v1/providers).")
+    context_window: int | None = Field(None, ge=1, le=100_000_000)
+    compiler: JSONObject | None = Field(
+        None,
+        description='A base compiler and decorators, e.g. {"base": "current_tool_trace", '
+        '"decorators": [{"name": "token_limit", "params": {"reserve": 4096}}]}.',
+    )
+    execution_id: str | None = Field(None, description="The current execution (trace filter).")
+    ephemeral: list[Any] = Field(
+        default_factory=list,
+        max_length=1_000,
+        description="Messages injected for this compile only (never stored); an `inject` "
+        "decorator places them.",
+    )
+    ephemeral_format: Format = "openai"
+    tools: list[JSONObject] | None = Field(None, description="Tool definitions, counted.")
+
+
+class CompileRequest(_CompileOptions):
+    """A whole history to compile; nothing is stored."""
+
+    format: Format = "openai"
+    messages: list[Any] = Field(max_length=1_000_000)
+    system: str | list[JSONObject] | None = None
+    metadata: JSONObject = Field(default_factory=dict, description="For context providers.")
+    response_format: JSONObject | None = Field(None, description="In OpenAI's form.")
+
+
+class SessionCompileRequest(_CompileOptions):
+    """Options for compiling a stored session (its own settings apply where these are null)."""
+
+
+class CompileTokens(BaseModel):
+    total: int
+    sections: dict[str, int]
+    context_window: int
+    budget_used_pct: float
+    encoding: str
+    exact: bool
+    note: str | None
+
+
+class LeftOutRead(BaseModel):
+    reason: str
+    count: int
+    seq_ranges: list[tuple[int, int]]
+
+
+class CompileResult(BaseModel):
+    compile_id: str
+    provider: str
+    format: Literal["openai", "anthropic"]
+    mode: Literal["full"] = "full"
+    system: str | list[JSONObject] | None = Field(
+        description="Anthropic's system; null for OpenAI."
+    )
+    messages: list[JSONObject]
+    response_format: JSONObject | None = Field(
+        description="Native form: OpenAI `response_format`, Anthropic `output_format`."
+    )
+    tokens: CompileTokens
+    left_out: list[LeftOutRead]
+    warnings: list[str]
+    seq_range: tuple[int, int] | None = Field(description="First and last stored seq included.")

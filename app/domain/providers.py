@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Literal
 
 from app.domain.errors import UnknownName
+from app.domain.messages import Message, TextPart
 
 DEFAULT_CONTEXT_WINDOW = 200_000
 
@@ -128,6 +130,28 @@ BUILTIN_PROFILES: tuple[ProviderProfile, ...] = (
 )
 
 PROFILES: dict[str, ProviderProfile] = {p.name: p for p in BUILTIN_PROFILES}
+
+
+PRIVATE_TOKENIZER = "{provider}'s tokenizer is not public: counts are {encoding} estimates"
+OTHER_ENCODING = "counted with {encoding}, not {provider}'s own {own}"
+APPROXIMATE_PARTS = "images, tool calls, tool definitions or opaque blocks are approximate"
+
+
+def estimate_note(
+    profile: ProviderProfile, encoding: str, messages: Sequence[Message], has_tools: bool
+) -> str | None:
+    """Why a count is not exact (None when it is): a private tokenizer, another encoding, or
+    parts whose cost is a documented approximation."""
+    notes = []
+    if not profile.exact:
+        notes.append(PRIVATE_TOKENIZER.format(provider=profile.name, encoding=encoding))
+    elif encoding != profile.encoding:
+        notes.append(
+            OTHER_ENCODING.format(encoding=encoding, provider=profile.name, own=profile.encoding)
+        )
+    if has_tools or any(not isinstance(p, TextPart) for m in messages for p in m.content):
+        notes.append(APPROXIMATE_PARTS)
+    return "; ".join(notes) or None
 
 
 def get_profile(name: str, field: str = "provider") -> ProviderProfile:

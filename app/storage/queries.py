@@ -122,5 +122,15 @@ async def keys_matching(db: AsyncSession, id_or_prefix: str) -> Sequence[ApiKeyR
     ).all()
 
 
+async def all_messages(db: AsyncSession, pk: SessionPk) -> Sequence[MessageRow]:
+    """Every stored message of a session, in seq order."""
+    query = select(MessageRow).where(MessageRow.session_pk == pk).order_by(MessageRow.seq)
+    return (await db.scalars(query)).all()
+
+
+async def tenant_name(db: AsyncSession, tenant: TenantId) -> str:
+    return (await db.scalar(select(TenantRow.name).where(TenantRow.id == tenant))) or tenant
+
+
 async def idempotency_row(db: AsyncSession, tenant: TenantId, key: str) -> IdempotencyKeyRow | None:
     return await db.get(IdempotencyKeyRow, (tenant, key))

@@ -134,3 +134,16 @@ def test_dotted_paths_read_like_json_paths() -> None:
     assert dotted(("compiler", "decorators", 1, "params", "patterns", 0)) == (
         "compiler.decorators[1].params.patterns[0]"
     )
+
+
+def test_a_transform_after_a_trim_is_refused() -> None:
+    """redact after token_limit could push the trimmed view past its budget."""
+    from app.domain.compilers.registry import build
+    from app.domain.compilers.spec import parse_spec
+    from app.domain.errors import InvalidInput
+
+    spec = parse_spec({"decorators": ["token_limit", "redact"]})
+    with pytest.raises(InvalidInput) as caught:
+        build(spec)
+    assert caught.value.problems[0][0] == ("compiler", "decorators", 1, "name")
+    build(parse_spec({"decorators": ["redact", "token_limit"]}))

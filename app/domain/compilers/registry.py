@@ -91,8 +91,24 @@ def _make(
         ) from None
 
 
+# Transforms rewrite content and so change token counts: after token_limit they could break its
+# budget (seeds/003: transforms run first).
+TRANSFORMS = frozenset({"redact"})
+BUDGETS = frozenset({"token_limit"})
+
+
+def _check_order(spec: CompilerSpec, prefix: str) -> None:
+    trimmed = False
+    for n, part in enumerate(spec.decorators):
+        trimmed = trimmed or part.name in BUDGETS
+        if trimmed and part.name in TRANSFORMS:
+            where = (prefix, "decorators", n, "name")
+            raise InvalidInput([(where, f"{part.name} must come before token_limit")])
+
+
 def build(spec: CompilerSpec, registry: Registry = BUILTINS, prefix: str = "compiler") -> Compiler:
     """One compiler: the base wrapped by each decorator in list order (first listed innermost)."""
+    _check_order(spec, prefix)
     compiler = _make(registry.bases, "compiler", spec.base, (prefix, "base"))
     for n, part in enumerate(spec.decorators):
         path = (prefix, "decorators", n)

@@ -17,15 +17,18 @@ Anthropic): the compile step refuses to send an empty list.
 
 from app.domain.validity.anthropic_rules import anthropic_problems
 from app.domain.validity.openai_rules import openai_problems
-from app.domain.validity.repair import make_valid
-from app.domain.validity.shaping import render
+from app.domain.validity.repair import Entry, make_valid, repair
+from app.domain.validity.shaping import render, shape
 from app.domain.validity.targets import TARGETS, Target
 
 __all__ = [
     "TARGETS",
+    "Entry",
     "Target",
     "anthropic_problems",
     "make_valid",
     "openai_problems",
     "render",
+    "repair",
+    "shape",
 ]

@@ -9,7 +9,7 @@ from app.domain.formats.anthropic import System
 from app.domain.formats.openai import openai_messages
 from app.domain.messages import JSONObject, Message
 from app.domain.validity.anthropic_turns import anthropic_request
-from app.domain.validity.repair import repair
+from app.domain.validity.repair import Entry, repair
 from app.domain.validity.targets import Target
 
 
@@ -25,10 +25,17 @@ def render(
     only when nothing could be sent; the compile step refuses to send an empty list.
     """
     entries, warnings = repair(messages, target, prior_call_ids)
+    system, out = shape(entries, target, warnings)
+    return system, out, warnings
+
+
+def shape(
+    entries: list[Entry], target: Target, warnings: list[str]
+) -> tuple[System, list[JSONObject]]:
+    """The provider request for already repaired entries (``repair``'s output)."""
     if target == "anthropic":
-        system, turns = anthropic_request(entries, warnings)
-        return system, turns, warnings
-    return None, [_tidy(out) for _, m in entries for out in openai_messages(m)], warnings
+        return anthropic_request(entries, warnings)
+    return None, [_tidy(out) for _, m in entries for out in openai_messages(m)]
 
 
 def _tidy(message: JSONObject) -> JSONObject:

@@ -1,0 +1,163 @@
+"""Compile use cases: a posted history (stateless) or a stored session (recorded)."""
+
+from __future__ import annotations
+
+import json
+import uuid
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import Any
+
+import anyio
+from sqlalchemy.ext.asyncio import AsyncSession
+
+from app.domain.compilers.base import Item, Snapshot
+from app.domain.compilers.registry import Registry, build
+from app.domain.compilers.spec import CompilerSpec, Component, parse_spec
+from app.domain.compiling import Output, Target, compile_request
+from app.domain.errors import FormatError, InvalidInput
+from app.domain.formats.convert import Format
+from app.domain.messages import DEFAULT_SECTION
+from app.domain.providers import ProviderProfile, get_profile
+from app.domain.sessions import PromptFragment, SessionPk, TenantId
+from app.domain.tokens import Encoder, count_message
+from app.services.cache import Entry, MessageCache
+from app.services.messages import stored_message
+from app.services.sessions import require_session
+from app.storage import queries
+from app.storage.models import CompileRow, MessageRow
+
+# Without a spec of its own, a compile keeps the current trace and fits the context window.
+DEFAULT_COMPILE_SPEC = CompilerSpec(decorators=(Component(name="token_limit"),))
+
+
+@dataclass(frozen=True)
+class Options:
+    """What a compile request may set (None: the session's, or the profile's, value)."""
+
+    provider: str | None = None
+    context_window: int | None = None
+    compiler: Any = None
+    execution_id: str | None = None
+    ephemeral: list[Any] = field(default_factory=list)
+    ephemeral_format: Format = "openai"
+    tools: list[dict[str, Any]] | None = None
+    metadata: dict[str, Any] = field(default_factory=dict)
+    response_format: dict[str, Any] | None = None
+
+
+@dataclass(frozen=True)
+class Compilation:
+    compile_id: str
+    profile: ProviderProfile
+    output: Output
+
+
+def _spec(raw: Any, fallback: Any) -> CompilerSpec:
+    if raw is not None:
+        return parse_spec(raw)
+    return parse_spec(fallback, ("session", "compiler")) if fallback else DEFAULT_COMPILE_SPEC
+
+
+def _tools_tokens(tools: list[dict[str, Any]] | None, encoder: Encoder) -> int:
+    # Providers render tool schemas in an unpublished way: counted as their JSON (an estimate).
+    return encoder.count(json.dumps(tools, ensure_ascii=False)) if tools else 0
+
+
+def _parse(
+    cache: MessageCache, fmt: Format, raw: list[Any], system: Any, field: str
+) -> list[Entry]:
+    """Parsed and counted messages; problems are located under ``field`` (or ``system``)."""
+    try:
+        return cache.parse(fmt, raw, system)
+    except FormatError as exc:
+        raise InvalidInput([(exc.path, exc.message)]) from None
+    except InvalidInput as exc:
+        raise InvalidInput(
+            [(p if p[:1] == ("system",) else (field, *p), m) for p, m in exc.problems]
+        ) from None
+
+
+def _snapshot(
+    items: tuple[Item, ...], cache: MessageCache, encoder: Encoder, options: Options, **context: Any
+) -> Snapshot:
+    parsed = _parse(cache, options.ephemeral_format, options.ephemeral, None, "ephemeral")
+    ephemeral = tuple(m for m, _ in parsed)
+    return Snapshot(
+        items=items, count=lambda m: count_message(m, encoder), ephemeral=ephemeral,
+        execution_id=options.execution_id, **context,
+    )  # fmt: skip
+
+
+def compile_posted(
+    cache: MessageCache,
+    registry: Registry,
+    fmt: Format,
+    raw: list[Any],
+    system: Any,
+    options: Options,
+    tenant: str,
+    default_provider: str,
+    now: datetime,
+) -> Compilation:
+    """Compile a posted history; nothing is stored (CPU work: run it off the event loop)."""
+    profile = get_profile(options.provider or default_provider)
+    encoder = cache.counter.encoder(profile.encoding)
+    compiler = build(_spec(options.compiler, None), registry)
+    items = tuple(
+        Item(i + 1, DEFAULT_SECTION, message, counts[profile.encoding])
+        for i, (message, counts) in enumerate(_parse(cache, fmt, raw, system, "messages"))
+    )
+    snapshot = _snapshot(items, cache, encoder, options, tenant=tenant, now=now,
+                         metadata=options.metadata)  # fmt: skip
+    target = Target(
+        profile, options.context_window or profile.context_window,
+        response_format=options.response_format, tools_tokens=_tools_tokens(options.tools, encoder),
+    )  # fmt: skip
+    return Compilation(str(uuid.uuid4()), profile, compile_request(snapshot, compiler, target))
+
+
+async def compile_session(
+    db: AsyncSession,
+    cache: MessageCache,
+    registry: Registry,
+    tenant: TenantId,
+    session_id: str,
+    options: Options,
+    now: datetime,
+) -> Compilation:
+    """Compile the stored session and record the compile (for the cursor)."""
+    row = await require_session(db, tenant, session_id)
+    profile = get_profile(options.provider or row.provider)
+    encoder = cache.counter.encoder(profile.encoding)
+    compiler = build(_spec(options.compiler, row.compiler), registry)
+    rows = await queries.all_messages(db, SessionPk(row.pk))
+    tenant_name = await queries.tenant_name(db, tenant)
+    target = Target(
+        profile, options.context_window or row.context_window or profile.context_window,
+        tuple(PromptFragment.model_validate(f) for f in row.system_prompt),
+        row.response_format, _tools_tokens(options.tools, encoder),
+    )  # fmt: skip
+
+    def work() -> Output:
+        items = tuple(_item(r, profile.encoding) for r in rows)
+        snapshot = _snapshot(items, cache, encoder, options, tenant=tenant_name, now=now,
+                             metadata=row.meta, session_id=row.id)  # fmt: skip
+        return compile_request(snapshot, compiler, target)
+
+    output = await anyio.to_thread.run_sync(work)
+    compile_id = str(uuid.uuid4())
+    db.add(
+        CompileRow(
+            id=compile_id, session_pk=row.pk, mode="full",
+            seq_from=output.seqs[0] if output.seqs else None,
+            seq_to=output.seqs[-1] if output.seqs else None,
+            token_total=output.total, created_at=now,
+        )
+    )  # fmt: skip
+    await db.commit()
+    return Compilation(compile_id, profile, output)
+
+
+def _item(row: MessageRow, encoding: str) -> Item:
+    return Item(row.seq, row.section, stored_message(row, encoding).message, row.tokens(encoding))
