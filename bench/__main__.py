@@ -1,7 +1,7 @@
 """`python -m bench`: every benchmark, one after the other."""
 
-from bench import append
+from bench import append, compile
 
-for module in (append,):
+for module in (append, compile):
     module.run()
     print()

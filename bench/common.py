@@ -78,7 +78,12 @@ def server(url: str) -> Iterator[httpx.Client]:
     key = _ctxc(url, "keys", "create", "--tenant", "bench")
     port = _port()
     env = {k: v for k, v in os.environ.items() if not k.startswith("CTXC_")}
-    env |= {"CTXC_DATABASE_URL": url, "CTXC_AUTH": "keys", "CTXC_LOG_LEVEL": "warning"}
+    env |= {
+        "CTXC_DATABASE_URL": url,
+        "CTXC_AUTH": "keys",
+        "CTXC_LOG_LEVEL": "warning",
+        "CTXC_MAX_BODY_BYTES": str(256 * 1024 * 1024),
+    }  # the 10,000-message histories
     proc = subprocess.Popen(
         [sys.executable, "-m", "app.cli", "serve", "--port", str(port)],
         env=env,

@@ -1,0 +1,100 @@
+"""Compile through HTTP against langchain-core's trim_messages with a tiktoken counter.
+
+Same histories, same budget, same run: stateless compiles of 100, 1,000 and 10,000-message agent
+histories (first call, then repeated), a session compile of a 10,000-message session on each
+database, and trim_messages(strategy="last") counting every message with o200k_base.
+"""
+
+from __future__ import annotations
+
+import json
+import random
+import statistics
+import time
+from functools import partial
+from typing import Any
+
+from langchain_core.messages import BaseMessage, convert_to_messages, trim_messages
+
+from app.adapters.tokenizers import load_encoding
+from bench.append import agent_batch
+from bench.common import database, describe, server
+
+SIZES = (100, 1_000, 10_000)
+REPEATS = {100: 30, 1_000: 15, 10_000: 5}
+ENCODING = load_encoding("o200k_base")
+
+
+def history(size: int, seed: int) -> list[dict[str, Any]]:
+    rng = random.Random(seed)
+    out = [m for i in range(0, size, 10) for m in agent_batch(rng, i)]
+    return out[:size]
+
+
+def lc_count(messages: list[BaseMessage]) -> int:
+    """The tiktoken counter trim_messages is given: per message 3 + content + tool calls JSON."""
+    total = 0
+    for message in messages:
+        content = message.content
+        text = content if isinstance(content, str) else json.dumps(content)
+        calls = json.dumps(getattr(message, "tool_calls", []) or [])
+        total += 3 + len(ENCODING.encode_ordinary(text)) + len(ENCODING.encode_ordinary(calls))
+    return total
+
+
+def timed(work: Any, repeats: int) -> list[float]:
+    times = []
+    for _ in range(repeats):
+        start = time.perf_counter()
+        work()
+        times.append(time.perf_counter() - start)
+    return times
+
+
+def run() -> None:
+    print("compile: stateless through HTTP vs langchain-core trim_messages (in process)")
+    with database("sqlite") as url, server(url) as client:
+        for size in SIZES:
+            messages = history(size, seed=size)
+            total = client.post("/v1/tokens/count", json={"messages": messages}).json()["total"]
+            budget = total // 2
+            body = {
+                "messages": messages,
+                "context_window": budget,
+                "compiler": {"decorators": [{"name": "token_limit", "params": {"reserve": 0}}]},
+            }
+
+            def call(body: dict[str, Any] = body) -> None:
+                client.post("/v1/compile", json=body).raise_for_status()
+
+            first = timed(call, 1)[0]
+            repeated = timed(call, REPEATS[size])
+            trim = partial(
+                trim_messages, convert_to_messages(messages), max_tokens=budget, strategy="last",
+                token_counter=lc_count,
+            )  # fmt: skip
+            trimmed = timed(trim, max(3, REPEATS[size] // 3))
+            ratio = statistics.median(trimmed) / statistics.median(repeated)
+            print(
+                f"  {size:>6} msgs, budget {budget:>9,}: first {first * 1000:8.1f} ms | repeated "
+                f"{describe(repeated)} | trim_messages median "
+                f"{statistics.median(trimmed) * 1000:9.1f} ms | ratio {ratio:6.1f}x"
+            )
+    for kind in ("sqlite", "postgres"):
+        with database(kind) as url, server(url) as client:
+            sid = client.post("/v1/sessions", json={}).json()["id"]
+            messages = history(10_000, seed=7)
+            for i in range(0, len(messages), 1_000):
+                batch = {"messages": messages[i : i + 1_000]}
+                client.post(f"/v1/sessions/{sid}/messages", json=batch).raise_for_status()
+
+            def session_call(path: str = f"/v1/sessions/{sid}/compile") -> None:
+                client.post(path, json={}).raise_for_status()
+
+            print(
+                f"  session compile, 10,000 messages, {kind:8s}: {describe(timed(session_call, 5))}"
+            )
+
+
+if __name__ == "__main__":
+    run()
