@@ -1,0 +1,382 @@
+"""Invariants of the whole compile pipeline (compiler, repairs, provider shape, token figures)
+over generated messy histories, specs and budgets, counted with the real tokenizers."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from itertools import pairwise
+from typing import Any, cast
+
+import hypothesis
+import pytest
+from hypothesis import assume, example, given, settings
+from hypothesis import strategies as st
+
+from app.adapters.tokenizers import load_counter
+from app.domain.compilers.base import Compiled, Item, Snapshot, api_rounds
+from app.domain.compilers.decorators import BudgetTooSmall
+from app.domain.compilers.registry import build
+from app.domain.compilers.spec import parse_spec
+from app.domain.compiling import NothingToSend, Output, Target, compile_request, system_message
+from app.domain.limits import message_problems
+from app.domain.messages import Message, TextPart, ToolResultPart
+from app.domain.providers import PROFILES
+from app.domain.sessions import PromptFragment
+from app.domain.tokens import REPLY_PRIMING, Encoder, count_message
+from app.domain.validity import anthropic_problems, openai_problems, repair
+from tests.unit.compiler_builders import NOW, assistant, tool, user
+from tests.unit.strategies import messy_text
+from tests.unit.test_compiler_properties import ephemerals, sections, texts, traces
+from tests.unit.test_compiler_properties import rounds as tidy_rounds
+from tests.unit.test_validity import PREFILLS, messages_
+from tests.unit.test_validity import rounds as messy_rounds
+
+COUNTER = load_counter()
+PROFILE_NAMES = ("gpt-4o", "anthropic")
+SETTINGS = settings(max_examples=120, deadline=None)
+
+
+# Histories: the tidy rounds of the compiler tests mixed with the messy messages and rounds of
+# the validity tests, spread over sections, some pinned, some traces of an execution.
+
+
+@st.composite
+def extra_meta(draw: st.DrawFn) -> dict[str, Any]:
+    """A trace of some execution or not, pinned one time in ten."""
+    meta = dict(cast("dict[str, Any]", draw(traces)))
+    return {**meta, "pinned": True} if draw(st.integers(0, 9)) == 0 else meta
+
+
+@st.composite
+def messy_chunk(draw: st.DrawFn) -> list[tuple[str, Message]]:
+    """A messy message, round or prefill; its messages mostly share one section."""
+    messages = draw(st.one_of(messages_().map(lambda m: [m]), messy_rounds(), PREFILLS))
+    section = draw(sections)
+    out = []
+    for message in messages:
+        meta = {**message.metadata, **draw(extra_meta())}
+        where = section if draw(st.integers(0, 5)) else draw(sections)
+        out.append((where, message.model_copy(update={"metadata": meta})))
+    return out
+
+
+@st.composite
+def failed_round(draw: st.DrawFn, n: int) -> list[tuple[str, Message]]:
+    """A tool round whose results are errors, some without output (which Anthropic refuses)."""
+    ids = [f"e{n}-{k}" for k in range(draw(st.integers(1, 2)))]
+    outputs = st.sampled_from(["", " ", "exit 1"])
+    answers = [ToolResultPart(call_id=i, content=draw(outputs), is_error=True) for i in ids]
+    return [
+        ("messages", assistant("", *ids)),
+        *(("messages", Message(role="tool", content=(a,))) for a in answers),
+    ]
+
+
+@st.composite
+def stored_entries(draw: st.DrawFn) -> list[tuple[str, Message]]:
+    entries: list[tuple[str, Message]] = []
+    for n, kind in enumerate(draw(st.lists(st.integers(0, 4), min_size=1, max_size=14))):
+        if kind < 2:
+            entries += draw(tidy_rounds(n))
+        elif kind < 4:
+            entries += draw(messy_chunk())
+        else:
+            entries += draw(failed_round(n))
+    assume(message_problems([m for _, m in entries]) == [])  # what the app accepts
+    return entries
+
+
+# Compiler specs
+
+section_lists = st.lists(st.sampled_from(["summary", "buffer", "messages", "notes"]), max_size=4)
+bases = st.one_of(
+    st.sampled_from(["current_tool_trace", "all_sections", "selected_sections"]),
+    section_lists.map(lambda s: {"name": "current_tool_trace", "params": {"sections": s}}),
+    st.just({"name": "all_sections", "params": {"order": "seq"}}),
+    section_lists.map(lambda s: {"name": "selected_sections", "params": {"sections": s}}),
+)
+windows = st.sampled_from([{"messages": 1}, {"messages": 4}, {"rounds": 2}, {"messages": 30}]).map(
+    lambda params: {"name": "window", "params": params}
+)
+context_providers = st.sampled_from(
+    [
+        {"name": "providers", "params": {"names": ["identity"]}},
+        {"name": "providers", "params": {"names": ["metadata"], "metadata_keys": ["plan"]}},
+    ]
+)
+rewrites = st.sampled_from(
+    ["redact", {"name": "redact", "params": {"patterns": ["main\\.py"], "builtin": False}}]
+)
+additions = st.just("inject") | windows | context_providers
+
+
+def token_limits(context_window: int) -> st.SearchStrategy[dict[str, Any]]:
+    reserve = st.integers(0, context_window // 2).map(lambda r: {"reserve": r})
+    most = st.integers(context_window // 2, context_window).map(lambda m: {"max_tokens": m})
+    any_max = st.integers(1, context_window).map(lambda m: {"max_tokens": m})
+    # The default reserve (4096) leaves no budget in most of these windows: drawn rarely.
+    default = st.integers(0, 9).flatmap(lambda n: st.just({}) if n == 0 else most)
+    params = st.one_of(reserve, most, any_max, default)
+    with_low_water = st.tuples(params, st.none() | st.floats(0.3, 0.95)).map(
+        lambda t: t[0] if t[1] is None else {**t[0], "low_water": t[1]}
+    )
+    return with_low_water.map(lambda p: {"name": "token_limit", "params": p})
+
+
+def decorator_lists(context_window: int, limited: bool) -> st.SearchStrategy[list[Any]]:
+    """Decorators around one token_limit (a rewrite only before it, as build demands), or
+    without a limit any stack at all."""
+    if not limited:
+        return st.lists(rewrites | additions, max_size=3)
+    before = st.lists(rewrites | additions, max_size=3)
+    after = st.lists(additions, max_size=2)
+    return st.tuples(before, token_limits(context_window), after).map(
+        lambda t: [*t[0], t[1], *t[2]]
+    )
+
+
+fragments = st.lists(
+    st.builds(PromptFragment, name=st.sampled_from(["rules", "persona"]), text=messy_text | texts),
+    max_size=3,
+).map(tuple)
+
+
+def context_windows(full: int) -> st.SearchStrategy[int]:
+    """From 50 to 20,000 tokens; often about the size of the whole request (``full``) so that
+    trimming happens, or a few tokens either side of it (an exact fit)."""
+
+    def clamped(low: int, high: int) -> st.SearchStrategy[int]:
+        return st.integers(min(max(50, low), 20_000), min(max(50, high), 20_000))
+
+    return st.one_of(
+        clamped(full // 2, full + 200),
+        clamped(full - 8, full + 8),
+        st.integers(50, 400),
+        st.integers(50, 20_000),
+    )
+
+
+@dataclass(frozen=True)
+class Case:
+    profile: str
+    snapshot: Snapshot
+    target: Target
+    base: Any
+    spec: dict[str, Any]
+
+
+def counted(encoder: Encoder) -> Callable[[Message], int]:
+    return lambda message: count_message(message, encoder)
+
+
+@st.composite
+def cases(draw: st.DrawFn, limited: bool | None = None) -> Case:
+    profile = PROFILES[draw(st.sampled_from(PROFILE_NAMES))]
+    count = counted(COUNTER.encoder(profile.encoding))
+    stored = tuple(
+        Item(n + 1, section, message, count(message))
+        for n, (section, message) in enumerate(draw(stored_entries()))
+    )
+    ephemeral = draw(ephemerals)
+    snapshot = Snapshot(
+        items=stored, tenant="acme", now=NOW, count=count, metadata={"plan": "pro"},
+        execution_id=draw(st.sampled_from([None, "e1", "e2"])), session_id="s1",
+        ephemeral=ephemeral,
+    )  # fmt: skip
+    prompt = draw(fragments)
+    tools_tokens = draw(st.sampled_from([0, 0, 0, 12, 150]))
+    system = system_message(prompt)
+    around = [*ephemeral, *([system] if system else [])]
+    full = REPLY_PRIMING + tools_tokens + sum(count(m) for m in around)
+    context_window = draw(context_windows(full + sum(i.tokens for i in stored)))
+    target = Target(profile, context_window, prompt, tools_tokens=tools_tokens)
+    if limited is None:
+        limited = draw(st.integers(0, 9)) > 0  # a token_limit in most examples
+    base = draw(bases)
+    spec = {"base": base, "decorators": draw(decorator_lists(context_window, limited))}
+    return Case(profile.name, snapshot, target, base, spec)
+
+
+# Known counterexamples (hand-minimised), run first as explicit examples
+
+
+def known_case(
+    profile_name: str, messages: Sequence[Message], window: int | None = None, prompt: str = ""
+) -> Case:
+    """A compile of ``messages`` under ``token_limit(reserve=0)``, in a window of ``window``
+    tokens or, without one, one that fits the request exactly as the compiler counts it."""
+    profile = PROFILES[profile_name]
+    count = counted(COUNTER.encoder(profile.encoding))
+    stored = tuple(Item(n + 1, "messages", m, count(m)) for n, m in enumerate(messages))
+    snapshot = Snapshot(items=stored, tenant="acme", now=NOW, count=count)
+    fragments = (PromptFragment(name="rules", text=prompt),) if prompt else ()
+    system = system_message(fragments)
+    exact = REPLY_PRIMING + sum(i.tokens for i in stored) + (count(system) if system else 0)
+    target = Target(profile, exact if window is None else window, fragments)
+    limit = {"name": "token_limit", "params": {"reserve": 0}}
+    return Case(profile.name, snapshot, target, "current_tool_trace",
+                {"base": "current_tool_trace", "decorators": [limit]})  # fmt: skip
+
+
+ASK = "please fix the failing build: the tests in main.py stopped passing after the last merge"
+# Anthropic refuses an error result without content; the repair gives it "(no output)" (3 more
+# tokens) after token_limit has counted it: the request totals 45 in a window of 42.
+EMPTY_ERROR_RESULT = known_case(
+    "anthropic",
+    [
+        user(ASK),
+        assistant("", "c1"),
+        Message(role="tool", content=(ToolResultPart(call_id="c1", content="", is_error=True),)),
+    ],
+)
+# OpenAI refuses the name "John Doe"; the repair sends "John_Doe", one token more (28 in a
+# window of 27).
+RENAMED_SPEAKER = known_case(
+    "gpt-4o", [Message(role="user", content=(TextPart(text=ASK),), name="John Doe")]
+)
+# A stray result (for no call) between two results of one tool round: api_rounds ends the round
+# there ([1, 2], [3], [4]) but the repair pairs result "b" (seq 4) with its call through it.
+# token_limit keeps [3] and [4] and drops [1, 2]; the repair then drops seq 4 as an orphan, and
+# the request holds only the system prompt. With nothing trimmed seq 4 is sent. (Generation
+# also finds repeated call ids: calls [a, a, a] then three results for "a" make rounds
+# [call, result], [result], [result], while the repair renames and pairs all three.)
+LATE_RESULT = [assistant("", "a", "b"), tool("a", "word " * 40), tool("zz"), tool("b")]
+NEWEST_RESULT_ORPHANED = known_case("gpt-4o", LATE_RESULT, window=50, prompt="be brief")
+# The same with the late result pinned: kept by token_limit, then dropped by the repair (the
+# request is just seq 5; with nothing trimmed seqs 1, 2, 4 and 5 are sent).
+PINNED_RESULT_ORPHANED = known_case(
+    "gpt-4o", [*LATE_RESULT[:3], tool("b", pinned=True), user("thanks")], window=60
+)
+
+
+# Running a case
+
+
+@dataclass(frozen=True)
+class Run:
+    output: Output
+    compiled: Compiled  # what the compiler handed to the repairs
+    base: list[Item]  # the stored items the base compiler selected, in its order
+    unsendable: set[int]  # base seqs the repairs drop even with nothing trimmed
+
+
+def run(case: Case) -> Run | None:
+    """The compile, or None when it raised NothingToSend or BudgetTooSmall."""
+    compiler = build(parse_spec(case.spec))
+    seen: list[Compiled] = []
+
+    def spy(snapshot: Snapshot) -> Compiled:
+        seen.append(compiler(snapshot))
+        return seen[-1]
+
+    try:
+        output = compile_request(case.snapshot, spy, case.target)
+    except (NothingToSend, BudgetTooSmall):
+        return None
+    base = list(build(parse_spec({"base": case.base}))(case.snapshot).items)
+    entries, _ = repair([i.message for i in base], case.target.profile.output, frozenset())
+    unsendable = {i.seq for i in base} - {base[n].seq for n, _ in entries}
+    return Run(output, seen[-1], base, unsendable)
+
+
+def is_subsequence(small: Sequence[int], big: Sequence[int]) -> bool:
+    it = iter(big)
+    return all(any(s == b for b in it) for s in small)
+
+
+def sendable_seqs(items: Sequence[Item], result: Run) -> set[int]:
+    """The seqs of ``items`` the repairs keep when nothing is trimmed: what the repairs drop
+    anyway (a result for no call, an empty message...) is not the trimming's doing."""
+    return {i.seq for i in items} - result.unsendable
+
+
+# The properties
+
+
+@SETTINGS
+@given(cases())
+def test_the_output_always_passes_the_target_validator(case: Case) -> None:
+    result = run(case)
+    if result is None:
+        return
+    output = result.output
+    if case.target.profile.output == "openai":
+        assert output.system is None
+        assert openai_problems(output.messages) == []
+    else:
+        assert anthropic_problems(output.system, output.messages) == []
+
+
+@pytest.mark.xfail(
+    strict=True,
+    reason="repairs after token_limit can grow a message it counted (Anthropic: an empty error "
+    "tool result gets '(no output)'; OpenAI: a name like 'John Doe' becomes 'John_Doe'), so "
+    "the request exceeds the window",
+)
+@SETTINGS
+@example(case=EMPTY_ERROR_RESULT)
+@example(case=RENAMED_SPEAKER)
+@given(cases(limited=True))
+def test_with_a_token_limit_the_request_fits_the_context_window(case: Case) -> None:
+    result = run(case)
+    if result is None:
+        return
+    output = result.output
+    hypothesis.target(float(output.total - output.context_window), label="overshoot")
+    assert output.total <= case.target.context_window, output.sections
+    assert not any("exceeds the context window" in w for w in output.warnings)
+
+
+@pytest.mark.xfail(
+    strict=True,
+    reason="api_rounds ends a tool round before the repair does (at a result for no call, or "
+    "after the first result when call ids repeat): token_limit can keep a late result and "
+    "drop its call, then the repair drops the result",
+)
+@SETTINGS
+@example(case=NEWEST_RESULT_ORPHANED)
+@given(cases())
+def test_the_newest_selected_round_is_sent(case: Case) -> None:
+    result = run(case)
+    if result is None or not result.base:
+        return
+    newest = api_rounds(result.base)[-1]
+    assert sendable_seqs(newest, result) <= set(result.output.seqs)
+
+
+@pytest.mark.xfail(
+    strict=True,
+    reason="api_rounds ends a tool round before the repair does (at a result for no call, or "
+    "after the first result when call ids repeat): a pinned late result is kept by "
+    "token_limit without its call, then the repair drops it",
+)
+@SETTINGS
+@example(case=PINNED_RESULT_ORPHANED)
+@given(cases())
+def test_order_is_preserved_and_pinned_messages_are_kept(case: Case) -> None:
+    result = run(case)
+    if result is None:
+        return
+    seqs = result.output.seqs
+    assert all(a < b for a, b in pairwise(seqs))
+    base_seqs = [i.seq for i in result.base]
+    assert set(seqs) <= set(base_seqs)
+    compiled_seqs = [i.seq for i in result.compiled.items if not i.injected]
+    assert is_subsequence(compiled_seqs, base_seqs)
+    pinned = [i for i in result.base if i.pinned]
+    assert sendable_seqs(pinned, result) <= set(seqs)
+
+
+@SETTINGS
+@given(cases())
+def test_no_api_round_is_split(case: Case) -> None:
+    result = run(case)
+    if result is None:
+        return
+    sent = set(result.output.seqs)
+    for round_ in api_rounds(result.base):
+        if len(round_) < 2:
+            continue  # not a tool-call round
+        members = sendable_seqs(round_, result)
+        assert members <= sent or members.isdisjoint(sent), [i.seq for i in round_]
