@@ -151,8 +151,3 @@ def with_provider_meta(metadata: JSONObject, provider: str, fields: JSONObject) 
     if fields:
         out[provider] = fields
     return out
-
-
-def user_metadata(metadata: JSONObject) -> JSONObject:
-    """The caller's metadata, without the provider-only keys."""
-    return {k: v for k, v in metadata.items() if k not in PROVIDER_KEYS}

@@ -30,8 +30,6 @@ class MessageCache:
         self._entries: OrderedDict[bytes, tuple[Entry, int]] = OrderedDict()
         self._bytes = 0
         self._lock = threading.Lock()
-        self.hits = 0
-        self.misses = 0
 
     def parse(self, fmt: Format, raw: Sequence[Any], system: Any = None) -> list[Entry]:
         """Every message of ``raw`` (Anthropic's ``system`` first), parsed and counted.
@@ -58,7 +56,6 @@ class MessageCache:
             found = self._entries.get(key)
             if found is not None:
                 self._entries.move_to_end(key)
-                self.hits += 1
                 return found[0]
         entry = self._parse(fmt, raw, where)
         self._store(key, entry, len(text))
@@ -75,7 +72,6 @@ class MessageCache:
 
     def _store(self, key: bytes, entry: Entry, size: int) -> None:
         with self._lock:
-            self.misses += 1
             if key in self._entries or size > self.max_bytes:
                 return
             self._entries[key] = (entry, size)

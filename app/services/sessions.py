@@ -60,23 +60,35 @@ async def create_session(
     now: datetime,
 ) -> SessionView:
     """Create a session with the caller's id, or a generated one."""
+    row = await add_session(
+        db, tenant, session_id or f"ses_{uuid.uuid4().hex}", fields, now, now, last_seq=0
+    )
+    await db.commit()
+    return SessionView(row, 0, 0)
+
+
+async def add_session(
+    db: AsyncSession,
+    tenant: TenantId,
+    session_id: str,
+    fields: dict[str, Any],
+    created_at: datetime,
+    updated_at: datetime,
+    last_seq: int,
+) -> SessionRow:
+    """Insert a session row from its API fields (the caller commits); a taken id is a Conflict."""
     get_profile(fields["provider"])
     row = SessionRow(
-        pk=str(uuid.uuid4()),
-        tenant_id=tenant,
-        id=session_id or f"ses_{uuid.uuid4().hex}",
-        last_seq=0,
-        created_at=now,
-        updated_at=now,
-        **_columns(fields),
-    )
+        pk=str(uuid.uuid4()), tenant_id=tenant, id=session_id, last_seq=last_seq,
+        created_at=created_at, updated_at=updated_at, **_columns(fields),
+    )  # fmt: skip
     db.add(row)
     try:
-        await db.commit()
+        await db.flush()
     except IntegrityError:
         await db.rollback()
-        raise Conflict(f"session {row.id!r} already exists") from None
-    return SessionView(row, 0, 0)
+        raise Conflict(f"session {session_id!r} already exists") from None
+    return row
 
 
 async def update_session(

@@ -2,22 +2,20 @@
 
 from __future__ import annotations
 
-import uuid
 from dataclasses import dataclass
 from typing import Any
 
 import anyio
-from sqlalchemy.exc import IntegrityError
 from sqlalchemy.ext.asyncio import AsyncSession
 
-from app.domain.errors import Conflict, InvalidInput
+from app.domain.errors import InvalidInput
 from app.domain.formats.convert import canonical_messages
 from app.domain.limits import message_problems
 from app.domain.providers import get_profile
 from app.domain.sessions import SessionPk, TenantId
 from app.domain.tokens import TokenCounter
 from app.services.messages import NewMessage, message_rows, stored_message
-from app.services.sessions import SessionView, require_session, view
+from app.services.sessions import SessionView, add_session, require_session, view
 from app.storage import queries
 from app.storage.models import SessionRow
 
@@ -82,22 +80,12 @@ async def import_session(
 ) -> SessionView:
     """Recreate an exported session under this tenant, seqs and times as they were."""
     fields = document.session
-    get_profile(fields["provider"])
     new = await anyio.to_thread.run_sync(_prepare, counter, document)
-    row = SessionRow(
-        pk=str(uuid.uuid4()), tenant_id=tenant, id=fields["id"], meta=fields["metadata"],
-        system_prompt=fields["system_prompt"], response_format=fields["response_format"],
-        provider=fields["provider"], resume_key=fields["resume_key"],
-        context_window=fields["context_window"], compiler=fields["compiler"],
-        compaction_policy=fields["compaction"], last_seq=new[-1].seq if new else 0,
-        created_at=fields["created_at"], updated_at=fields["updated_at"],
+    columns = {k: v for k, v in fields.items() if k not in ("id", "created_at", "updated_at")}
+    row = await add_session(
+        db, tenant, fields["id"], columns, fields["created_at"], fields["updated_at"],
+        last_seq=new[-1].seq if new else 0,
     )  # fmt: skip
-    db.add(row)
-    try:
-        await db.flush()
-    except IntegrityError:
-        await db.rollback()
-        raise Conflict(f"session {row.id!r} already exists") from None
     db.add_all(message_rows(SessionPk(row.pk), new))
     await db.commit()
     return await view(db, row)

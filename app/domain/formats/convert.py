@@ -14,7 +14,6 @@ from app.domain.limits import Problem, message_problems
 from app.domain.messages import Message
 
 Format = Literal["openai", "anthropic", "canonical"]
-FORMATS: tuple[Format, ...] = ("openai", "anthropic", "canonical")
 
 
 def canonical_messages(raw: Any) -> list[Message]:
