@@ -15,8 +15,11 @@ from app.domain.providers import ProviderProfile, estimate_note
 from app.domain.sessions import PromptFragment
 from app.domain.tokens import REPLY_PRIMING
 from app.domain.validity import repair, shape
+from app.domain.validity.anthropic_turns import CONTINUATION, opens_with_assistant
 
 SYSTEM_PROMPT_SECTION = "system_prompt"
+# Where the tokens of a turn the provider's shape adds (Anthropic's opening user turn) go.
+SHAPE_SECTION = "shape"
 
 
 class NothingToSend(DomainError):
@@ -90,10 +93,12 @@ def compile_request(snapshot: Snapshot, compiler: Compiler, target: Target) -> O
     system = system_message(target.fragments)
     head = [Item(0, SYSTEM_PROMPT_SECTION, system, snapshot.count(system))] if system else []
     claimed = sum(i.tokens for i in head) + REPLY_PRIMING + target.tools_tokens
-    scoped = replace(snapshot, budget=target.context_window, claimed=snapshot.claimed + claimed)
+    output = target.profile.output
+    scoped = replace(
+        snapshot, budget=target.context_window, claimed=snapshot.claimed + claimed, target=output
+    )
     compiled = compiler(scoped)
     items = [*head, *compiled.items]
-    output = target.profile.output
     entries, warnings = repair([i.message for i in items], output, frozenset())
     system_out, messages = shape(entries, output, warnings)
     if not messages:
@@ -105,6 +110,8 @@ def compile_request(snapshot: Snapshot, compiler: Compiler, target: Target) -> O
         tokens = item.tokens if message is item.message else snapshot.count(message)
         sections[item.section] = sections.get(item.section, 0) + tokens
         sent.append(message)
+    if output == "anthropic" and opens_with_assistant(sent):
+        sections[SHAPE_SECTION] = snapshot.count(CONTINUATION)
     response_format, format_warnings = native_response_format(target.response_format, output)
     total = sum(sections.values()) + REPLY_PRIMING + target.tools_tokens
     note = estimate_note(target.profile, target.profile.encoding, sent, bool(target.tools_tokens))

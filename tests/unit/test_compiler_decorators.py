@@ -9,6 +9,7 @@ from app.domain.compilers.builtins import all_sections, current_tool_trace
 from app.domain.compilers.context import inject, providers
 from app.domain.compilers.decorators import BudgetTooSmall, token_limit, trim_target, window
 from app.domain.errors import DomainError, InvalidInput
+from app.domain.validity import Target
 from tests.unit.compiler_builders import (
     assistant,
     items,
@@ -16,6 +17,7 @@ from tests.unit.compiler_builders import (
     results,
     seqs,
     snapshot,
+    system,
     texts,
     tool,
     user,
@@ -24,8 +26,9 @@ from tests.unit.compiler_builders import (
 BASE = all_sections()
 
 
-def rounds_of(*entries: object) -> list[list[int]]:
-    return [[i.seq for i in r] for r in api_rounds(items(*entries))]  # type: ignore[arg-type]
+def rounds_of(*entries: object, target: Target | None = None) -> list[list[int]]:
+    grouped = api_rounds(items(*entries), target)  # type: ignore[arg-type]
+    return [[i.seq for i in r] for r in grouped]
 
 
 # --- API rounds -------------------------------------------------------------------------------
@@ -44,8 +47,18 @@ def test_tool_results_in_a_user_turn_join_their_round() -> None:
     ]
 
 
-def test_a_result_that_answers_no_pending_call_is_a_round_of_its_own() -> None:
-    assert rounds_of(assistant("", "a"), tool("a"), tool("a"), tool("z")) == [[1, 2], [3], [4]]
+def test_results_stay_in_the_round_the_repairs_read_them_in() -> None:
+    # A second result and a result for no call are not the trimming's business: the repairs
+    # drop them within this round, so grouping them apart could only orphan them.
+    assert rounds_of(assistant("", "a"), tool("a"), tool("a"), tool("z")) == [[1, 2, 3, 4]]
+    assert rounds_of(assistant("", "a", "a"), tool("a"), tool("a"), user()) == [[1, 2, 3], [4]]
+
+
+def test_a_system_message_ends_a_round_for_openai_but_not_for_anthropic() -> None:
+    # Anthropic moves system messages out of the turns, so the result still answers its call.
+    history = (assistant("", "a"), system("note"), tool("a"))
+    assert rounds_of(*history, target="openai") == [[1], [2], [3]]
+    assert rounds_of(*history, target="anthropic") == [[1, 2, 3]]
 
 
 def test_a_round_ends_at_the_first_message_that_is_not_an_answer() -> None:

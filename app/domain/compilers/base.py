@@ -7,11 +7,14 @@ clock, makes an id or touches storage: the caller passes all of that in the snap
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field, replace
 from datetime import datetime
 
 from app.domain.messages import JSONObject, Message
+from app.domain.validity.fitting import fit_message
+from app.domain.validity.repair import boundary
+from app.domain.validity.targets import Target
 
 # Injected messages are not stored, so they carry this seq; stored seqs start at 1.
 INJECTED_SEQ = 0
@@ -55,14 +58,20 @@ class Snapshot:
     # Tokens already spoken for outside the items: the system prompt, reply priming and the
     # messages that decorators wrapped around a token_limit will add. token_limit subtracts them.
     claimed: int = 0
+    # The provider shape the view is compiled for. With one, the view is repaired for it right
+    # after the base compiler, and every count is of a message as the target will receive it;
+    # None (a compiler run on its own) leaves messages as stored.
+    target: Target | None = None
 
     def claiming(self, tokens: int) -> Snapshot:
         """The same snapshot with ``tokens`` more claimed by an outer decorator."""
         return replace(self, claimed=self.claimed + tokens)
 
     def item(self, message: Message, section: str) -> Item:
-        """An injected item for ``message``, counted in the target encoding."""
-        return Item(INJECTED_SEQ, section, message, self.count(message))
+        """An injected item for ``message``, counted in the target encoding as the target will
+        receive it (the compile's final repair makes the same changes, with their warnings)."""
+        sent = message if self.target is None else fit_message(0, message, self.target, [])
+        return Item(INJECTED_SEQ, section, message, self.count(sent))
 
 
 @dataclass(frozen=True)
@@ -121,31 +130,25 @@ def seq_ranges(seqs: Iterable[int]) -> list[tuple[int, int]]:
     return ranges
 
 
-def _opens_round(message: Message) -> set[str]:
-    return {call.id for call in message.tool_calls} if message.role == "assistant" else set()
+def api_rounds(items: Sequence[Item], target: Target | None = None) -> list[list[Item]]:
+    """Items grouped into API rounds, the units trimming keeps or drops whole.
 
-
-def _answers(message: Message, pending: set[str]) -> bool:
-    if message.role not in ("tool", "user"):
-        return False
-    return any(result.call_id in pending for result in message.tool_results)
-
-
-def _rounds(items: Sequence[Item]) -> Iterator[list[Item]]:
-    i = 0
-    while i < len(items):
-        group, pending = [items[i]], _opens_round(items[i].message)
-        i += 1
-        while pending and i < len(items) and _answers(items[i].message, pending):
-            pending -= {result.call_id for result in items[i].message.tool_results}
-            group.append(items[i])
-            i += 1
-        yield group
-
-
-def api_rounds(items: Sequence[Item]) -> list[list[Item]]:
-    """Items grouped into API rounds, the units trimming keeps or drops whole."""
-    # A round is an assistant turn with tool calls plus the messages right after it that answer
-    # them (``tool`` messages, or ``user`` messages with tool_result parts as Anthropic sends
-    # them); every other message is a round of its own.
-    return list(_rounds(items))
+    A round is an assistant message with the messages that answer it: tool messages and user
+    messages holding only tool results, up to and including a user message that has other
+    content besides results (which closes it); any other message is a round of its own. These
+    are the rounds the repairs pair calls and results in (``validity.repair.boundary``), for
+    ``target`` (OpenAI's rules without one), so keeping or dropping whole rounds never orphans a
+    call or a result.
+    """
+    rounds: list[list[Item]] = []
+    open_ = False
+    for item in items:
+        kind = boundary(item.message, target or "openai")
+        if kind == "start":
+            rounds.append([item])
+        elif open_ and (kind == "none" or item.message.tool_results):
+            rounds[-1].append(item)
+        else:
+            rounds.append([item])
+        open_ = kind == "start" or (open_ and kind == "none")
+    return rounds

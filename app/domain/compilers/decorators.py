@@ -19,6 +19,7 @@ from pydantic import Field
 from app.domain.compilers.base import Compiled, Compiler, Item, LeftOut, Snapshot, api_rounds
 from app.domain.errors import DomainError, InvalidInput
 from app.domain.messages import SUMMARY_SECTION
+from app.domain.validity.anthropic_turns import CONTINUATION, opens_with_assistant
 
 Round = list[Item]
 
@@ -94,6 +95,12 @@ def trim_rounds(
     return keep
 
 
+def continuation_tokens(snapshot: Snapshot) -> int:
+    """Tokens of the user turn Anthropic's shape puts before a view that opens with an assistant
+    turn (``anthropic_turns.CONTINUATION``); 0 for other targets."""
+    return snapshot.count(CONTINUATION) if snapshot.target == "anthropic" else 0
+
+
 def _budget(snapshot: Snapshot, max_tokens: int | None, reserve: int) -> int | None:
     if max_tokens is not None:
         return max_tokens
@@ -108,7 +115,9 @@ def token_limit(
 ) -> Compiler:
     """Keep the newest rounds that fit ``max_tokens`` (or the snapshot budget minus ``reserve``).
 
-    Everything in the inner view counts, injected messages included, plus ``snapshot.claimed``.
+    Everything in the inner view counts, injected messages included, plus ``snapshot.claimed``
+    and the turn the target adds when the view opens with an assistant turn (claimed whenever
+    trimming, since which round ends up first is not known in advance).
     """
 
     def compile_token_limit(snapshot: Snapshot) -> Compiled:
@@ -116,10 +125,12 @@ def token_limit(
         budget = _budget(snapshot, max_tokens, reserve)
         if budget is None:
             return compiled.then(compiled.items, warnings=["token_limit: no budget; kept all"])
-        if snapshot.claimed + compiled.tokens <= budget:
+        lead = continuation_tokens(snapshot)
+        opening = lead if opens_with_assistant(i.message for i in compiled.items) else 0
+        if snapshot.claimed + opening + compiled.tokens <= budget:
             return compiled  # the common case: no need to group rounds
-        rounds = api_rounds(compiled.items)
-        keep = trim_rounds(rounds, budget, snapshot.claimed, low_water)
+        rounds = api_rounds(compiled.items, snapshot.target)
+        keep = trim_rounds(rounds, budget, snapshot.claimed + lead, low_water)
         return compiled.then(*_select(rounds, keep, "token_limit"))
 
     return compile_token_limit
@@ -157,7 +168,7 @@ def window(
 
     def compile_window(snapshot: Snapshot) -> Compiled:
         compiled = inner(snapshot)
-        grouped = api_rounds(compiled.items)
+        grouped = api_rounds(compiled.items, snapshot.target)
         free = _free(grouped)
         keep = set(range(len(grouped))) - set(free)
         if messages is None:

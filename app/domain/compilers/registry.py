@@ -20,6 +20,7 @@ from app.domain.compilers.builtins import all_sections, current_tool_trace, sele
 from app.domain.compilers.context import inject, providers
 from app.domain.compilers.decorators import token_limit, window
 from app.domain.compilers.redact import redact
+from app.domain.compilers.repairing import repaired
 from app.domain.compilers.spec import CompilerSpec, Component, dotted, located
 from app.domain.errors import InvalidInput, UnknownName
 
@@ -107,9 +108,10 @@ def _check_order(spec: CompilerSpec, prefix: str) -> None:
 
 
 def build(spec: CompilerSpec, registry: Registry = BUILTINS, prefix: str = "compiler") -> Compiler:
-    """One compiler: the base wrapped by each decorator in list order (first listed innermost)."""
+    """One compiler: the base, repaired for the target (see ``repaired``), wrapped by each
+    decorator in list order (first listed innermost)."""
     _check_order(spec, prefix)
-    compiler = _make(registry.bases, "compiler", spec.base, (prefix, "base"))
+    compiler = repaired(_make(registry.bases, "compiler", spec.base, (prefix, "base")))
     for n, part in enumerate(spec.decorators):
         path = (prefix, "decorators", n)
         compiler = _make(registry.decorators, "decorator", part, path, compiler)

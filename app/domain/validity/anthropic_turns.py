@@ -3,16 +3,26 @@ ordered the way the Messages API requires."""
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any, Final
 
 from app.domain.formats.anthropic import System, anthropic_message, to_anthropic
-from app.domain.messages import JSONObject, Message, ToolResultPart
+from app.domain.messages import JSONObject, Message, TextPart, ToolResultPart
 from app.domain.validity.anthropic_rules import THINKING, blocks_of
 from app.domain.validity.repair import Entry
 from app.domain.validity.targets import carried
 
 CONTINUE_TEXT: Final = "(continuing the conversation)"
+# The user turn put first when the conversation would open with the assistant.
+CONTINUATION: Final = Message(role="user", content=(TextPart(text=CONTINUE_TEXT),))
+
+
+def opens_with_assistant(messages: Iterable[Message]) -> bool:
+    """Whether the first turn (system messages aside) is the assistant's: Anthropic's shape
+    then puts ``CONTINUATION`` first."""
+    first = next((m for m in messages if m.role != "system"), None)
+    return first is not None and first.role == "assistant"
 
 
 @dataclass
