@@ -10,7 +10,7 @@ import anyio
 from fastapi import FastAPI
 
 from app.adapters.tokenizers import load_counter
-from app.api import problems
+from app.api import openapi, problems
 from app.api.deps import AppState
 from app.api.middleware import BodyLimit, CatchAll, Metrics, RequestMetrics
 from app.api.routes import (
@@ -22,7 +22,8 @@ from app.api.routes import (
     tokens,
     transfer,
 )
-from app.services.cache import MessageCache
+from app.api.schemas import CompileRequest
+from app.services.cache import Lru, MessageCache
 from app.services.keys import local_tenant
 from app.services.plugins import load_registry
 from app.settings import Settings
@@ -47,8 +48,9 @@ def create_app(settings: Settings | None = None) -> FastAPI:
                     local = await local_tenant(db, datetime.now(UTC))
             counter = await anyio.to_thread.run_sync(load_counter)
             cache = MessageCache(counter, settings.compile_cache_bytes)
+            answers: Lru[bytes, bytes] = Lru(settings.answer_cache_bytes)
             state = AppState(
-                settings, engine, maker, counter, metrics, local, load_registry(), cache
+                settings, engine, maker, counter, metrics, local, load_registry(), cache, answers
             )
             yield {"ctxc": state}
         finally:
@@ -61,6 +63,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
         lifespan=lifespan,
     )
     problems.install(app)
+    openapi.document(app, CompileRequest)
     for module in (sessions, transfer, messages, compilation, tokens, providers, health):
         app.include_router(module.router)
     app.add_middleware(BodyLimit, limit=settings.max_body_bytes)

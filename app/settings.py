@@ -36,6 +36,12 @@ class Settings(BaseSettings):
     compile_cache_bytes: int = Field(
         64 * 1024 * 1024, ge=0, description="Posted JSON kept parsed and counted (LRU bytes)."
     )
+    answer_cache_bytes: int = Field(
+        64 * 1024 * 1024,
+        ge=0,
+        description="Answers of `/v1/compile` kept by request body, for requests whose compiler "
+        "is repeatable (LRU bytes; 0 turns it off).",
+    )
     default_provider: str = Field("openai", description="Provider profile of new sessions.")
     db_pool_size: int = Field(10, ge=1, description="Postgres connection pool size.")
     log_level: str = Field("info", description="Log level of the service.")

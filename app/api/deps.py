@@ -15,7 +15,7 @@ from app.domain.compilers.registry import Registry
 from app.domain.sessions import TenantId
 from app.domain.tokens import TokenCounter
 from app.services import keys
-from app.services.cache import MessageCache
+from app.services.cache import Lru, MessageCache
 from app.settings import Settings, is_loopback
 
 
@@ -31,6 +31,7 @@ class AppState:
     local_tenant: TenantId | None
     registry: Registry
     cache: MessageCache
+    answers: Lru[bytes, bytes]  # /v1/compile answers (without their compile id) by request
 
 
 def get_state(request: Request) -> AppState:

@@ -36,6 +36,12 @@ class Metrics:
             ["encoding"],
             registry=self.registry,
         )
+        self.answers = Counter(
+            "ctxc_stateless_compiles",
+            "Stateless compile answers: compiled, or remembered from the same request",
+            ["answer"],
+            registry=self.registry,
+        )
 
 
 def _problem_413(limit: int) -> bytes:

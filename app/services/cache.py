@@ -1,7 +1,8 @@
-"""A bounded cache of parsed, counted messages keyed by the hash of their posted JSON.
+"""Bounded in-memory caches for stateless compiles.
 
-Agents post a growing history on every stateless compile: each message is parsed and tokenised
-once, then found by content hash. Bounded by the bytes of the JSON it has seen (LRU).
+Agents post a growing history on every stateless compile. ``MessageCache`` parses and tokenises
+each posted message once, then finds it by content hash; ``Lru`` is the size-bounded map under it
+(the HTTP layer also keeps whole compile answers in one).
 """
 
 from __future__ import annotations
@@ -10,26 +11,69 @@ import hashlib
 import json
 import threading
 from collections import OrderedDict
-from collections.abc import Sequence
-from typing import Any
+from collections.abc import Hashable, Sequence
+from typing import Any, Generic, TypeVar
+
+import orjson
 
 from app.domain.errors import FormatError, InvalidInput, Path
 from app.domain.formats.convert import Format, parse_messages
 from app.domain.messages import Message
 from app.domain.tokens import TokenCounter
 
+K = TypeVar("K", bound=Hashable)
+V = TypeVar("V")
 Entry = tuple[Message, dict[str, int]]
 
 
+class Lru(Generic[K, V]):
+    """A thread-safe least-recently-used map bounded by the sizes its entries are put with."""
+
+    def __init__(self, max_bytes: int) -> None:
+        self.max_bytes = max_bytes
+        self._entries: OrderedDict[K, tuple[V, int]] = OrderedDict()
+        self._bytes = 0
+        self._lock = threading.Lock()
+
+    def get(self, key: K) -> V | None:
+        with self._lock:
+            found = self._entries.get(key)
+            if found is None:
+                return None
+            self._entries.move_to_end(key)
+            return found[0]
+
+    def put(self, key: K, value: V, size: int) -> None:
+        """Keep ``value`` (unless it alone is over the bound), evicting the least recent."""
+        with self._lock:
+            if key in self._entries or size > self.max_bytes:
+                return
+            self._entries[key] = (value, size)
+            self._bytes += size
+            while self._bytes > self.max_bytes:
+                _, (_, dropped) = self._entries.popitem(last=False)
+                self._bytes -= dropped
+
+
+def canonical_json(value: Any) -> bytes:
+    """``value`` as JSON with sorted keys: equal values, equal bytes (non-finite numbers are
+    refused before anything is cached, so none reaches here)."""
+    try:
+        return orjson.dumps(value, option=orjson.OPT_SORT_KEYS)
+    except TypeError:  # integers beyond 64 bits
+        return json.dumps(value, sort_keys=True, ensure_ascii=False).encode()
+
+
 class MessageCache:
-    """Parse-and-count with memory: the same posted message is never parsed or counted twice."""
+    """Parse-and-count with memory: the same posted message is never parsed or counted twice.
+
+    Keyed by the sha256 of the message's canonical JSON, shared by every tenant (a parsed message
+    depends on nothing else); bounded by the bytes of that JSON.
+    """
 
     def __init__(self, counter: TokenCounter, max_bytes: int) -> None:
         self.counter = counter
-        self.max_bytes = max_bytes
-        self._entries: OrderedDict[bytes, tuple[Entry, int]] = OrderedDict()
-        self._bytes = 0
-        self._lock = threading.Lock()
+        self._entries: Lru[bytes, Entry] = Lru(max_bytes)
 
     def parse(self, fmt: Format, raw: Sequence[Any], system: Any = None) -> list[Entry]:
         """Every message of ``raw`` (Anthropic's ``system`` first), parsed and counted.
@@ -50,15 +94,13 @@ class MessageCache:
         return out
 
     def _one(self, fmt: Format, raw: Any, where: Path) -> Entry:
-        text = json.dumps([fmt, raw], sort_keys=True, ensure_ascii=False).encode()
+        text = canonical_json([fmt, raw])
         key = hashlib.sha256(text).digest()
-        with self._lock:
-            found = self._entries.get(key)
-            if found is not None:
-                self._entries.move_to_end(key)
-                return found[0]
+        found = self._entries.get(key)
+        if found is not None:
+            return found
         entry = self._parse(fmt, raw, where)
-        self._store(key, entry, len(text))
+        self._entries.put(key, entry, len(text))
         return entry
 
     def _parse(self, fmt: Format, raw: Any, where: Path) -> Entry:
@@ -69,13 +111,3 @@ class MessageCache:
         except InvalidInput as exc:
             raise InvalidInput([((*where, *p[1:]), m) for p, m in exc.problems]) from None
         return message, self.counter.count_all(message)
-
-    def _store(self, key: bytes, entry: Entry, size: int) -> None:
-        with self._lock:
-            if key in self._entries or size > self.max_bytes:
-                return
-            self._entries[key] = (entry, size)
-            self._bytes += size
-            while self._bytes > self.max_bytes:
-                _, (_, dropped) = self._entries.popitem(last=False)
-                self._bytes -= dropped

@@ -12,7 +12,7 @@ import anyio
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from app.domain.compilers.base import Item, Snapshot
-from app.domain.compilers.registry import Registry, build
+from app.domain.compilers.registry import Registry, build, repeatable
 from app.domain.compilers.spec import CompilerSpec, Component, parse_spec
 from app.domain.compiling import Output, Target, compile_request
 from app.domain.errors import FormatError, InvalidInput
@@ -51,6 +51,7 @@ class Compilation:
     compile_id: str
     profile: ProviderProfile
     output: Output
+    repeatable: bool = False  # the same request would compile to the same output
 
 
 def _spec(raw: Any, fallback: Any) -> CompilerSpec:
@@ -103,7 +104,8 @@ def compile_posted(
     """Compile a posted history; nothing is stored (CPU work: run it off the event loop)."""
     profile = get_profile(options.provider or default_provider)
     encoder = cache.counter.encoder(profile.encoding)
-    compiler = build(_spec(options.compiler, None), registry)
+    spec = _spec(options.compiler, None)
+    compiler = build(spec, registry)
     items = tuple(
         Item(i + 1, DEFAULT_SECTION, message, counts[profile.encoding])
         for i, (message, counts) in enumerate(_parse(cache, fmt, raw, system, "messages"))
@@ -114,7 +116,8 @@ def compile_posted(
         profile, options.context_window or profile.context_window,
         response_format=options.response_format, tools_tokens=_tools_tokens(options.tools, encoder),
     )  # fmt: skip
-    return Compilation(str(uuid.uuid4()), profile, compile_request(snapshot, compiler, target))
+    output = compile_request(snapshot, compiler, target)
+    return Compilation(str(uuid.uuid4()), profile, output, repeatable(spec, registry))
 
 
 async def compile_session(

@@ -234,6 +234,50 @@ def test_an_empty_history_has_nothing_to_send(client: httpx.Client) -> None:
     assert response.status_code == 422 and response.json()["title"] == "Nothing to send"
 
 
+def remembered(client: httpx.Client) -> float:
+    """How many stateless compiles were answered from memory (the service's metric)."""
+    text = client.get("/metrics").text
+    line = 'ctxc_stateless_compiles_total{answer="remembered"} '
+    found = [row for row in text.splitlines() if row.startswith(line)]
+    return float(found[0].removeprefix(line)) if found else 0.0
+
+
+def test_a_repeated_request_is_answered_from_memory_with_a_new_compile_id(
+    client: httpx.Client,
+) -> None:
+    limit = {"name": "token_limit", "params": {"reserve": 0}}
+    body = {"messages": openai_history(30), "compiler": {"decorators": ["redact", limit]},
+            "context_window": 400}  # fmt: skip
+    raw = json.dumps(body).encode()
+    before = remembered(client)
+    first, second, third = (
+        client.post("/v1/compile", content=raw, headers={"content-type": "application/json"})
+        for _ in range(3)
+    )
+    assert remembered(client) == before + 2
+    ids = {answer.json().pop("compile_id") for answer in (first, second, third)}
+    assert len(ids) == 3
+    assert (
+        first.content[first.content.index(b'",') :] == third.content[third.content.index(b'",') :]
+    )
+    assert "token_limit" in {left["reason"] for left in valid(second.json())["left_out"]}
+    # The same history under another budget is another request, compiled afresh.
+    other = compile_posted(client, **(body | {"context_window": 100_000}))
+    assert "token_limit" not in {left["reason"] for left in other["left_out"]}
+    assert remembered(client) == before + 2
+
+
+def test_a_compiler_that_reads_the_clock_is_never_answered_from_memory(
+    client: httpx.Client,
+) -> None:
+    body = {"messages": openai_history(2), "compiler": {"decorators": [
+        {"name": "providers", "params": {"names": ["identity"]}}]}}  # fmt: skip
+    before = remembered(client)
+    first, second = (compile_posted(client, **body) for _ in range(2))
+    assert first["messages"][0] != second["messages"][0]  # "Date: ..." moved on
+    assert remembered(client) == before
+
+
 def test_bad_messages_and_ephemeral_are_located(client: httpx.Client) -> None:
     bad_history = client.post("/v1/compile", json={"messages": [{"role": "x"}]})
     assert [e["path"] for e in bad_history.json()["errors"]] == ["body.messages[0].role"]

@@ -118,6 +118,21 @@ def build(spec: CompilerSpec, registry: Registry = BUILTINS, prefix: str = "comp
     return compiler
 
 
+# Built-ins whose view depends on more than the snapshot's messages and the request: the clock.
+CLOCKED = frozenset({"providers"})
+
+
+def repeatable(spec: CompilerSpec, registry: Registry = BUILTINS) -> bool:
+    """True when ``spec`` compiles equal inputs to equal outputs: built-ins only (a plug-in may
+    read anything) and none that reads the clock. Such answers can be cached."""
+    parts = [(registry.bases, BUILTINS.bases, spec.base)]
+    parts += [(registry.decorators, BUILTINS.decorators, part) for part in spec.decorators]
+    return all(
+        part.name not in CLOCKED and table.get(part.name) is builtin.get(part.name)
+        for table, builtin, part in parts
+    )
+
+
 def names(registry: Registry) -> dict[str, Sequence[str]]:
     """The registered names, sorted, per kind (what a listing endpoint shows)."""
     return {"bases": sorted(registry.bases), "decorators": sorted(registry.decorators)}

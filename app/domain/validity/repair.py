@@ -46,8 +46,10 @@ def repair(
     """``make_valid`` keeping each message's index in the input (warnings cite it)."""
     warnings: list[str] = []
     entries = [(i, fit_message(i, message, target, warnings)) for i, message in enumerate(messages)]
-    entries = _rename_ids(entries, target, prior_call_ids, warnings)
-    entries = _pair(entries, target, prior_call_ids, warnings)
+    # Renaming ids and pairing results keep every message's boundary: computed once.
+    kinds = [boundary(message, target) for _, message in entries]
+    entries = _rename_ids(entries, kinds, target, prior_call_ids, warnings)
+    entries = _pair(entries, kinds, prior_call_ids, warnings)
     return _drop_unsendable(entries, target, warnings), warnings
 
 
@@ -68,9 +70,13 @@ def boundary(message: Message, target: Target) -> Boundary:
 
 
 def _rename_ids(
-    entries: list[Entry], target: Target, prior: frozenset[str], warnings: list[str]
+    entries: list[Entry],
+    kinds: list[Boundary],
+    target: Target,
+    prior: frozenset[str],
+    warnings: list[str],
 ) -> list[Entry]:
-    taken = set(prior) | {cid for _, m in entries for cid in _ids(m)}
+    taken = _Taken(prior, entries)
     # Anthropic wants tool_use ids unique in the whole request; OpenAI pairs tool messages with
     # the assistant message right before them, so there ids need only be unique per message
     # (real OpenAI histories do reuse ids across rounds).
@@ -78,8 +84,7 @@ def _rename_ids(
     # Per round: original call id -> the ids its results should answer, in order.
     pending: dict[str, list[str]] = {cid: [cid] for cid in prior}
     out: list[Entry] = []
-    for i, message in entries:
-        kind = boundary(message, target)
+    for (i, message), kind in zip(entries, kinds, strict=True):
         if kind == "start":
             pending = {}
             if target == "openai":
@@ -93,6 +98,20 @@ def _rename_ids(
     return out
 
 
+class _Taken:
+    """Every id in the request, gathered on first use (most requests need no new id)."""
+
+    def __init__(self, prior: frozenset[str], entries: list[Entry]) -> None:
+        self._prior, self._entries, self._ids = prior, entries, set[str]()
+        self._gathered = False
+
+    def ids(self) -> set[str]:
+        if not self._gathered:
+            self._ids |= self._prior | {cid for _, m in self._entries for cid in _ids(m)}
+            self._gathered = True
+        return self._ids
+
+
 def _ids(message: Message) -> list[str]:
     return [c.id for c in message.tool_calls] + [r.call_id for r in message.tool_results]
 
@@ -102,7 +121,7 @@ def _rename_calls(
     message: Message,
     target: Target,
     seen: set[str],
-    taken: set[str],
+    taken: _Taken,
     pending: dict[str, list[str]],
     warnings: list[str],
 ) -> Message:
@@ -113,8 +132,8 @@ def _rename_calls(
         new_id = part.id
         malformed = target == "anthropic" and not ANTHROPIC_ID.fullmatch(part.id)
         if part.id in seen or malformed:
-            new_id = _fresh_id(part.id, target, taken)
-            taken.add(new_id)
+            new_id = _fresh_id(part.id, target, taken.ids())
+            taken.ids().add(new_id)
             parts[j] = part.model_copy(update={"id": new_id})
             why = "a duplicate" if part.id in seen else "Anthropic ids are A-Z a-z 0-9 _ -"
             warnings.append(
@@ -158,13 +177,12 @@ class _Round:
 
 
 def _pair(
-    entries: list[Entry], target: Target, prior: frozenset[str], warnings: list[str]
+    entries: list[Entry], kinds: list[Boundary], prior: frozenset[str], warnings: list[str]
 ) -> list[Entry]:
     out = list(entries)
     current = _Round(calls={cid: "" for cid in prior})
     called: set[str] = set(prior)
-    for pos, (i, message) in enumerate(out):
-        kind = boundary(message, target)
+    for pos, ((i, message), kind) in enumerate(zip(entries, kinds, strict=True)):
         if kind == "start":
             _close(out, current, warnings)
             current = _Round(pos, {c.id: c.name for c in message.tool_calls})
