@@ -9,6 +9,7 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 from app.domain.formats.convert import Format
+from app.domain.providers import ProfileOverrides
 from app.domain.sessions import SECTION_PATTERN, SESSION_ID_PATTERN, PromptFragment
 
 JSONObject = dict[str, Any]
@@ -36,6 +37,9 @@ class SessionCreate(_Body):
     system_prompt: list[PromptFragment] = Field(default_factory=list)
     response_format: JSONObject | None = None
     provider: str | None = Field(None, description="Provider profile name (GET /v1/providers).")
+    profile: ProfileOverrides | None = Field(
+        None, description="The session's own profile: fields that replace its provider's."
+    )
     resume_key: str | None = Field(None, max_length=1024, pattern=NO_NUL)
     context_window: int | None = Field(None, ge=1, le=100_000_000)
     compiler: JSONObject | None = None
@@ -51,6 +55,7 @@ class SessionUpdate(_Body):
     system_prompt: list[PromptFragment] | None = None
     response_format: JSONObject | None = None
     provider: str | None = None
+    profile: ProfileOverrides | None = None
     resume_key: str | None = Field(None, max_length=1024, pattern=NO_NUL)
     context_window: int | None = Field(None, ge=1, le=100_000_000)
     compiler: JSONObject | None = None
@@ -72,7 +77,9 @@ class SessionRead(BaseModel):
     system_prompt: list[PromptFragment]
     response_format: JSONObject | None
     provider: str
+    profile: ProfileOverrides | None
     encoding: str
+    session_resumption: bool = Field(description="Whether the session's profile resumes sessions.")
     resume_key: str | None
     context_window: int | None
     compiler: JSONObject | None
@@ -189,6 +196,7 @@ class ExportedSession(_Body):
     system_prompt: list[PromptFragment] = Field(default_factory=list)
     response_format: JSONObject | None = None
     provider: str
+    profile: ProfileOverrides | None = None
     resume_key: str | None = Field(None, max_length=1024, pattern=NO_NUL)
     context_window: int | None = Field(None, ge=1, le=100_000_000)
     compiler: JSONObject | None = None
@@ -251,8 +259,59 @@ class CompileRequest(_CompileOptions):
     response_format: JSONObject | None = Field(None, description="In OpenAI's form.")
 
 
+class DynamicFragment(_Body):
+    name: str = Field(min_length=1, max_length=128)
+    text: str
+
+
 class SessionCompileRequest(_CompileOptions):
     """Options for compiling a stored session (its own settings apply where these are null)."""
+
+    fragments: list[DynamicFragment] = Field(
+        default_factory=list,
+        max_length=100,
+        description="Dynamic prompt fragments for this compile (todo list, response context, "
+        "nudges): each replaces the session's dynamic fragment of its name, or is added.",
+    )
+
+    @field_validator("fragments")
+    @classmethod
+    def _unique(cls, fragments: list[DynamicFragment]) -> list[DynamicFragment]:
+        if len({f.name for f in fragments}) != len(fragments):
+            raise ValueError("fragment names must be unique")
+        return fragments
+
+
+class Usage(_Body):
+    """Token usage the provider reported for the model call."""
+
+    prompt_tokens: int | None = Field(None, ge=0)
+    completion_tokens: int | None = Field(None, ge=0)
+    cache_read_tokens: int | None = Field(None, ge=0)
+    cache_write_tokens: int | None = Field(None, ge=0)
+
+
+class CursorAcknowledge(_Body):
+    compile_id: str = Field(max_length=64, description="The compile whose model call ended.")
+    provider_session_id: str | None = Field(
+        None, min_length=1, max_length=256, pattern=NO_NUL,
+        description="The provider's own session id (it makes the provider session active).",
+    )  # fmt: skip
+    through_seq: int | None = Field(
+        None, ge=1, le=2**63 - 1,
+        description="The provider session also holds the stored messages up to this seq: its "
+        "own reply, appended after the compile. The next delta starts after it.",
+    )  # fmt: skip
+    usage: Usage | None = None
+    error_kind: Literal["prompt_too_long", "error"] | None = Field(
+        None, description="The model call failed: stored, and the cursor stays."
+    )
+
+
+class CursorRead(BaseModel):
+    cursor_seq: int | None = Field(description="The last seq the provider session holds.")
+    provider_session_id: str | None
+    advanced: bool = Field(description="Whether this request moved the cursor.")
 
 
 class CompileTokens(BaseModel):
@@ -275,7 +334,12 @@ class CompileResult(BaseModel):
     compile_id: str
     provider: str
     format: Literal["openai", "anthropic"]
-    mode: Literal["full"] = "full"
+    mode: Literal["full", "delta"] = Field(
+        "full",
+        description="`delta`: a resumed provider session gets only the dynamic fragments and "
+        "the messages after the cursor.",
+    )
+    after_seq: int | None = Field(None, description="Delta mode: the cursor it starts after.")
     system: str | list[JSONObject] | None = Field(
         description="Anthropic's system; null for OpenAI."
     )

@@ -7,17 +7,29 @@ from collections.abc import Sequence
 from dataclasses import dataclass, replace
 from typing import Any
 
-from app.domain.compilers.base import Compiler, Item, Snapshot, left_out_by_reason, seq_ranges
-from app.domain.errors import DomainError
+from app.domain.compilers.base import (
+    Compiler,
+    Item,
+    Snapshot,
+    api_rounds,
+    left_out_by_reason,
+    seq_ranges,
+)
+from app.domain.errors import DomainError, InvalidInput
 from app.domain.formats.anthropic import System
 from app.domain.messages import JSONObject, Message, TextPart
 from app.domain.providers import ProviderProfile, estimate_note
 from app.domain.sessions import PromptFragment
 from app.domain.tokens import REPLY_PRIMING
+from app.domain.validity import Target as ValidityTarget
 from app.domain.validity import repair, shape
 from app.domain.validity.anthropic_turns import CONTINUATION, opens_with_assistant
+from app.domain.validity.repair import boundary
 
 SYSTEM_PROMPT_SECTION = "system_prompt"
+# Dynamic fragments sent to a resumed provider session, as user messages (seeds/004).
+SYSTEM_CONTEXT_SECTION = "system_context"
+SYSTEM_CONTEXT_PREFIX = "[System Context]: "
 # Where the tokens of a turn the provider's shape adds (Anthropic's opening user turn) go.
 SHAPE_SECTION = "shape"
 
@@ -38,6 +50,10 @@ class Target:
     fragments: tuple[PromptFragment, ...] = ()
     response_format: JSONObject | None = None
     tools_tokens: int = 0
+    # A resumed provider session (delta mode): fragments sent as user messages instead of a
+    # system prompt, and the tool calls the provider already holds.
+    context: tuple[Message, ...] = ()
+    prior_call_ids: frozenset[str] = frozenset()
 
 
 @dataclass(frozen=True)
@@ -74,6 +90,44 @@ def system_message(fragments: Sequence[PromptFragment]) -> Message | None:
     return Message(role="system", content=parts) if parts else None
 
 
+def open_calls(messages: Sequence[Message]) -> frozenset[str]:
+    """The tool calls of the last assistant message that no later message answers."""
+    pending: set[str] = set()
+    for message in messages:
+        if message.role == "assistant":
+            pending = {call.id for call in message.tool_calls}
+        else:
+            pending -= {result.call_id for result in message.tool_results}
+    return frozenset(pending)
+
+
+def with_request_fragments(
+    fragments: Sequence[PromptFragment], given: Sequence[PromptFragment]
+) -> tuple[PromptFragment, ...]:
+    """The session's fragments with the request's dynamic ones: a fragment of the same name is
+    replaced in place, a new name is added at the end. A static fragment cannot be replaced."""
+    static = {f.name for f in fragments if f.lifecycle == "static"}
+    problems = [
+        (("fragments", n, "name"), f"the session's fragment {f.name!r} is static")
+        for n, f in enumerate(given)
+        if f.name in static
+    ]
+    if problems:
+        raise InvalidInput(problems)
+    by_name = {f.name: f for f in given}
+    out = [by_name.pop(f.name, f) for f in fragments]
+    return (*out, *by_name.values())
+
+
+def context_messages(fragments: Sequence[PromptFragment]) -> tuple[Message, ...]:
+    """Fragments for a resumed provider session: each a user message ``[System Context]: ...``."""
+    return tuple(
+        Message(role="user", content=(TextPart(text=SYSTEM_CONTEXT_PREFIX + f.text),))
+        for f in fragments
+        if f.text.strip()
+    )
+
+
 def native_response_format(
     response_format: JSONObject | None, output: str
 ) -> tuple[JSONObject | None, list[str]]:
@@ -92,14 +146,19 @@ def compile_request(snapshot: Snapshot, compiler: Compiler, target: Target) -> O
     """Run ``compiler`` within the target's budget and render a request the provider accepts."""
     system = system_message(target.fragments)
     head = [Item(0, SYSTEM_PROMPT_SECTION, system, snapshot.count(system))] if system else []
-    claimed = sum(i.tokens for i in head) + REPLY_PRIMING + target.tools_tokens
+    context = [Item(0, SYSTEM_CONTEXT_SECTION, m, snapshot.count(m)) for m in target.context]
+    claimed = sum(i.tokens for i in [*head, *context]) + REPLY_PRIMING + target.tools_tokens
     output = target.profile.output
+    prior = target.prior_call_ids
     scoped = replace(
-        snapshot, budget=target.context_window, claimed=snapshot.claimed + claimed, target=output
-    )
+        snapshot, budget=target.context_window, claimed=snapshot.claimed + claimed, target=output,
+        prior_call_ids=prior,
+    )  # fmt: skip
     compiled = compiler(scoped)
-    items = [*head, *compiled.items]
-    entries, warnings = repair([i.message for i in items], output, frozenset())
+    # Results that answer calls the provider holds must come first, before the context.
+    lead = len(_continued(compiled.items, output)) if prior else 0
+    items = [*head, *compiled.items[:lead], *context, *compiled.items[lead:]]
+    entries, warnings = repair([i.message for i in items], output, prior)
     system_out, messages = shape(entries, output, warnings)
     if not messages:
         raise NothingToSend()
@@ -124,6 +183,14 @@ def compile_request(snapshot: Snapshot, compiler: Compiler, target: Target) -> O
                                                           *format_warnings],
         seqs=sorted(items[i].seq for i, _ in entries if items[i].seq > 0),
     )  # fmt: skip
+
+
+def _continued(items: Sequence[Item], output: ValidityTarget) -> list[Item]:
+    """The leading items that continue a round whose calls were sent before (none if the view
+    opens with an assistant turn)."""
+    if not items or boundary(items[0].message, output) == "start":
+        return []
+    return api_rounds(items, output, continuing=True)[0]
 
 
 def _reports(left_out: Any) -> list[LeftOutReport]:

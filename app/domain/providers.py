@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
-from dataclasses import dataclass
-from typing import Literal
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, replace
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field
 
 from app.domain.errors import UnknownName
 from app.domain.messages import Message, TextPart
@@ -152,6 +154,29 @@ def estimate_note(
     if has_tools or any(not isinstance(p, TextPart) for m in messages for p in m.content):
         notes.append(APPROXIMATE_PARTS)
     return "; ".join(notes) or None
+
+
+class ProfileOverrides(BaseModel):
+    """A session's own profile: these fields replace its provider profile's."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    output: Literal["openai", "anthropic"] | None = None
+    encoding: Literal["o200k_base", "cl100k_base"] | None = None
+    context_window: int | None = Field(None, ge=1, le=100_000_000)
+    session_resumption: bool | None = None
+    prompt_cache: bool | None = None
+
+
+def with_overrides(
+    profile: ProviderProfile, overrides: Mapping[str, Any] | None
+) -> ProviderProfile:
+    """``profile`` with a session's overrides (counts in another encoding are estimates)."""
+    if not overrides:
+        return profile
+    changes = ProfileOverrides.model_validate(overrides).model_dump(exclude_none=True)
+    exact = profile.exact and changes.get("encoding", profile.encoding) == profile.encoding
+    return replace(profile, exact=exact, **changes)
 
 
 def get_profile(name: str, field: str = "provider") -> ProviderProfile:

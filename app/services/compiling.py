@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import json
 import uuid
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import datetime
-from typing import Any
+from typing import Any, Literal
 
 import anyio
 from sqlalchemy.ext.asyncio import AsyncSession
@@ -14,7 +14,14 @@ from sqlalchemy.ext.asyncio import AsyncSession
 from app.domain.compilers.base import Item, Snapshot
 from app.domain.compilers.registry import Registry, build, repeatable
 from app.domain.compilers.spec import CompilerSpec, Component, parse_spec
-from app.domain.compiling import Output, Target, compile_request
+from app.domain.compiling import (
+    Output,
+    Target,
+    compile_request,
+    context_messages,
+    open_calls,
+    with_request_fragments,
+)
 from app.domain.errors import FormatError, InvalidInput
 from app.domain.formats.convert import Format
 from app.domain.messages import DEFAULT_SECTION
@@ -23,7 +30,7 @@ from app.domain.sessions import PromptFragment, SessionPk, TenantId
 from app.domain.tokens import Encoder, count_message
 from app.services.cache import Entry, MessageCache
 from app.services.messages import stored_message
-from app.services.sessions import require_session
+from app.services.sessions import require_session, session_profile
 from app.storage import queries
 from app.storage.models import CompileRow, MessageRow
 
@@ -44,6 +51,10 @@ class Options:
     tools: list[dict[str, Any]] | None = None
     metadata: dict[str, Any] = field(default_factory=dict)
     response_format: dict[str, Any] | None = None
+    fragments: tuple[PromptFragment, ...] = ()  # dynamic fragments for this compile
+
+
+Mode = Literal["full", "delta"]
 
 
 @dataclass(frozen=True)
@@ -52,6 +63,8 @@ class Compilation:
     profile: ProviderProfile
     output: Output
     repeatable: bool = False  # the same request would compile to the same output
+    mode: Mode = "full"
+    after_seq: int | None = None  # delta mode: the cursor the delta starts after
 
 
 def _spec(raw: Any, fallback: Any) -> CompilerSpec:
@@ -129,18 +142,41 @@ async def compile_session(
     options: Options,
     now: datetime,
 ) -> Compilation:
-    """Compile the stored session and record the compile (for the cursor)."""
+    """Compile the stored session and record the compile (for the cursor).
+
+    Full mode: every fragment as the system prompt and the whole compiled history. Delta mode
+    (a session-stateful profile with an active provider session): the dynamic fragments as
+    ``[System Context]: `` user messages and only the messages after the cursor (seeds/004).
+    """
     row = await require_session(db, tenant, session_id)
-    profile = get_profile(options.provider or row.provider)
+    pk = SessionPk(row.pk)
+    profile = session_profile(row, options.provider)
     encoder = cache.counter.encoder(profile.encoding)
     compiler = build(_spec(options.compiler, row.compiler), registry)
-    rows = await queries.all_messages(db, SessionPk(row.pk))
-    tenant_name = await queries.tenant_name(db, tenant)
+    stored = tuple(PromptFragment.model_validate(f) for f in row.system_prompt)
+    fragments = with_request_fragments(stored, options.fragments)
+    cursor = row.cursor_seq if profile.session_resumption and row.provider_session_id else None
+    notes = []
+    if cursor is not None and cursor > row.last_seq:
+        notes.append(
+            f"the cursor (seq {cursor}) is beyond the stored history (seq {row.last_seq}):"
+            " compiled in full"
+        )
+        cursor = None
     target = Target(
         profile, options.context_window or row.context_window or profile.context_window,
-        tuple(PromptFragment.model_validate(f) for f in row.system_prompt),
-        row.response_format, _tools_tokens(options.tools, encoder),
+        fragments, row.response_format, _tools_tokens(options.tools, encoder),
     )  # fmt: skip
+    if cursor is None:
+        rows = await queries.all_messages(db, pk)
+    else:
+        rows = await queries.messages_after(db, pk, cursor)
+        held = await queries.last_round_before(db, pk, cursor)
+        prior = open_calls([stored_message(r, profile.encoding).message for r in held])
+        dynamic = [f for f in fragments if f.lifecycle == "dynamic"]
+        target = replace(target, fragments=(), context=context_messages(dynamic),
+                         prior_call_ids=prior)  # fmt: skip
+    tenant_name = await queries.tenant_name(db, tenant)
 
     def work() -> Output:
         items = tuple(_item(r, profile.encoding) for r in rows)
@@ -149,17 +185,21 @@ async def compile_session(
         return compile_request(snapshot, compiler, target)
 
     output = await anyio.to_thread.run_sync(work)
+    output = replace(output, warnings=[*notes, *output.warnings])
+    mode: Mode = "full" if cursor is None else "delta"
     compile_id = str(uuid.uuid4())
     db.add(
         CompileRow(
-            id=compile_id, session_pk=row.pk, mode="full",
+            id=compile_id, session_pk=row.pk, mode=mode,
             seq_from=output.seqs[0] if output.seqs else None,
-            seq_to=output.seqs[-1] if output.seqs else None,
+            # What an acknowledgement moves the cursor to: the last seq sent (a delta that sent
+            # no stored message leaves it where it is).
+            seq_to=output.seqs[-1] if output.seqs else cursor,
             token_total=output.total, created_at=now,
         )
     )  # fmt: skip
     await db.commit()
-    return Compilation(compile_id, profile, output)
+    return Compilation(compile_id, profile, output, mode=mode, after_seq=cursor)
 
 
 def _item(row: MessageRow, encoding: str) -> Item:

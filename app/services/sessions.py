@@ -13,7 +13,7 @@ from sqlalchemy.ext.asyncio import AsyncSession
 from sqlalchemy.orm.exc import StaleDataError
 
 from app.domain.errors import Conflict, NotFound
-from app.domain.providers import get_profile
+from app.domain.providers import ProviderProfile, get_profile, with_overrides
 from app.domain.sessions import SESSION_ID_RE, SessionPk, TenantId
 from app.storage import queries
 from app.storage.models import SessionRow
@@ -26,6 +26,11 @@ class SessionView:
     row: SessionRow
     message_count: int
     tokens: int  # in the encoding of the session's provider
+
+
+def session_profile(row: SessionRow, provider: str | None = None) -> ProviderProfile:
+    """The profile a session compiles for: ``provider`` or its own, with its overrides."""
+    return with_overrides(get_profile(provider or row.provider), row.profile)
 
 
 async def require_session(db: AsyncSession, tenant: TenantId, session_id: str) -> SessionRow:
@@ -44,7 +49,7 @@ async def views(db: AsyncSession, rows: Sequence[SessionRow]) -> list[SessionVie
     out = []
     for row in rows:
         count, tokens = stats[SessionPk(row.pk)]
-        out.append(SessionView(row, count, tokens[get_profile(row.provider).encoding]))
+        out.append(SessionView(row, count, tokens[session_profile(row).encoding]))
     return out
 
 
@@ -94,11 +99,13 @@ async def add_session(
 async def update_session(
     db: AsyncSession, tenant: TenantId, session_id: str, changes: dict[str, Any], now: datetime
 ) -> SessionView:
-    """Apply the given fields; a new resume key ends the provider session (cursor reset)."""
+    """Apply the given fields; a new resume key, provider or profile ends the provider session
+    (cursor reset)."""
     row = await require_session(db, tenant, session_id)
     if "provider" in changes:
         get_profile(changes["provider"])
-    if "resume_key" in changes and changes["resume_key"] != row.resume_key:
+    ends = ("resume_key", "provider", "profile")
+    if any(name in changes and changes[name] != getattr(row, name) for name in ends):
         row.cursor_seq = None
         row.provider_session_id = None
     for column, value in _columns(changes).items():

@@ -11,16 +11,21 @@ from sqlalchemy.ext.asyncio import AsyncSession
 from app.domain.errors import InvalidInput
 from app.domain.formats.convert import canonical_messages
 from app.domain.limits import message_problems
-from app.domain.providers import get_profile
 from app.domain.sessions import SessionPk, TenantId
 from app.domain.tokens import TokenCounter
 from app.services.messages import NewMessage, message_rows, stored_message
-from app.services.sessions import SessionView, add_session, require_session, view
+from app.services.sessions import (
+    SessionView,
+    add_session,
+    require_session,
+    session_profile,
+    view,
+)
 from app.storage import queries
 from app.storage.models import SessionRow
 
 SESSION_FIELDS = (
-    "id", "metadata", "system_prompt", "response_format", "provider", "resume_key",
+    "id", "metadata", "system_prompt", "response_format", "provider", "profile", "resume_key",
     "context_window", "compiler", "compaction", "created_at", "updated_at",
 )  # fmt: skip
 EXPORT_PAGE = 5_000
@@ -35,7 +40,7 @@ class Imported:
 async def export_session(db: AsyncSession, tenant: TenantId, session_id: str) -> dict[str, Any]:
     """The session's fields and every stored message, canonical, with seq, section and time."""
     row = await require_session(db, tenant, session_id)
-    encoding = get_profile(row.provider).encoding
+    encoding = session_profile(row).encoding
     messages: list[dict[str, Any]] = []
     after = 0
     while page := await queries.message_page(db, SessionPk(row.pk), after, EXPORT_PAGE, None):
@@ -56,7 +61,7 @@ async def export_session(db: AsyncSession, tenant: TenantId, session_id: str) ->
 def _session_fields(row: SessionRow) -> dict[str, Any]:
     values = {
         "id": row.id, "metadata": row.meta, "system_prompt": row.system_prompt,
-        "response_format": row.response_format, "provider": row.provider,
+        "response_format": row.response_format, "provider": row.provider, "profile": row.profile,
         "resume_key": row.resume_key, "context_window": row.context_window,
         "compiler": row.compiler, "compaction": row.compaction_policy,
         "created_at": row.created_at, "updated_at": row.updated_at,

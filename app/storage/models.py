@@ -98,6 +98,8 @@ class SessionRow(Base):
     system_prompt: Mapped[list[dict[str, Any]]] = mapped_column(Json)
     response_format: Mapped[dict[str, Any] | None] = mapped_column(Json)
     provider: Mapped[str] = mapped_column(String(64))
+    # The session's own profile: overrides on its provider's (see ProfileOverrides).
+    profile: Mapped[dict[str, Any] | None] = mapped_column(Json)
     resume_key: Mapped[str | None] = mapped_column(String(1024))
     context_window: Mapped[int | None] = mapped_column(Integer)
     compiler: Mapped[dict[str, Any] | None] = mapped_column(Json)

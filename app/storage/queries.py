@@ -4,13 +4,15 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from datetime import datetime
+from typing import Any
 
-from sqlalchemy import delete, func, or_, select, update
+from sqlalchemy import case, delete, func, or_, select, update
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from app.domain.sessions import SessionPk, TenantId
 from app.storage.models import (
     ApiKeyRow,
+    CompileRow,
     IdempotencyKeyRow,
     MessageRow,
     SessionRow,
@@ -126,6 +128,54 @@ async def all_messages(db: AsyncSession, pk: SessionPk) -> Sequence[MessageRow]:
     """Every stored message of a session, in seq order."""
     query = select(MessageRow).where(MessageRow.session_pk == pk).order_by(MessageRow.seq)
     return (await db.scalars(query)).all()
+
+
+async def messages_after(db: AsyncSession, pk: SessionPk, after_seq: int) -> Sequence[MessageRow]:
+    """The stored messages after ``after_seq``, in seq order (a delta compile's rows)."""
+    query = (
+        select(MessageRow)
+        .where(MessageRow.session_pk == pk, MessageRow.seq > after_seq)
+        .order_by(MessageRow.seq)
+    )
+    return (await db.scalars(query)).all()
+
+
+async def last_round_before(db: AsyncSession, pk: SessionPk, seq: int) -> Sequence[MessageRow]:
+    """The messages from the last assistant message at or before ``seq`` up to ``seq``: where the
+    tool calls still open at ``seq`` are."""
+    start = (
+        select(MessageRow.seq)
+        .where(MessageRow.session_pk == pk, MessageRow.seq <= seq, MessageRow.role == "assistant")
+        .order_by(MessageRow.seq.desc())
+        .limit(1)
+        .scalar_subquery()
+    )
+    query = (
+        select(MessageRow)
+        .where(MessageRow.session_pk == pk, MessageRow.seq >= start, MessageRow.seq <= seq)
+        .order_by(MessageRow.seq)
+    )
+    return (await db.scalars(query)).all()
+
+
+async def advance_cursor(
+    db: AsyncSession, pk: SessionPk, seq: int, provider_session_id: str | None
+) -> None:
+    """Move the cursor up to ``seq``, never back, in one statement (acknowledgements race)."""
+    cursor, held = SessionRow.cursor_seq, SessionRow.provider_session_id
+    moves = or_(cursor.is_(None), cursor < seq)
+    values: dict[str, Any] = {"cursor_seq": case((moves, seq), else_=cursor)}
+    if provider_session_id is not None:  # the newest acknowledged compile's session wins
+        values["provider_session_id"] = case(
+            (or_(moves, held.is_(None)), provider_session_id), else_=held
+        )
+    await db.execute(update(SessionRow).where(SessionRow.pk == pk).values(**values))
+
+
+async def compile_row(db: AsyncSession, pk: SessionPk, compile_id: str) -> CompileRow | None:
+    return await db.scalar(
+        select(CompileRow).where(CompileRow.id == compile_id, CompileRow.session_pk == pk)
+    )
 
 
 async def tenant_name(db: AsyncSession, tenant: TenantId) -> str:

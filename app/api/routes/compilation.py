@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import uuid
-from dataclasses import replace
+from dataclasses import asdict, replace
 from datetime import UTC, datetime
 from typing import Final
 
@@ -18,10 +18,13 @@ from app.api.schemas import (
     CompileRequest,
     CompileResult,
     CompileTokens,
+    CursorAcknowledge,
+    CursorRead,
     LeftOutRead,
     SessionCompileRequest,
 )
-from app.services import compiling
+from app.domain.sessions import PromptFragment
+from app.services import compiling, cursor
 from app.services.compiling import Compilation, Options
 from app.storage import queries
 
@@ -40,13 +43,17 @@ def _options(body: SessionCompileRequest | CompileRequest) -> Options:
     )  # fmt: skip
     if isinstance(body, CompileRequest):
         return replace(options, metadata=body.metadata, response_format=body.response_format)
-    return options
+    fragments = tuple(
+        PromptFragment(name=f.name, text=f.text, lifecycle="dynamic") for f in body.fragments
+    )
+    return replace(options, fragments=fragments)
 
 
 def _result(done: Compilation) -> CompileResult:
     out = done.output
     return CompileResult(
         compile_id=done.compile_id, provider=done.profile.name, format=done.profile.output,
+        mode=done.mode, after_seq=done.after_seq,
         system=out.system, messages=out.messages, response_format=out.response_format,
         tokens=CompileTokens(
             total=out.total, sections=out.sections, context_window=out.context_window,
@@ -119,3 +126,32 @@ async def compile_session(
         db, state.cache, state.registry, tenant, session_id, _options(body), datetime.now(UTC)
     )
     return Response(_answer(done), media_type=JSON)
+
+
+@router.post(
+    "/v1/sessions/{session_id}/cursor", responses=responses(401, 404, 413, 422),
+    operation_id="acknowledge_compile", tags=["cursor"],
+)  # fmt: skip
+async def acknowledge_compile(
+    session_id: str, body: CursorAcknowledge, db: DbDep, tenant: TenantDep
+) -> CursorRead:
+    """Acknowledge a compile after your model call: on success the cursor moves to the last seq
+    it sent (never backwards) and the provider's session id is kept; with `error_kind` the
+    failure is stored and the cursor stays, so the next compile resends the delta."""
+    check_body(body)
+    usage = body.usage.model_dump(exclude_none=True) if body.usage else None
+    done = await cursor.acknowledge(
+        db, tenant, session_id, body.compile_id, datetime.now(UTC),
+        provider_session_id=body.provider_session_id, usage=usage, error_kind=body.error_kind,
+        through_seq=body.through_seq,
+    )  # fmt: skip
+    return CursorRead(**asdict(done))
+
+
+@router.delete(
+    "/v1/sessions/{session_id}/cursor", responses=responses(401, 404),
+    operation_id="reset_cursor", tags=["cursor"],
+)  # fmt: skip
+async def reset_cursor(session_id: str, db: DbDep, tenant: TenantDep) -> CursorRead:
+    """Forget what the provider session holds: the next compile is full."""
+    return CursorRead(**asdict(await cursor.reset(db, tenant, session_id)))

@@ -10,7 +10,6 @@ from fastapi import APIRouter, Query, Response, status
 from app.api.deps import DbDep, StateDep, TenantDep
 from app.api.problems import check_body, responses
 from app.api.schemas import SessionCreate, SessionPage, SessionRead, SessionUpdate
-from app.domain.providers import get_profile
 from app.domain.sessions import PromptFragment
 from app.services import sessions
 from app.services.sessions import SessionView
@@ -20,13 +19,16 @@ router = APIRouter(prefix="/v1/sessions", tags=["sessions"])
 
 def session_read(view: SessionView) -> SessionRead:
     row = view.row
+    profile = sessions.session_profile(row)
     return SessionRead(
         id=row.id,
         metadata=row.meta,
         system_prompt=[PromptFragment.model_validate(f) for f in row.system_prompt],
         response_format=row.response_format,
         provider=row.provider,
-        encoding=get_profile(row.provider).encoding,
+        profile=row.profile,
+        encoding=profile.encoding,
+        session_resumption=profile.session_resumption,
         resume_key=row.resume_key,
         context_window=row.context_window,
         compiler=row.compiler,

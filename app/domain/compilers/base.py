@@ -62,6 +62,9 @@ class Snapshot:
     # after the base compiler, and every count is of a message as the target will receive it;
     # None (a compiler run on its own) leaves messages as stored.
     target: Target | None = None
+    # Tool calls the provider already holds (a resumed session's delta): the view may open with
+    # their results, which form one round with calls sent before.
+    prior_call_ids: frozenset[str] = frozenset()
 
     def claiming(self, tokens: int) -> Snapshot:
         """The same snapshot with ``tokens`` more claimed by an outer decorator."""
@@ -130,7 +133,9 @@ def seq_ranges(seqs: Iterable[int]) -> list[tuple[int, int]]:
     return ranges
 
 
-def api_rounds(items: Sequence[Item], target: Target | None = None) -> list[list[Item]]:
+def api_rounds(
+    items: Sequence[Item], target: Target | None = None, continuing: bool = False
+) -> list[list[Item]]:
     """Items grouped into API rounds, the units trimming keeps or drops whole.
 
     A round is an assistant message with the messages that answer it: tool messages and user
@@ -138,10 +143,11 @@ def api_rounds(items: Sequence[Item], target: Target | None = None) -> list[list
     content besides results (which closes it); any other message is a round of its own. These
     are the rounds the repairs pair calls and results in (``validity.repair.boundary``), for
     ``target`` (OpenAI's rules without one), so keeping or dropping whole rounds never orphans a
-    call or a result.
+    call or a result. ``continuing``: the items continue a round whose calls were sent before
+    (their leading results are one round).
     """
-    rounds: list[list[Item]] = []
-    open_ = False
+    rounds: list[list[Item]] = [[]] if continuing else []
+    open_ = continuing
     for item in items:
         kind = boundary(item.message, target or "openai")
         if kind == "start":
@@ -151,4 +157,4 @@ def api_rounds(items: Sequence[Item], target: Target | None = None) -> list[list
         else:
             rounds.append([item])
         open_ = kind == "start" or (open_ and kind == "none")
-    return rounds
+    return [round_ for round_ in rounds if round_]

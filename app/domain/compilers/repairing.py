@@ -27,7 +27,8 @@ def repaired(inner: Compiler) -> Compiler:
         if snapshot.target is None:
             return compiled
         items = compiled.items
-        entries, warnings = repair([i.message for i in items], snapshot.target, frozenset())
+        messages = [i.message for i in items]
+        entries, warnings = repair(messages, snapshot.target, snapshot.prior_call_ids)
         kept = [
             items[n] if message is items[n].message
             else replace(items[n], message=message, tokens=snapshot.count(message))

@@ -15,12 +15,18 @@ _NOT_IN: Final[dict[str, tuple[str, ...]]] = {
 }
 
 
-def anthropic_problems(system: Any, messages: list[Any]) -> list[str]:
-    """Every rule of the Messages API that ``system`` and ``messages`` break, naming the index."""
+def anthropic_problems(
+    system: Any, messages: list[Any], prior_call_ids: frozenset[str] = frozenset()
+) -> list[str]:
+    """Every rule of the Messages API that ``system`` and ``messages`` break, naming the index.
+
+    ``prior_call_ids``: tool_use ids the provider already holds (a resumed session's delta may
+    open with their results).
+    """
     problems = _system_problems(system)
     if not messages:
         problems.append("no messages: the API needs at least one")
-    state = _State()
+    state = _State(prior=list(prior_call_ids))
     for i, turn in enumerate(messages):
         problems += state.step(i, turn)
     problems += state.finish()
@@ -68,6 +74,7 @@ class _State:
     pending: list[str] = field(default_factory=list)  # tool_use ids of the previous turn
     pending_owner: int = 0
     tool_use_ids: set[str] = field(default_factory=set)
+    prior: list[str] = field(default_factory=list)  # answerable by the first turn only
 
     def step(self, index: int, turn: Any) -> list[str]:
         """The problems of one turn, and of the turn before when this one leaves calls open."""
@@ -121,10 +128,11 @@ class _State:
 
     def _answers(self, blocks: list[Any]) -> list[str]:
         results = [b.get("tool_use_id") for b in blocks if _is(b, "tool_result")]
+        answerable, self.prior = self.pending + self.prior, []
         problems = [
             f"tool_result for {cid!r} answers no tool_use of the turn before"
             for cid in results
-            if cid not in self.pending
+            if cid not in answerable
         ]
         twice = {repr(cid) for cid in results if results.count(cid) > 1}
         problems += [f"tool_result for {cid} appears twice" for cid in sorted(twice)]

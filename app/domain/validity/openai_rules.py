@@ -11,10 +11,14 @@ ROLES: Final = ("system", "developer", "user", "assistant", "tool", "function")
 _TEXT_ONLY: Final = ("system", "developer", "tool")
 
 
-def openai_problems(messages: list[Any]) -> list[str]:
-    """Every rule of the Chat Completions API that ``messages`` breaks, each naming its index."""
+def openai_problems(messages: list[Any], prior_call_ids: frozenset[str] = frozenset()) -> list[str]:
+    """Every rule of the Chat Completions API that ``messages`` breaks, each naming its index.
+
+    ``prior_call_ids``: tool calls the provider already holds (a resumed session's delta may open
+    with their results); they are not required to be answered here.
+    """
     problems: list[str] = [] if messages else ["no messages: the API needs at least one"]
-    pairing = _Pairing()
+    pairing = _Pairing(PRIOR if prior_call_ids else None, list(prior_call_ids), prior=True)
     for i, message in enumerate(messages):
         if not isinstance(message, dict):
             problems.append(f"message {i}: not an object")
@@ -104,12 +108,16 @@ def _duplicates(values: list[Any]) -> list[Any]:
     return twice
 
 
+PRIOR = -1  # the owner of calls sent before the request
+
+
 @dataclass
 class _Pairing:
     """Tool messages answer the calls of the assistant message right before them."""
 
     owner: int | None = None
     open_calls: list[str] = field(default_factory=list)
+    prior: bool = False  # the open calls were sent before this request
     answered: set[str] = field(default_factory=set)
 
     def step(self, index: int, message: dict[str, Any]) -> list[str]:
@@ -141,9 +149,9 @@ class _Pairing:
     def finish(self, before: int | None = None) -> list[str]:
         """Close the open calls; unanswered ones are problems of their assistant message."""
         missing = [cid for cid in self.open_calls if cid not in self.answered]
-        owner = self.owner
-        self.owner, self.open_calls, self.answered = None, [], set()
-        if owner is None or not missing:
+        owner, prior = self.owner, self.prior
+        self.owner, self.open_calls, self.answered, self.prior = None, [], set(), False
+        if owner is None or prior or not missing:
             return []
         where = "at the end" if before is None else f"before message {before}"
         return [f"message {owner}: tool call(s) {missing!r} have no tool message {where}"]

@@ -1,0 +1,84 @@
+"""The cursor of a session-stateful provider (seeds/004): what its provider session holds.
+
+A compile is acknowledged after the caller's model call succeeded; only then does the cursor move
+to the last seq that compile sent, and never backwards (one conditional UPDATE, so racing
+acknowledgements end at the highest). A reported failure is stored and moves nothing.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any
+
+from sqlalchemy.ext.asyncio import AsyncSession
+
+from app.domain.errors import InvalidInput, NotFound
+from app.domain.sessions import SessionPk, TenantId
+from app.services.sessions import require_session
+from app.storage import queries
+from app.storage.models import SessionRow
+
+
+@dataclass(frozen=True)
+class Cursor:
+    cursor_seq: int | None
+    provider_session_id: str | None
+    advanced: bool  # whether this acknowledgement moved the cursor
+
+
+async def acknowledge(
+    db: AsyncSession,
+    tenant: TenantId,
+    session_id: str,
+    compile_id: str,
+    now: datetime,
+    *,
+    provider_session_id: str | None = None,
+    usage: dict[str, Any] | None = None,
+    error_kind: str | None = None,
+    through_seq: int | None = None,
+) -> Cursor:
+    """Record how the model call of ``compile_id`` went; on success, advance the cursor.
+
+    ``through_seq``: the provider session also holds the stored messages up to this seq (its own
+    reply, appended after the compile), so the next delta starts after it.
+    """
+    row = await require_session(db, tenant, session_id)
+    if through_seq is not None and through_seq > row.last_seq:
+        problem = f"seq {through_seq} is beyond the stored history (seq {row.last_seq})"
+        raise InvalidInput([(("through_seq",), problem)])
+    pk = SessionPk(row.pk)
+    compiled = await queries.compile_row(db, pk, compile_id)
+    if compiled is None:
+        raise NotFound("compile", compile_id)
+    before = row.cursor_seq
+    if usage is not None:
+        compiled.usage = usage
+    if error_kind is not None:
+        compiled.error_kind = error_kind
+    # A delta was made for a provider session that has ended since (reset, new resume key):
+    # what it sent is not in the provider session the next full compile starts.
+    stale = compiled.mode == "delta" and row.cursor_seq is None
+    if error_kind is None and not stale:
+        compiled.acknowledged_at = compiled.acknowledged_at or now
+        seq = max(s for s in (compiled.seq_to, through_seq, 0) if s is not None)
+        if seq:
+            await queries.advance_cursor(db, pk, seq, provider_session_id)
+    await db.commit()
+    await db.refresh(row)
+    return _cursor(row, advanced=row.cursor_seq != before)
+
+
+async def reset(db: AsyncSession, tenant: TenantId, session_id: str) -> Cursor:
+    """Forget what the provider session holds: the next compile is full (a new provider
+    session)."""
+    row = await require_session(db, tenant, session_id)
+    row.cursor_seq = None
+    row.provider_session_id = None
+    await db.commit()
+    return _cursor(row, advanced=False)
+
+
+def _cursor(row: SessionRow, advanced: bool) -> Cursor:
+    return Cursor(row.cursor_seq, row.provider_session_id, advanced)
