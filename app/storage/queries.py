@@ -140,22 +140,32 @@ async def messages_after(db: AsyncSession, pk: SessionPk, after_seq: int) -> Seq
     return (await db.scalars(query)).all()
 
 
+# How far back from the cursor the last round is looked for in one bounded range read.
+ROUND_LOOKBACK = 256
+
+
 async def last_round_before(db: AsyncSession, pk: SessionPk, seq: int) -> Sequence[MessageRow]:
     """The messages from the last assistant message at or before ``seq`` up to ``seq``: where the
-    tool calls still open at ``seq`` are."""
+    tool calls still open at ``seq`` are. Read as a primary-key range (its cost does not grow with
+    the history); only a round longer than the look-back needs a second query."""
+
+    def between(first: Any) -> Any:
+        return (
+            select(MessageRow)
+            .where(MessageRow.session_pk == pk, MessageRow.seq >= first, MessageRow.seq <= seq)
+            .order_by(MessageRow.seq)
+        )
+
+    rows = (await db.scalars(between(seq - ROUND_LOOKBACK))).all()
+    starts = [n for n, row in enumerate(rows) if row.role == "assistant"]
+    if starts:
+        return rows[starts[-1] :]
     start = (
-        select(MessageRow.seq)
+        select(func.max(MessageRow.seq))
         .where(MessageRow.session_pk == pk, MessageRow.seq <= seq, MessageRow.role == "assistant")
-        .order_by(MessageRow.seq.desc())
-        .limit(1)
         .scalar_subquery()
     )
-    query = (
-        select(MessageRow)
-        .where(MessageRow.session_pk == pk, MessageRow.seq >= start, MessageRow.seq <= seq)
-        .order_by(MessageRow.seq)
-    )
-    return (await db.scalars(query)).all()
+    return (await db.scalars(between(start))).all()
 
 
 async def advance_cursor(

@@ -42,5 +42,5 @@ def test_benchmarks_still_import() -> None:
     """Benchmarks do not run in CI; at least they must not rot."""
     import importlib
 
-    for module in ("bench.common", "bench.append", "bench.compile"):
+    for module in ("bench.common", "bench.append", "bench.compile", "bench.delta"):
         importlib.import_module(module)
