@@ -11,7 +11,6 @@ from app.domain.compilers.base import (
     Compiler,
     Item,
     Snapshot,
-    api_rounds,
     left_out_by_reason,
     seq_ranges,
 )
@@ -21,10 +20,8 @@ from app.domain.messages import JSONObject, Message, TextPart
 from app.domain.providers import ProviderProfile, estimate_note
 from app.domain.sessions import PromptFragment
 from app.domain.tokens import REPLY_PRIMING
-from app.domain.validity import Target as ValidityTarget
 from app.domain.validity import repair, shape
 from app.domain.validity.anthropic_turns import CONTINUATION, opens_with_assistant
-from app.domain.validity.repair import boundary
 
 SYSTEM_PROMPT_SECTION = "system_prompt"
 # Dynamic fragments sent to a resumed provider session, as user messages (seeds/004).
@@ -156,7 +153,7 @@ def compile_request(snapshot: Snapshot, compiler: Compiler, target: Target) -> O
     )  # fmt: skip
     compiled = compiler(scoped)
     # Results that answer calls the provider holds must come first, before the context.
-    lead = len(_continued(compiled.items, output)) if prior else 0
+    lead = len(_continued(scoped, compiled.items))
     items = [*head, *compiled.items[:lead], *context, *compiled.items[lead:]]
     entries, warnings = repair([i.message for i in items], output, prior)
     system_out, messages = shape(entries, output, warnings)
@@ -166,8 +163,9 @@ def compile_request(snapshot: Snapshot, compiler: Compiler, target: Target) -> O
     sent: list[Message] = []
     for index, message in entries:
         item = items[index]
-        tokens = item.tokens if message is item.message else snapshot.count(message)
-        sections[item.section] = sections.get(item.section, 0) + tokens
+        sections[item.section] = (
+            sections.get(item.section, 0) + snapshot.refit(item, message).tokens
+        )
         sent.append(message)
     if output == "anthropic" and opens_with_assistant(sent):
         sections[SHAPE_SECTION] = snapshot.count(CONTINUATION)
@@ -185,12 +183,12 @@ def compile_request(snapshot: Snapshot, compiler: Compiler, target: Target) -> O
     )  # fmt: skip
 
 
-def _continued(items: Sequence[Item], output: ValidityTarget) -> list[Item]:
-    """The leading items that continue a round whose calls were sent before (none if the view
-    opens with an assistant turn)."""
-    if not items or boundary(items[0].message, output) == "start":
+def _continued(snapshot: Snapshot, items: Sequence[Item]) -> list[Item]:
+    """The leading items that continue a round whose calls were sent before (none without such
+    calls, or when the view opens with an assistant turn)."""
+    if not snapshot.prior_call_ids or not items or items[0].message.role == "assistant":
         return []
-    return api_rounds(items, output, continuing=True)[0]
+    return snapshot.rounds(items)[0]
 
 
 def _reports(left_out: Any) -> list[LeftOutReport]:

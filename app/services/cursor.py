@@ -62,7 +62,7 @@ async def acknowledge(
     stale = compiled.mode == "delta" and row.cursor_seq is None
     if error_kind is None and not stale:
         compiled.acknowledged_at = compiled.acknowledged_at or now
-        seq = max(s for s in (compiled.seq_to, through_seq, 0) if s is not None)
+        seq = max(compiled.seq_to or 0, through_seq or 0)
         if seq:
             await queries.advance_cursor(db, pk, seq, provider_session_id)
     await db.commit()

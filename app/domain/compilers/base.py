@@ -70,6 +70,16 @@ class Snapshot:
         """The same snapshot with ``tokens`` more claimed by an outer decorator."""
         return replace(self, claimed=self.claimed + tokens)
 
+    def rounds(self, items: Sequence[Item]) -> list[list[Item]]:
+        """``items`` in the API rounds trimming keeps or drops whole, for this target."""
+        return api_rounds(items, self.target, bool(self.prior_call_ids))
+
+    def refit(self, item: Item, message: Message) -> Item:
+        """``item`` holding ``message`` (a repair of its own), recounted only when it changed."""
+        if message is item.message:
+            return item
+        return replace(item, message=message, tokens=self.count(message))
+
     def item(self, message: Message, section: str) -> Item:
         """An injected item for ``message``, counted in the target encoding as the target will
         receive it (the compile's final repair makes the same changes, with their warnings)."""

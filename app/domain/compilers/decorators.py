@@ -16,7 +16,7 @@ from typing import Annotated
 
 from pydantic import Field
 
-from app.domain.compilers.base import Compiled, Compiler, Item, LeftOut, Snapshot, api_rounds
+from app.domain.compilers.base import Compiled, Compiler, Item, LeftOut, Snapshot
 from app.domain.errors import DomainError, InvalidInput
 from app.domain.messages import SUMMARY_SECTION
 from app.domain.validity.anthropic_turns import CONTINUATION, opens_with_assistant
@@ -129,7 +129,7 @@ def token_limit(
         opening = lead if opens_with_assistant(i.message for i in compiled.items) else 0
         if snapshot.claimed + opening + compiled.tokens <= budget:
             return compiled  # the common case: no need to group rounds
-        rounds = api_rounds(compiled.items, snapshot.target, bool(snapshot.prior_call_ids))
+        rounds = snapshot.rounds(compiled.items)
         keep = trim_rounds(rounds, budget, snapshot.claimed + lead, low_water)
         return compiled.then(*_select(rounds, keep, "token_limit"))
 
@@ -168,7 +168,7 @@ def window(
 
     def compile_window(snapshot: Snapshot) -> Compiled:
         compiled = inner(snapshot)
-        grouped = api_rounds(compiled.items, snapshot.target, bool(snapshot.prior_call_ids))
+        grouped = snapshot.rounds(compiled.items)
         free = _free(grouped)
         keep = set(range(len(grouped))) - set(free)
         if messages is None:

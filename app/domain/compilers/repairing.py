@@ -11,8 +11,6 @@ to change in the stored history. Messages with nothing left to send are left out
 
 from __future__ import annotations
 
-from dataclasses import replace
-
 from app.domain.compilers.base import Compiled, Compiler, LeftOut, Snapshot
 from app.domain.validity.repair import repair
 
@@ -29,11 +27,7 @@ def repaired(inner: Compiler) -> Compiler:
         items = compiled.items
         messages = [i.message for i in items]
         entries, warnings = repair(messages, snapshot.target, snapshot.prior_call_ids)
-        kept = [
-            items[n] if message is items[n].message
-            else replace(items[n], message=message, tokens=snapshot.count(message))
-            for n, message in entries
-        ]  # fmt: skip
+        kept = [snapshot.refit(items[n], message) for n, message in entries]
         sent = {n for n, _ in entries}
         gone = tuple(item.seq for n, item in enumerate(items) if n not in sent)
         return compiled.then(kept, LeftOut(INVALID, gone), warnings=warnings)
