@@ -17,6 +17,7 @@ from app.api.routes import (
     compilation,
     health,
     messages,
+    originals,
     providers,
     sessions,
     tokens,
@@ -64,7 +65,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     )
     problems.install(app)
     openapi.document(app, CompileRequest)
-    for module in (sessions, transfer, messages, compilation, tokens, providers, health):
+    for module in (sessions, transfer, messages, compilation, originals, tokens, providers, health):
         app.include_router(module.router)
     app.add_middleware(BodyLimit, limit=settings.max_body_bytes)
     app.add_middleware(CatchAll)

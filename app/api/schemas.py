@@ -330,6 +330,13 @@ class LeftOutRead(BaseModel):
     seq_ranges: list[tuple[int, int]]
 
 
+class StepRead(BaseModel):
+    name: str = Field(description="The compaction step (`tool_compaction`, ...).")
+    tokens_saved: int
+    call_ids: list[str] = Field(description="The tool calls it compacted, as sent.")
+    seqs: list[int] = Field(description="The stored messages it rewrote in the view.")
+
+
 class CompileResult(BaseModel):
     compile_id: str
     provider: str
@@ -351,3 +358,42 @@ class CompileResult(BaseModel):
     left_out: list[LeftOutRead]
     warnings: list[str]
     seq_range: tuple[int, int] | None = Field(description="First and last stored seq included.")
+    steps: list[StepRead] = Field(
+        default_factory=list,
+        description="What each compaction step did; originals stay retrievable (GET "
+        "/v1/sessions/{id}/tool-calls/{call_id} and /payloads/{sha256}).",
+    )
+
+
+class FieldDigest(BaseModel):
+    bytes: int = Field(description="Its size as compaction measures it.")
+    sha256: str = Field(description="The sha256 of its JSON: GET .../payloads/{sha256}.")
+
+
+class ToolResultRead(BaseModel):
+    seq: int
+    content: str | list[JSONObject] = Field(description="As stored (canonical parts).")
+    is_error: bool | None
+    fields: dict[str, FieldDigest] | None = Field(
+        description="Its fields (a JSON object's keys, else `content`); null for a result with "
+        "more than text."
+    )
+
+
+class ToolCallRead(BaseModel):
+    call_id: str
+    seq: int | None = Field(description="The assistant message holding the call.")
+    name: str | None
+    arguments: JSONObject | str | None = Field(description="As stored.")
+    argument_fields: dict[str, FieldDigest] | None
+    result: ToolResultRead | None
+    turns: list[int] = Field(
+        description="The seq of every assistant message calling this id (ids may repeat; "
+        "`?seq=` picks one)."
+    )
+
+
+class PayloadRead(BaseModel):
+    sha256: str
+    bytes: int
+    value: Any = Field(description="The original field value, exactly as stored.")

@@ -11,6 +11,7 @@ from app.domain.compilers.base import (
     Compiler,
     Item,
     Snapshot,
+    StepReport,
     left_out_by_reason,
     seq_ranges,
 )
@@ -75,6 +76,7 @@ class Output:
     left_out: list[LeftOutReport]
     warnings: list[str]
     seqs: list[int]  # the stored seqs included
+    steps: tuple[StepReport, ...] = ()  # what each compaction step did
 
     @property
     def budget_used_pct(self) -> float:
@@ -179,7 +181,7 @@ def compile_request(snapshot: Snapshot, compiler: Compiler, target: Target) -> O
         sections=sections, context_window=target.context_window, exact=note is None, note=note,
         left_out=_reports(compiled.left_out), warnings=[*compiled.warnings, *warnings,
                                                           *format_warnings],
-        seqs=sorted(items[i].seq for i, _ in entries if items[i].seq > 0),
+        seqs=sorted(items[i].seq for i, _ in entries if items[i].seq > 0), steps=compiled.steps,
     )  # fmt: skip
 
 

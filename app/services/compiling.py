@@ -30,6 +30,7 @@ from app.domain.sessions import PromptFragment, SessionPk, TenantId
 from app.domain.tokens import Encoder, count_message
 from app.services.cache import Entry, MessageCache
 from app.services.messages import stored_message
+from app.services.originals import keep_originals
 from app.services.sessions import require_session, session_profile
 from app.storage import queries
 from app.storage.models import CompileRow, MessageRow
@@ -198,6 +199,7 @@ async def compile_session(
             token_total=output.total, created_at=now,
         )
     )  # fmt: skip
+    await keep_originals(db, pk, output.steps, now)
     await db.commit()
     return Compilation(compile_id, profile, output, mode=mode, after_seq=cursor)
 

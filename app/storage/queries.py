@@ -7,6 +7,7 @@ from datetime import datetime
 from typing import Any
 
 from sqlalchemy import case, delete, func, or_, select, update
+from sqlalchemy.dialects import postgresql, sqlite
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from app.domain.sessions import SessionPk, TenantId
@@ -15,8 +16,10 @@ from app.storage.models import (
     CompileRow,
     IdempotencyKeyRow,
     MessageRow,
+    PayloadRow,
     SessionRow,
     TenantRow,
+    ToolPartRow,
 )
 
 
@@ -194,3 +197,46 @@ async def tenant_name(db: AsyncSession, tenant: TenantId) -> str:
 
 async def idempotency_row(db: AsyncSession, tenant: TenantId, key: str) -> IdempotencyKeyRow | None:
     return await db.get(IdempotencyKeyRow, (tenant, key))
+
+
+async def tool_parts(db: AsyncSession, pk: SessionPk, call_id: str) -> Sequence[ToolPartRow]:
+    """Where the calls and results of ``call_id`` sit, in seq order."""
+    query = (
+        select(ToolPartRow)
+        .where(ToolPartRow.session_pk == pk, ToolPartRow.call_id == call_id)
+        .order_by(ToolPartRow.seq, ToolPartRow.idx)
+    )
+    return (await db.scalars(query)).all()
+
+
+async def messages_at(db: AsyncSession, pk: SessionPk, seqs: Sequence[int]) -> Sequence[MessageRow]:
+    query = select(MessageRow).where(MessageRow.session_pk == pk, MessageRow.seq.in_(seqs))
+    return (await db.scalars(query.order_by(MessageRow.seq))).all()
+
+
+async def payload(db: AsyncSession, pk: SessionPk, sha256: str) -> PayloadRow | None:
+    return await db.get(PayloadRow, (pk, sha256))
+
+
+# Bound parameters per statement stay well under SQLite's limit.
+CHUNK = 500
+
+
+async def stored_payloads(db: AsyncSession, pk: SessionPk, shas: Sequence[str]) -> set[str]:
+    """Which of ``shas`` the session keeps already."""
+    found: set[str] = set()
+    for start in range(0, len(shas), CHUNK):
+        chunk = shas[start : start + CHUNK]
+        query = select(PayloadRow.sha256).where(
+            PayloadRow.session_pk == pk, PayloadRow.sha256.in_(chunk)
+        )
+        found.update((await db.scalars(query)).all())
+    return found
+
+
+async def add_payloads(db: AsyncSession, rows: Sequence[dict[str, Any]]) -> None:
+    """Insert payload rows; one a concurrent compile inserted first is left as it is."""
+    insert = postgresql.insert if db.get_bind().dialect.name == "postgresql" else sqlite.insert
+    for start in range(0, len(rows), CHUNK // 5):
+        chunk = rows[start : start + CHUNK // 5]
+        await db.execute(insert(PayloadRow).values(chunk).on_conflict_do_nothing())

@@ -106,7 +106,19 @@ context_providers = st.sampled_from(
     ]
 )
 rewrites = st.sampled_from(
-    ["redact", {"name": "redact", "params": {"patterns": ["main\\.py"], "builtin": False}}]
+    [
+        "redact",
+        {"name": "redact", "params": {"patterns": ["main\\.py"], "builtin": False}},
+        "tool_compaction",
+        {
+            "name": "tool_compaction",
+            "params": {"inputTrimBytes": 0, "outputTrimBytes": 0, "dedupeIdenticalResults": True},
+        },
+        {
+            "name": "compact_tool_results",
+            "params": {"max_tokens": 3, "head_tokens": 1, "tail_tokens": 1},
+        },
+    ]
 )
 additions = st.just("inject") | windows | context_providers
 

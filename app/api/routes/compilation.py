@@ -22,6 +22,7 @@ from app.api.schemas import (
     CursorRead,
     LeftOutRead,
     SessionCompileRequest,
+    StepRead,
 )
 from app.domain.sessions import PromptFragment
 from app.services import compiling, cursor
@@ -64,6 +65,8 @@ def _result(done: Compilation) -> CompileResult:
                   for r in out.left_out],
         warnings=out.warnings,
         seq_range=(out.seqs[0], out.seqs[-1]) if out.seqs else None,
+        steps=[StepRead(name=s.name, tokens_saved=s.tokens_saved, call_ids=list(s.call_ids),
+                        seqs=list(s.seqs)) for s in out.steps],
     )  # fmt: skip
 
 

@@ -10,6 +10,9 @@ from fastapi import APIRouter, Query, Response, status
 from app.api.deps import DbDep, StateDep, TenantDep
 from app.api.problems import check_body, responses
 from app.api.schemas import SessionCreate, SessionPage, SessionRead, SessionUpdate
+from app.domain.compilers.registry import Registry, build
+from app.domain.compilers.spec import parse_spec
+from app.domain.messages import JSONObject
 from app.domain.sessions import PromptFragment
 from app.services import sessions
 from app.services.sessions import SessionView
@@ -43,6 +46,13 @@ def session_read(view: SessionView) -> SessionRead:
     )
 
 
+def check_compiler(raw: JSONObject | None, registry: Registry) -> None:
+    """A session's compiler spec is built once before it is stored: a bad one is a 422 now,
+    not on every compile."""
+    if raw is not None:
+        build(parse_spec(raw), registry)
+
+
 @router.post(
     "",
     status_code=status.HTTP_201_CREATED,
@@ -54,6 +64,7 @@ async def create_session(
 ) -> SessionRead:
     """Create a session, with your own id or a generated one."""
     check_body(body)
+    check_compiler(body.compiler, state.registry)
     fields = body.model_dump(mode="json", exclude={"id"})
     fields["provider"] = body.provider or state.settings.default_provider
     view = await sessions.create_session(db, tenant, body.id, fields, datetime.now(UTC))
@@ -87,10 +98,11 @@ async def get_session(session_id: str, db: DbDep, tenant: TenantDep) -> SessionR
     "/{session_id}", responses=responses(401, 404, 413, 422), operation_id="update_session"
 )
 async def update_session(
-    session_id: str, body: SessionUpdate, db: DbDep, tenant: TenantDep
+    session_id: str, body: SessionUpdate, state: StateDep, db: DbDep, tenant: TenantDep
 ) -> SessionRead:
     """Change the fields you send; a new `resume_key` ends the provider session."""
     check_body(body)
+    check_compiler(body.compiler, state.registry)
     changes = body.model_dump(mode="json", exclude_unset=True)
     view = await sessions.update_session(db, tenant, session_id, changes, datetime.now(UTC))
     return session_read(view)

@@ -11,6 +11,7 @@ from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field, replace
 from datetime import datetime
 
+from app.domain.compaction.payloads import Omitted
 from app.domain.messages import JSONObject, Message
 from app.domain.validity.fitting import fit_message
 from app.domain.validity.repair import boundary
@@ -96,12 +97,25 @@ class LeftOut:
 
 
 @dataclass(frozen=True)
+class StepReport:
+    """What one compaction step did to the view: the tokens it saved, the tool calls and stored
+    messages it touched, and the originals it took out (kept retrievable by the caller)."""
+
+    name: str
+    tokens_saved: int
+    call_ids: tuple[str, ...]
+    seqs: tuple[int, ...]
+    omitted: tuple[Omitted, ...] = ()
+
+
+@dataclass(frozen=True)
 class Compiled:
-    """The view to send, in order, with what was left out and any warnings."""
+    """The view to send, in order, with what was left out, warnings and compaction reports."""
 
     items: tuple[Item, ...]
     left_out: tuple[LeftOut, ...] = ()
     warnings: tuple[str, ...] = ()
+    steps: tuple[StepReport, ...] = ()
 
     @property
     def tokens(self) -> int:
@@ -114,11 +128,18 @@ class Compiled:
         return cls(()).then(items, *left_out)
 
     def then(
-        self, items: Iterable[Item], *left_out: LeftOut, warnings: Sequence[str] = ()
+        self,
+        items: Iterable[Item],
+        *left_out: LeftOut,
+        warnings: Sequence[str] = (),
+        steps: Sequence[StepReport] = (),
     ) -> Compiled:
-        """A later step's result: its items, with its left-outs and warnings added to these."""
+        """A later step's result: its items, with its left-outs, warnings and reports added."""
         dropped = tuple(entry for entry in left_out if entry.seqs)
-        return Compiled(tuple(items), self.left_out + dropped, self.warnings + tuple(warnings))
+        return Compiled(
+            tuple(items), self.left_out + dropped, self.warnings + tuple(warnings),
+            self.steps + tuple(steps),
+        )  # fmt: skip
 
 
 Compiler = Callable[[Snapshot], Compiled]

@@ -17,6 +17,7 @@ from pydantic import ConfigDict, ValidationError, validate_call
 
 from app.domain.compilers.base import Compiler
 from app.domain.compilers.builtins import all_sections, current_tool_trace, selected_sections
+from app.domain.compilers.compaction import compact_tool_results, tool_compaction
 from app.domain.compilers.context import inject, providers
 from app.domain.compilers.decorators import token_limit, window
 from app.domain.compilers.redact import redact
@@ -58,6 +59,8 @@ BUILTINS = Registry(
         "token_limit": token_limit,
         "window": window,
         "redact": redact,
+        "tool_compaction": tool_compaction,
+        "compact_tool_results": compact_tool_results,
         "inject": inject,
         "providers": providers,
     },
@@ -94,7 +97,7 @@ def _make(
 
 # Transforms rewrite content and so change token counts: after token_limit they could break its
 # budget (seeds/003: transforms run first).
-TRANSFORMS = frozenset({"redact"})
+TRANSFORMS = frozenset({"redact", "tool_compaction", "compact_tool_results"})
 BUDGETS = frozenset({"token_limit"})
 
 

@@ -1,0 +1,1 @@
+"""Compaction: what shrinks the view (tool payloads, oversized results) and why."""

@@ -1,0 +1,142 @@
+"""Originals of what compaction took out of a view: by tool call id, and by sha256.
+
+Compaction steps rewrite the view, never the stored history, so a tool call's original arguments
+and result stay in the session (found through the tool part index). A field a session compile
+replaced is also kept by the sha256 it reported, once per session, in the same transaction as the
+compile: retrievable by hash even after the messages holding it are summarised away.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from datetime import datetime
+from typing import TypeVar
+
+from sqlalchemy.ext.asyncio import AsyncSession
+
+from app.domain.compaction.payloads import digests, result_fields
+from app.domain.compilers.base import StepReport
+from app.domain.errors import NotFound
+from app.domain.messages import JSONObject, Message, ToolCallPart, ToolResultPart
+from app.domain.sessions import SessionPk, TenantId
+from app.services.sessions import require_session
+from app.storage import queries
+from app.storage.models import MessageRow, PayloadRow, ToolPartRow
+
+Digests = dict[str, tuple[int, str]]
+P = TypeVar("P", ToolCallPart, ToolResultPart)
+Place = tuple[int, int]  # (seq, part index)
+
+
+async def keep_originals(
+    db: AsyncSession, pk: SessionPk, steps: Sequence[StepReport], now: datetime
+) -> None:
+    """Store the originals the steps took out that the session does not keep yet."""
+    omitted = {o.sha256: o for step in steps for o in step.omitted}
+    if not omitted:
+        return
+    known = await queries.stored_payloads(db, pk, list(omitted))
+    rows = [
+        {"session_pk": pk, "sha256": sha, "value": o.value, "bytes": o.bytes, "created_at": now}
+        for sha, o in omitted.items()
+        if sha not in known
+    ]
+    if rows:
+        await queries.add_payloads(db, rows)
+
+
+@dataclass(frozen=True)
+class Result:
+    seq: int
+    part: ToolResultPart
+    fields: Digests | None
+
+
+@dataclass(frozen=True)
+class ToolCall:
+    """One occurrence of a call id: the call (None for a result without one) and its result."""
+
+    call_id: str
+    seq: int | None
+    call: ToolCallPart | None
+    fields: Digests | None
+    result: Result | None
+    turns: list[int]  # the seq of every assistant message calling this id
+
+
+@dataclass
+class _Occurrence:
+    call: Place | None
+    result: Place | None = None
+
+
+def _occurrences(parts: Sequence[ToolPartRow]) -> list[_Occurrence]:
+    """Calls paired with their results: a result answers the newest call of its id before it
+    (ids may repeat across turns); a second result of one call is not its result."""
+    out: list[_Occurrence] = []
+    for part in parts:
+        place = (part.seq, part.idx)
+        if part.kind == "call":
+            out.append(_Occurrence(place))
+        elif not out or out[-1].call is None:
+            out.append(_Occurrence(None, place))
+        elif out[-1].result is None:
+            out[-1].result = place
+    return out
+
+
+def _pick(found: list[_Occurrence], seq: int | None) -> _Occurrence | None:
+    if seq is None:
+        return found[-1] if found else None
+    for occurrence in found:
+        if any(p is not None and p[0] == seq for p in (occurrence.call, occurrence.result)):
+            return occurrence
+    return None
+
+
+async def tool_call(
+    db: AsyncSession, tenant: TenantId, session_id: str, call_id: str, seq: int | None
+) -> ToolCall:
+    """The original call and result of ``call_id``: the newest occurrence, or the one whose call
+    or result message is at ``seq``."""
+    row = await require_session(db, tenant, session_id)
+    pk = SessionPk(row.pk)
+    found = _occurrences(await queries.tool_parts(db, pk, call_id))
+    occurrence = _pick(found, seq)
+    if occurrence is None:
+        raise NotFound("tool call", call_id if seq is None else f"{call_id} at seq {seq}")
+    places = [p for p in (occurrence.call, occurrence.result) if p is not None]
+    rows = {r.seq: r for r in await queries.messages_at(db, pk, [s for s, _ in places])}
+    call = _part(rows, occurrence.call, ToolCallPart)
+    result = _part(rows, occurrence.result, ToolResultPart)
+    args = call.arguments if call is not None else None
+    return ToolCall(
+        call_id, occurrence.call[0] if occurrence.call else None, call,
+        digests(args) if isinstance(args, dict) else None,
+        _result(occurrence.result, result), [o.call[0] for o in found if o.call],
+    )  # fmt: skip
+
+
+def _part(rows: Mapping[int, MessageRow], place: Place | None, kind: type[P]) -> P | None:
+    if place is None or place[0] not in rows:
+        return None
+    row = rows[place[0]]
+    part = Message.model_validate({"role": row.role, "content": row.content}).content[place[1]]
+    return part if isinstance(part, kind) else None
+
+
+def _result(place: Place | None, part: ToolResultPart | None) -> Result | None:
+    if place is None or part is None:
+        return None
+    fields: JSONObject | None = result_fields(part)
+    return Result(place[0], part, digests(fields) if fields is not None else None)
+
+
+async def payload(db: AsyncSession, tenant: TenantId, session_id: str, sha256: str) -> PayloadRow:
+    """An original field value a compile of this session took out, by its sha256."""
+    row = await require_session(db, tenant, session_id)
+    found = await queries.payload(db, SessionPk(row.pk), sha256)
+    if found is None:
+        raise NotFound("payload", sha256)
+    return found

@@ -1,0 +1,238 @@
+"""Tool payload compaction over HTTP: the steps in a compile, the stored history untouched, and
+every original a compile took out retrievable by call id and by sha256, on both databases."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from typing import Any
+
+import httpx
+
+from tests.api.test_compile import valid
+from tests.conftest import Api, new_session, row_counts
+
+FILE_V1 = "".join(f"def f{n}(x):\n    return x * {n}  # version one\n" for n in range(120))
+FILE_V2 = FILE_V1.replace("version one", "version two")
+LOG = "\n".join(f"{n:05d} INFO worker {n % 7} step {n} took {n % 89} ms" for n in range(1_500))
+SPEC = {
+    "decorators": [
+        {"name": "tool_compaction", "params": {"toolIdentifierFields": {"read_file": ["path"]},
+                                               "dedupeIdenticalResults": True}},
+        "compact_tool_results",
+        "token_limit",
+    ]
+}  # fmt: skip
+
+
+def call(call_id: str, name: str, **args: Any) -> dict[str, Any]:
+    return {
+        "role": "assistant",
+        "content": None,
+        "tool_calls": [{"id": call_id, "type": "function",
+                        "function": {"name": name, "arguments": json.dumps(args)}}],
+    }  # fmt: skip
+
+
+def result(call_id: str, text: str) -> dict[str, Any]:
+    return {"role": "tool", "tool_call_id": call_id, "content": text}
+
+
+def agent_history() -> list[dict[str, Any]]:
+    return [
+        {"role": "user", "content": "Fix the failing test in app.py"},
+        call("r1", "read_file", path="app.py"),
+        result("r1", FILE_V1),
+        call("w1", "write_file", path="app.py", content=FILE_V2),
+        result("w1", json.dumps({"status": "ok", "bytes": len(FILE_V2)})),
+        call("t1", "run_tests"),
+        result("t1", LOG),
+        call("r2", "read_file", path="app.py"),
+        result("r2", FILE_V2),
+        {"role": "user", "content": "Run the tests again"},
+        call("t2", "run_tests"),
+        result("t2", LOG),
+        {"role": "assistant", "content": "All green."},
+        {"role": "user", "content": "Thanks, what changed?"},
+    ]
+
+
+def stored_session(client: httpx.Client, **fields: Any) -> str:
+    sid = new_session(client, provider="gpt-4o", **fields)
+    posted = client.post(f"/v1/sessions/{sid}/messages", json={"messages": agent_history()})
+    assert posted.status_code == 201, posted.text
+    return sid
+
+
+def compile_session(client: httpx.Client, sid: str, **body: Any) -> dict[str, Any]:
+    response = client.post(f"/v1/sessions/{sid}/compile", json=body)
+    assert response.status_code == 200, response.text
+    return valid(response.json())
+
+
+def by_call(messages: list[dict[str, Any]]) -> dict[str, dict[str, Any]]:
+    """Each tool call id's arguments and result, as sent."""
+    out: dict[str, dict[str, Any]] = {}
+    for m in messages:
+        for c in m.get("tool_calls") or []:
+            out.setdefault(c["id"], {})["arguments"] = json.loads(c["function"]["arguments"])
+        if m["role"] == "tool":
+            out.setdefault(m["tool_call_id"], {})["result"] = m["content"]
+    return out
+
+
+def test_a_session_compile_compacts_old_payloads_and_reports_each_step(
+    client: httpx.Client,
+) -> None:
+    sid = stored_session(client, compiler=SPEC)
+    answer = compile_session(client, sid)
+    steps = {s["name"]: s for s in answer["steps"]}
+    assert list(steps) == ["tool_compaction", "dedupe_identical_results", "compact_tool_results"]
+    sent = by_call(answer["messages"])
+    # r1 is the older read of app.py: its result is the placeholder; r2 stays whole.
+    assert sent["r1"]["result"] == (
+        "[tool_compaction] Tool result compacted for tool=read_file, callId=r1. "
+        "Large fields omitted."
+    )
+    assert sent["r2"]["result"] == FILE_V2
+    # run_tests has no identifier fields: t1 is an older occurrence of the tool, t2 the newest.
+    assert sent["t1"]["result"].startswith("[tool_compaction]")
+    assert sent["t2"]["result"].startswith("00000 INFO")  # previewed, not compacted
+    assert "/tool-calls/t2" in sent["t2"]["result"] and len(sent["t2"]["result"]) < len(LOG)
+    assert steps["tool_compaction"]["call_ids"] == ["r1", "t1"]
+    assert steps["compact_tool_results"]["call_ids"] == ["t2"]
+    assert all(s["tokens_saved"] >= 0 for s in answer["steps"])
+    assert steps["tool_compaction"]["tokens_saved"] > 1_000
+    plain = compile_session(client, sid, compiler={"decorators": ["token_limit"]})
+    saved = sum(s["tokens_saved"] for s in answer["steps"])
+    assert plain["tokens"]["total"] - answer["tokens"]["total"] == saved
+    # The stored history is untouched.
+    stored = client.get(f"/v1/sessions/{sid}/messages", params={"format": "openai"}).json()
+    assert stored["messages"] == agent_history()
+
+
+def test_every_compacted_field_comes_back_exactly(client: httpx.Client) -> None:
+    sid = stored_session(client, compiler=SPEC)
+    answer = compile_session(client, sid)
+    originals = {c["tool_call_id"]: c for c in agent_history() if c["role"] == "tool"}
+    checked = 0
+    for step in answer["steps"]:
+        for call_id in step["call_ids"]:
+            found = client.get(f"/v1/sessions/{sid}/tool-calls/{call_id}")
+            assert found.status_code == 200, found.text
+            body = found.json()
+            assert body["result"]["content"] == originals[call_id]["content"]
+            # Each of these results is one text field, taken out whole by its step.
+            field = body["result"]["fields"]["content"]
+            payload = client.get(f"/v1/sessions/{sid}/payloads/{field['sha256']}")
+            assert payload.status_code == 200, payload.text
+            assert payload.json() == {**field, "value": originals[call_id]["content"]}
+            checked += 1
+    assert checked == 3  # r1 and t1 compacted, t2 previewed
+
+
+def tool_field_sha(client: httpx.Client, sid: str, text: str) -> str:
+    for call_id in ("r1", "t1", "t2"):
+        body = client.get(f"/v1/sessions/{sid}/tool-calls/{call_id}").json()
+        if body["result"]["content"] == text:
+            sha: str = body["result"]["fields"]["content"]["sha256"]
+            return sha
+    raise AssertionError("not found")
+
+
+def test_compacted_arguments_name_the_hash_of_their_original(client: httpx.Client) -> None:
+    sid = new_session(client, provider="gpt-4o")
+    history = [
+        {"role": "user", "content": "write it twice"},
+        call("w1", "write_file", path="a.py", content=FILE_V1),
+        result("w1", "ok"),
+        call("w2", "write_file", path="a.py", content=FILE_V2),
+        result("w2", "ok"),
+        {"role": "user", "content": "done?"},
+    ]
+    client.post(f"/v1/sessions/{sid}/messages", json={"messages": history}).raise_for_status()
+    spec = {
+        "decorators": [
+            {
+                "name": "tool_compaction",
+                "params": {"toolIdentifierFields": {"write_file": ["path"]}},
+            }
+        ]
+    }
+    answer = compile_session(client, sid, compiler=spec)  # fmt: skip
+    args = by_call(answer["messages"])["w1"]["arguments"]
+    assert args["path"] == "a.py" and args["content"] == "[omitted]"
+    omitted = args["_tool_compaction"]["omittedFields"]["content"]
+    payload = client.get(f"/v1/sessions/{sid}/payloads/{omitted['sha256']}").json()
+    assert payload == {"sha256": omitted["sha256"], "bytes": len(FILE_V1), "value": FILE_V1}
+    found = client.get(f"/v1/sessions/{sid}/tool-calls/w1").json()
+    assert found["arguments"] == {"path": "a.py", "content": FILE_V1}
+    assert found["argument_fields"]["content"]["sha256"] == omitted["sha256"]
+    # A second compile finds the payload kept already and stores nothing twice.
+    compile_session(client, sid, compiler=spec)
+
+
+def test_repeated_call_ids_are_found_per_assistant_turn(client: httpx.Client) -> None:
+    sid = new_session(client, provider="gpt-4o")
+    history = [
+        {"role": "user", "content": "twice"},
+        call("call_0", "read_file", path="a.py"),
+        result("call_0", "first"),
+        call("call_0", "read_file", path="b.py"),
+        result("call_0", "second"),
+    ]
+    client.post(f"/v1/sessions/{sid}/messages", json={"messages": history}).raise_for_status()
+    newest = client.get(f"/v1/sessions/{sid}/tool-calls/call_0").json()
+    assert newest["seq"] == 4 and newest["turns"] == [2, 4]
+    assert newest["arguments"] == {"path": "b.py"} and newest["result"]["content"] == "second"
+    older = client.get(f"/v1/sessions/{sid}/tool-calls/call_0", params={"seq": 3}).json()
+    digest = {"bytes": 5, "sha256": hashlib.sha256(b'"first"').hexdigest()}
+    assert older["seq"] == 2 and older["result"] == {
+        "seq": 3, "content": "first", "is_error": None, "fields": {"content": digest},
+    }  # fmt: skip
+    missing = client.get(f"/v1/sessions/{sid}/tool-calls/call_0", params={"seq": 1})
+    assert missing.status_code == 404
+
+
+def test_originals_are_per_tenant_and_bad_keys_are_clear(api: Api, client: httpx.Client) -> None:
+    sid = stored_session(client, compiler=SPEC)
+    compile_session(client, sid)
+    sha = tool_field_sha(client, sid, FILE_V1)
+    with api.client(api.key_b) as other:
+        assert other.get(f"/v1/sessions/{sid}/tool-calls/r1").status_code == 404
+        assert other.get(f"/v1/sessions/{sid}/payloads/{sha}").status_code == 404
+    assert client.get(f"/v1/sessions/{sid}/tool-calls/nope").status_code == 404
+    assert client.get(f"/v1/sessions/{sid}/payloads/{'0' * 64}").status_code == 404
+    bad = client.get(f"/v1/sessions/{sid}/payloads/XYZ")
+    assert bad.status_code == 422
+    assert bad.json()["errors"][0]["path"] == "path.sha256"
+
+
+def test_a_stateless_compile_reports_its_steps(client: httpx.Client) -> None:
+    response = client.post(
+        "/v1/compile",
+        json={"messages": agent_history(), "provider": "gpt-4o", "compiler": SPEC},
+    )
+    answer = valid(response.json())
+    assert answer["steps"][0]["name"] == "tool_compaction"
+    t2 = by_call(answer["messages"])["t2"]["result"]
+    assert "it is in the posted history" in t2
+
+
+def test_bad_compaction_parameters_are_a_422_and_store_nothing(
+    api: Api, client: httpx.Client
+) -> None:
+    spec = {"decorators": [{"name": "tool_compaction", "params": {"inputTrimBytes": "100"}}]}
+    before = row_counts(api.database_url)
+    created = client.post("/v1/sessions", json={"compiler": spec})
+    assert created.status_code == 422
+    path = created.json()["errors"][0]["path"]
+    assert path == "body.compiler.decorators[0].params.inputTrimBytes"
+    assert row_counts(api.database_url) == before
+    sid = stored_session(client)
+    changed = client.patch(f"/v1/sessions/{sid}", json={"compiler": spec})
+    assert changed.status_code == 422
+    assert client.get(f"/v1/sessions/{sid}").json()["compiler"] is None
+    per_request = client.post(f"/v1/sessions/{sid}/compile", json={"compiler": spec})
+    assert per_request.status_code == 422
+    assert per_request.json()["errors"][0]["path"].endswith("params.inputTrimBytes")
