@@ -42,5 +42,11 @@ def test_benchmarks_still_import() -> None:
     """Benchmarks do not run in CI; at least they must not rot."""
     import importlib
 
-    for module in ("bench.common", "bench.append", "bench.compile", "bench.delta"):
+    for module in (
+        "bench.common",
+        "bench.append",
+        "bench.compile",
+        "bench.delta",
+        "bench.compaction",
+    ):
         importlib.import_module(module)

@@ -97,6 +97,14 @@ def test_dedupe_is_its_own_reported_step() -> None:
     assert content.endswith("is identical to the result of the newer callId=c2.")
 
 
+def test_small_identical_results_are_not_replaced_by_a_longer_reference() -> None:
+    history = [call("c1", "cat", path="a"), result("c1", "same"),
+               call("c2", "cat", path="b"), result("c2", "same"), user("next")]  # fmt: skip
+    params = {"dedupeIdenticalResults": True}
+    compiled = compile_view(history, {"name": "tool_compaction", "params": params})
+    assert [i.message for i in compiled.items] == history
+
+
 def previewed(compiled: Compiled, seq: int) -> str:
     item = next(i for i in compiled.items if i.seq == seq)
     content = item.message.tool_results[0].content

@@ -290,7 +290,7 @@ def dedupe_results(
     messages: Sequence[Message], rules: PayloadRules, keep: frozenset[int] = frozenset()
 ) -> Compaction:
     """``messages`` with each older untouched result whose text equals a newer untouched
-    result's (and is over ``output_trim_bytes``) replaced by a reference to the newer call."""
+    result's replaced by a reference to the newer call (excluded tools aside)."""
     places = _index(messages, rules)
     parts = {i: list(m.content) for i, m in enumerate(messages)}
     omitted: dict[int, list[Omitted]] = {}
@@ -301,7 +301,7 @@ def dedupe_results(
             if not isinstance(part, ToolResultPart) or call is None:
                 continue
             text = None if call.name in rules.excluded_tools else _untouched_text(part)
-            if text is None or payload_size(text) <= rules.output_trim_bytes:
+            if not text:
                 continue
             sha = payload_sha256(text)
             newer = newest.setdefault(sha, part.call_id)
