@@ -330,11 +330,21 @@ class LeftOutRead(BaseModel):
     seq_ranges: list[tuple[int, int]]
 
 
+class OmittedRead(BaseModel):
+    call_id: str
+    seq: int = Field(description="The message it was taken out of.")
+    side: Literal["arguments", "result"]
+    field: str
+    bytes: int
+    sha256: str = Field(description="GET /v1/sessions/{id}/payloads/{sha256} returns it.")
+
+
 class StepRead(BaseModel):
     name: str = Field(description="The compaction step (`tool_compaction`, ...).")
     tokens_saved: int
     call_ids: list[str] = Field(description="The tool calls it compacted, as sent.")
     seqs: list[int] = Field(description="The stored messages it rewrote in the view.")
+    omitted: list[OmittedRead] = Field(description="Each field it took out of the view.")
 
 
 class CompileResult(BaseModel):

@@ -176,12 +176,13 @@ def compile_request(snapshot: Snapshot, compiler: Compiler, target: Target) -> O
     note = estimate_note(target.profile, target.profile.encoding, sent, bool(target.tools_tokens))
     if total > target.context_window:
         warnings.append(f"the request ({total} tokens) exceeds the context window")
+    seqs = sorted(items[i].seq for i, _ in entries if items[i].seq > 0)
     return Output(
         system=system_out, messages=messages, response_format=response_format, total=total,
         sections=sections, context_window=target.context_window, exact=note is None, note=note,
         left_out=_reports(compiled.left_out), warnings=[*compiled.warnings, *warnings,
                                                           *format_warnings],
-        seqs=sorted(items[i].seq for i, _ in entries if items[i].seq > 0), steps=compiled.steps,
+        seqs=seqs, steps=tuple(step.within(set(seqs)) for step in compiled.steps),
     )  # fmt: skip
 
 

@@ -37,9 +37,10 @@ async def keep_originals(
     if not omitted:
         return
     known = await queries.stored_payloads(db, pk, list(omitted))
+    # In hash order: concurrent compiles then lock the same keys in the same order (no deadlock).
     rows = [
         {"session_pk": pk, "sha256": sha, "value": o.value, "bytes": o.bytes, "created_at": now}
-        for sha, o in omitted.items()
+        for sha, o in sorted(omitted.items())
         if sha not in known
     ]
     if rows:

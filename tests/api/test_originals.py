@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import hashlib
 import json
+import urllib.parse
+from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 import httpx
@@ -98,7 +100,8 @@ def test_a_session_compile_compacts_old_payloads_and_reports_each_step(
     # run_tests has no identifier fields: t1 is an older occurrence of the tool, t2 the newest.
     assert sent["t1"]["result"].startswith("[tool_compaction]")
     assert sent["t2"]["result"].startswith("00000 INFO")  # previewed, not compacted
-    assert "/tool-calls/t2" in sent["t2"]["result"] and len(sent["t2"]["result"]) < len(LOG)
+    assert "/tool-calls/t2?seq=12" in sent["t2"]["result"]
+    assert len(sent["t2"]["result"]) < len(LOG)
     assert steps["tool_compaction"]["call_ids"] == ["r1", "t1"]
     assert steps["compact_tool_results"]["call_ids"] == ["t2"]
     assert all(s["tokens_saved"] >= 0 for s in answer["steps"])
@@ -140,7 +143,9 @@ def tool_field_sha(client: httpx.Client, sid: str, text: str) -> str:
     raise AssertionError("not found")
 
 
-def test_compacted_arguments_name_the_hash_of_their_original(client: httpx.Client) -> None:
+def test_compacted_arguments_name_the_hash_of_their_original(
+    api: Api, client: httpx.Client
+) -> None:
     sid = new_session(client, provider="gpt-4o")
     history = [
         {"role": "user", "content": "write it twice"},
@@ -169,7 +174,55 @@ def test_compacted_arguments_name_the_hash_of_their_original(client: httpx.Clien
     assert found["arguments"] == {"path": "a.py", "content": FILE_V1}
     assert found["argument_fields"]["content"]["sha256"] == omitted["sha256"]
     # A second compile finds the payload kept already and stores nothing twice.
+    before = row_counts(api.database_url)["payloads"]
     compile_session(client, sid, compiler=spec)
+    assert row_counts(api.database_url)["payloads"] == before
+
+
+def test_every_field_a_compile_reports_comes_back_by_its_hash(client: httpx.Client) -> None:
+    sid = stored_session(client, compiler=SPEC)
+    answer = compile_session(client, sid)
+    omitted = [o for step in answer["steps"] for o in step["omitted"]]
+    assert {(o["call_id"], o["side"], o["field"]) for o in omitted} == {
+        ("r1", "result", "content"), ("t1", "result", "content"), ("t2", "result", "content"),
+    }  # fmt: skip
+    for o in omitted:
+        call = client.get(f"/v1/sessions/{sid}/tool-calls/{o['call_id']}").json()
+        original = call["result"]["content"] if o["side"] == "result" else None
+        if o["side"] == "arguments":
+            original = call["arguments"][o["field"]]
+        payload = client.get(f"/v1/sessions/{sid}/payloads/{o['sha256']}").json()
+        assert payload == {"sha256": o["sha256"], "bytes": o["bytes"], "value": original}
+        assert call["result"]["seq"] == o["seq"]
+
+
+def test_call_ids_with_slashes_and_odd_characters(client: httpx.Client) -> None:
+    sid = new_session(client, provider="gpt-4o")
+    odd = "toolu/01 ü?#x"
+    history = [{"role": "user", "content": "go"}, call(odd, "run"), result(odd, "done")]
+    client.post(f"/v1/sessions/{sid}/messages", json={"messages": history}).raise_for_status()
+    quoted = urllib.parse.quote(odd, safe="")
+    found = client.get(f"/v1/sessions/{sid}/tool-calls/{quoted}")
+    assert found.status_code == 200, found.text
+    assert found.json()["call_id"] == odd and found.json()["result"]["content"] == "done"
+    assert client.get(f"/v1/sessions/{sid}/tool-calls/a%00b").status_code == 422
+
+
+def test_concurrent_compiles_keep_each_payload_once(api: Api, client: httpx.Client) -> None:
+    # Two step orders insert the same payloads: they must not deadlock or fail (Postgres).
+    other = {"decorators": ["compact_tool_results", *SPEC["decorators"][:1], "token_limit"]}
+    sids = [stored_session(client) for _ in range(4)]
+
+    def compile_one(n: int) -> int:
+        with api.client() as c:
+            body = {"compiler": SPEC if n % 2 else other}
+            return c.post(f"/v1/sessions/{sids[n % 4]}/compile", json=body).status_code
+
+    with ThreadPoolExecutor(8) as pool:
+        assert list(pool.map(compile_one, range(16))) == [200] * 16
+    for sid in sids:
+        sha = tool_field_sha(client, sid, FILE_V1)
+        assert client.get(f"/v1/sessions/{sid}/payloads/{sha}").status_code == 200
 
 
 def test_repeated_call_ids_are_found_per_assistant_turn(client: httpx.Client) -> None:

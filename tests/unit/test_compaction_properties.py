@@ -11,7 +11,12 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from app.adapters.tokenizers import load_counter
-from app.domain.compaction.payloads import PayloadRules, compact_tool_payloads
+from app.domain.compaction.payloads import (
+    PayloadRules,
+    compact_tool_payloads,
+    payload_size,
+    result_fields,
+)
 from app.domain.compilers.base import Item, Snapshot
 from app.domain.compilers.registry import build
 from app.domain.compilers.spec import parse_spec
@@ -83,7 +88,7 @@ def group(call: ToolCallPart, rules: PayloadRules) -> tuple[Any, ...]:
 
 @SETTINGS
 @given(histories(), rule_sets)
-def test_the_newest_occurrence_of_every_group_is_left_whole(
+def test_the_newest_occurrence_of_every_group_is_left_whole_and_older_ones_compacted(
     history: list[Message], rules: PayloadRules
 ) -> None:
     calls = {c.id: c for m in history for c in m.tool_calls}
@@ -97,6 +102,13 @@ def test_the_newest_occurrence_of_every_group_is_left_whole(
             owner = old.id if isinstance(old, ToolCallPart) else getattr(old, "call_id", None)
             if owner in newest.values():
                 assert new == old
+            elif isinstance(old, ToolResultPart) and calls[old.call_id].name not in (
+                rules.excluded_tools
+            ):
+                # An older occurrence: compacted exactly when one of its fields is too big.
+                fields = result_fields(old) or {}
+                big = any(payload_size(v) > rules.output_trim_bytes for v in fields.values())
+                assert (new != old) == big
 
 
 @SETTINGS

@@ -97,6 +97,31 @@ def test_dedupe_is_its_own_reported_step() -> None:
     assert content.endswith("is identical to the result of the newer callId=c2.")
 
 
+def test_the_report_covers_only_what_is_sent() -> None:
+    from app.domain.compiling import Target, compile_request
+    from app.domain.providers import PROFILES
+
+    history = rounds_of_reads()
+    stored = tuple(Item(n + 1, "messages", m, count(m)) for n, m in enumerate(history))
+    snapshot = Snapshot(items=stored, tenant="acme", now=NOW, count=count)
+    # Only the newest round fits: c1 and c2 are compacted, then trimmed away.
+    budget = sum(i.tokens for i in stored[5:]) + 10
+    spec = parse_spec({"base": "all_sections", "decorators": [
+        "tool_compaction", {"name": "token_limit", "params": {"max_tokens": budget}}]})  # fmt: skip
+    output = compile_request(snapshot, build(spec), Target(PROFILES["gpt-4o"], 128_000))
+    assert output.seqs == [6, 7, 8]
+    [report] = output.steps
+    assert (report.name, report.touched, report.tokens_saved) == ("tool_compaction", (), 0)
+
+
+def test_pinned_messages_are_never_rewritten() -> None:
+    history = rounds_of_reads()
+    history[2] = history[2].model_copy(update={"metadata": {"pinned": True}})
+    compiled = compile_view(history, "tool_compaction")
+    assert compiled.items[2].message == history[2]
+    assert compiled.steps[0].seqs == (4, 5)  # its round (the call too) stays whole
+
+
 def test_small_identical_results_are_not_replaced_by_a_longer_reference() -> None:
     history = [call("c1", "cat", path="a"), result("c1", "same"),
                call("c2", "cat", path="b"), result("c2", "same"), user("next")]  # fmt: skip
@@ -120,7 +145,7 @@ def test_an_oversized_result_keeps_its_head_and_tail_and_says_where_the_rest_is(
     assert text.endswith("02999 INFO step 2999 finished in 89 ms")
     head, rest = text.split("\n[", 1)
     marker, tail = rest.split("]\n", 1)
-    assert "GET /v1/sessions/s%201/tool-calls/c1" in marker
+    assert "GET /v1/sessions/s%201/tool-calls/c1?seq=2" in marker
     assert "characters of this" in marker
     assert count(compiled.items[1].message) < 1_100
     assert head.endswith("ms")  # cut at a line end

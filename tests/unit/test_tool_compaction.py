@@ -122,12 +122,33 @@ def test_example_d_without_identifier_fields_every_call_of_a_tool_is_one_group()
     ]
 
 
-def test_a_json_object_result_is_compacted_field_by_field() -> None:
+def test_a_json_object_result_is_measured_field_by_field_and_shown_as_the_placeholder() -> None:
+    # As the source does: only the large fields are omitted (and listed), and the visible
+    # content becomes the placeholder, which carries no original data, small fields included.
     old = json.dumps({"status": "ok", "stdout": BIG, "exit": 0})
     history = [call("c1", "run"), result("c1", old), call("c2", "run"), result("c2", "fine")]
     out = run(history)
     stdout = {"stdout": BIG}
     assert out[1] == compacted_result("c1", "run", stdout)
+
+
+def test_text_that_only_looks_like_json_is_one_content_field() -> None:
+    for text in ("[" * 50_000 + "]" * 50_000, '{"vals": [NaN, ' + "1.5, " * 100 + "1]}"):
+        history = [call("c1", "run"), result("c1", text), call("c2", "run"), result("c2", "x")]
+        assert run(history)[1] == compacted_result("c1", "run", {"content": text})
+
+
+def test_unparsed_arguments_are_a_group_of_their_own() -> None:
+    raw = Message(role="assistant", content=(ToolCallPart(id="c1", name="read", arguments="{"),))
+    history = [raw, result("c1", BIG), call("c2", "read", other=1), result("c2", BIG)]
+    assert run(history, identifier_fields={"read": ["path"]}) == history
+
+
+def test_a_previewed_result_is_not_compacted_again() -> None:
+    part = ToolResultPart(call_id="c1", content=BIG, metadata={"_tool_result_preview": {}})
+    history = [call("c1", "run"), Message(role="tool", content=(part,)),
+               call("c2", "run"), result("c2", BIG)]  # fmt: skip
+    assert run(history) == history
 
 
 def test_protect_latest_when_results_and_calls_of_one_group_interleave() -> None:

@@ -21,9 +21,11 @@ from app.api.schemas import (
     CursorAcknowledge,
     CursorRead,
     LeftOutRead,
+    OmittedRead,
     SessionCompileRequest,
     StepRead,
 )
+from app.domain.compilers.base import StepReport
 from app.domain.sessions import PromptFragment
 from app.services import compiling, cursor
 from app.services.compiling import Compilation, Options
@@ -65,8 +67,19 @@ def _result(done: Compilation) -> CompileResult:
                   for r in out.left_out],
         warnings=out.warnings,
         seq_range=(out.seqs[0], out.seqs[-1]) if out.seqs else None,
-        steps=[StepRead(name=s.name, tokens_saved=s.tokens_saved, call_ids=list(s.call_ids),
-                        seqs=list(s.seqs)) for s in out.steps],
+        steps=[_step(s) for s in out.steps],
+    )  # fmt: skip
+
+
+def _step(report: StepReport) -> StepRead:
+    omitted = [
+        OmittedRead(call_id=o.call_id, seq=t.seq, side=o.side, field=o.field, bytes=o.bytes,
+                    sha256=o.sha256)
+        for t in report.touched for o in t.omitted
+    ]  # fmt: skip
+    return StepRead(
+        name=report.name, tokens_saved=report.tokens_saved, call_ids=list(report.call_ids),
+        seqs=list(report.seqs), omitted=omitted,
     )  # fmt: skip
 
 

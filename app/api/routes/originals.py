@@ -23,11 +23,11 @@ def _digests(found: Digests | None) -> dict[str, FieldDigest] | None:
 
 
 @router.get(
-    "/tool-calls/{call_id}", responses=responses(401, 404, 422), operation_id="get_tool_call"
+    "/tool-calls/{call_id:path}", responses=responses(401, 404, 422), operation_id="get_tool_call"
 )
 async def get_tool_call(
     session_id: str,
-    call_id: Annotated[str, Path(max_length=512)],
+    call_id: Annotated[str, Path(max_length=512, pattern=r"^[^\x00]+$")],
     db: DbDep,
     tenant: TenantDep,
     seq: Annotated[

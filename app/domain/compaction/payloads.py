@@ -45,6 +45,8 @@ from app.domain.messages import (
 
 OMITTED = "[omitted]"
 META_KEY = "_tool_compaction"
+# The metadata key of a result ``compact_tool_results`` previewed (see ``previews``).
+PREVIEW_KEY = "_tool_result_preview"
 TOOL_ONLY = "__tool_only__"
 CONTENT_FIELD = "content"
 Side = Literal["arguments", "result"]
@@ -141,8 +143,9 @@ def group_key(call: ToolCallPart, rules: PayloadRules) -> str:
     names = rules.identifier_fields.get(call.name)
     if not names:
         return f"{call.name}|{TOOL_ONLY}"
-    args = call.arguments if isinstance(call.arguments, dict) else {}
-    pairs = {name: args.get(name) for name in names}
+    if not isinstance(call.arguments, dict):  # unparsed: no identifiers to read
+        return f"{call.name}|{payload_json(call.arguments)}"
+    pairs = {name: call.arguments.get(name) for name in names}
     return f"{call.name}|{payload_json(pairs)}"
 
 
@@ -220,10 +223,14 @@ def result_fields(part: ToolResultPart) -> JSONObject | None:
     if text is None:
         return None
     try:
-        parsed = json.loads(text)
-    except ValueError:
+        parsed = json.loads(text, parse_constant=_refuse)
+    except (ValueError, RecursionError):  # not JSON, NaN or Infinity, nested too deep
         parsed = None
     return parsed if isinstance(parsed, dict) else {CONTENT_FIELD: text}
+
+
+def _refuse(constant: str) -> Any:
+    raise ValueError(f"{constant} is not JSON")
 
 
 def textual(part: ToolResultPart) -> str | None:
@@ -242,7 +249,7 @@ def _replaced(part: ToolResultPart, text: str, meta: JSONObject) -> ToolResultPa
 def _compact_result(
     part: ToolResultPart, tool: str, rules: PayloadRules
 ) -> tuple[Part, list[Omitted]]:
-    fields = None if META_KEY in part.metadata else result_fields(part)  # compacted already?
+    fields = None if compacted(part) else result_fields(part)
     if fields is None:
         return part, []
     threshold = rules.output_trim_bytes
@@ -315,4 +322,9 @@ def dedupe_results(
 
 
 def _untouched_text(part: ToolResultPart) -> str | None:
-    return None if META_KEY in part.metadata else textual(part)
+    return None if compacted(part) else textual(part)
+
+
+def compacted(part: ToolResultPart) -> bool:
+    """True for a result a compaction step rewrote already (in this view or when stored)."""
+    return META_KEY in part.metadata or PREVIEW_KEY in part.metadata

@@ -10,19 +10,19 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from functools import partial
 
 from app.domain.compaction.payloads import (
     CONTENT_FIELD,
-    META_KEY,
+    PREVIEW_KEY,
     Compaction,
     Omitted,
+    compacted,
     payload_sha256,
     payload_size,
     textual,
 )
 from app.domain.messages import Message, Part, ToolResultPart
-
-PREVIEW_KEY = "_tool_result_preview"
 
 
 @dataclass(frozen=True)
@@ -53,7 +53,7 @@ def preview(text: str, tokens: int, rules: PreviewRules, pointer: Callable[[int]
 
 
 Count = Callable[[str], int]
-Pointer = Callable[[str, int, int], str]
+Pointer = Callable[[int, str, int, int], str]
 
 
 def preview_oversized(
@@ -66,7 +66,7 @@ def preview_oversized(
     """``messages`` with each oversized result previewed (the input is left as it is).
 
     ``count(index)``: how to count the tokens of a result text of message ``index``;
-    ``pointer(call_id, tokens, characters left out)``: the line between head and tail;
+    ``pointer(index, call_id, tokens, characters left out)``: the line between head and tail;
     ``keep``: indexes of messages left whole.
     """
     out = list(messages)
@@ -74,7 +74,8 @@ def preview_oversized(
     for i, message in enumerate(messages):
         if i in keep or not message.tool_results:
             continue
-        done = [_previewed(part, rules, count(i), pointer) for part in message.content]
+        line = partial(pointer, i)
+        done = [_previewed(part, rules, count(i), line) for part in message.content]
         lost = tuple(o for _, o in done if o is not None)
         if lost:
             out[i] = message.model_copy(update={"content": tuple(p for p, _ in done)})
@@ -83,7 +84,7 @@ def preview_oversized(
 
 
 def _previewed(
-    part: Part, rules: PreviewRules, count: Count, pointer: Pointer
+    part: Part, rules: PreviewRules, count: Count, pointer: Callable[[str, int, int], str]
 ) -> tuple[Part, Omitted | None]:
     if not isinstance(part, ToolResultPart):
         return part, None
@@ -104,6 +105,4 @@ def _previewed(
 
 def _text(part: ToolResultPart) -> str | None:
     """The text of a textual result not compacted yet (None otherwise)."""
-    if PREVIEW_KEY in part.metadata or META_KEY in part.metadata:
-        return None
-    return textual(part)
+    return None if compacted(part) else textual(part)

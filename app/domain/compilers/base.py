@@ -7,7 +7,7 @@ clock, makes an id or touches storage: the caller passes all of that in the snap
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Container, Iterable, Sequence
 from dataclasses import dataclass, field, replace
 from datetime import datetime
 
@@ -97,15 +97,40 @@ class LeftOut:
 
 
 @dataclass(frozen=True)
+class Touched:
+    """One message a compaction step rewrote: the tokens it saved and the originals taken out."""
+
+    seq: int
+    tokens_saved: int
+    omitted: tuple[Omitted, ...]
+
+
+@dataclass(frozen=True)
 class StepReport:
-    """What one compaction step did to the view: the tokens it saved, the tool calls and stored
-    messages it touched, and the originals it took out (kept retrievable by the caller)."""
+    """What one compaction step did to the view, message by message."""
 
     name: str
-    tokens_saved: int
-    call_ids: tuple[str, ...]
-    seqs: tuple[int, ...]
-    omitted: tuple[Omitted, ...] = ()
+    touched: tuple[Touched, ...] = ()
+
+    @property
+    def tokens_saved(self) -> int:
+        return sum(t.tokens_saved for t in self.touched)
+
+    @property
+    def omitted(self) -> tuple[Omitted, ...]:
+        return tuple(o for t in self.touched for o in t.omitted)
+
+    @property
+    def call_ids(self) -> tuple[str, ...]:
+        return tuple(dict.fromkeys(o.call_id for o in self.omitted))
+
+    @property
+    def seqs(self) -> tuple[int, ...]:
+        return tuple(t.seq for t in self.touched)
+
+    def within(self, seqs: Container[int]) -> StepReport:
+        """The report of what is sent: only the messages at ``seqs`` (and injected ones)."""
+        return replace(self, touched=tuple(t for t in self.touched if t.seq in seqs or not t.seq))
 
 
 @dataclass(frozen=True)

@@ -18,46 +18,41 @@ from pydantic import Field
 
 from app.domain.compaction.payloads import (
     Compaction,
-    Omitted,
     PayloadRules,
     compact_tool_payloads,
     dedupe_results,
 )
 from app.domain.compaction.previews import PreviewRules, preview_oversized
-from app.domain.compilers.base import Compiled, Compiler, Item, Snapshot, StepReport
+from app.domain.compilers.base import Compiled, Compiler, Item, Snapshot, StepReport, Touched
+from app.domain.compilers.decorators import kept_always
 from app.domain.errors import InvalidInput
 from app.domain.messages import Message, TextPart
 
 Step = Callable[[Sequence[Message], frozenset[int]], Compaction]
 
 
-def _newest_round(snapshot: Snapshot, items: Sequence[Item]) -> frozenset[int]:
-    """Indexes of the items of the view's newest API round."""
+def _left_whole(snapshot: Snapshot, items: Sequence[Item]) -> frozenset[int]:
+    """Indexes of the items no step rewrites: the view's newest API round (the turn being
+    answered) and the rounds trimming always keeps (pinned, summary, injected), which may
+    outlive the newer occurrences a rewrite would point to."""
     rounds = snapshot.rounds(items)
-    if not rounds:
-        return frozenset()
-    newest = {id(item) for item in rounds[-1]}
-    return frozenset(n for n, item in enumerate(items) if id(item) in newest)
+    whole = [r for n, r in enumerate(rounds) if n == len(rounds) - 1 or kept_always(r)]
+    ids = {id(item) for round_ in whole for item in round_}
+    return frozenset(n for n, item in enumerate(items) if id(item) in ids)
 
 
 def _applied(snapshot: Snapshot, compiled: Compiled, name: str, step: Step) -> Compiled:
     """``compiled`` with ``step`` applied where it saves tokens, and its report."""
     items = list(compiled.items)
-    done = step([i.message for i in items], _newest_round(snapshot, items))
-    saved, call_ids, seqs = 0, dict[str, None](), list[int]()
-    omitted: list[Omitted] = []
+    done = step([i.message for i in items], _left_whole(snapshot, items))
+    touched = []
     for n, lost in sorted(done.omitted.items()):
         before = items[n]
         after = snapshot.refit(before, done.messages[n])
-        if after.tokens >= before.tokens:
-            continue
-        items[n] = after
-        saved += before.tokens - after.tokens
-        call_ids.update(dict.fromkeys(o.call_id for o in lost))
-        seqs.append(before.seq)
-        omitted += lost
-    report = StepReport(name, saved, tuple(call_ids), tuple(seqs), tuple(omitted))
-    return compiled.then(items, steps=[report])
+        if after.tokens < before.tokens:
+            items[n] = after
+            touched.append(Touched(before.seq, before.tokens - after.tokens, lost))
+    return compiled.then(items, steps=[StepReport(name, tuple(touched))])
 
 
 # The parameter names are the source's (seeds/002), camelCase included.
@@ -88,13 +83,18 @@ def tool_compaction(
     return compile_tool_compaction
 
 
-def _pointer(session_id: str | None) -> Callable[[str, int, int], str]:
-    def pointer(call_id: str, tokens: int, left: int) -> str:
-        where = (
-            f"GET /v1/sessions/{quote(session_id, safe='')}/tool-calls/{quote(call_id, safe='')}"
-            if session_id is not None
-            else "it is in the posted history"
-        )
+def _pointer(session_id: str | None, items: Sequence[Item]) -> Callable[[int, str, int, int], str]:
+    """The line between a preview's head and tail; for a session, the request that returns the
+    whole result (its message's seq picks the turn where call ids repeat)."""
+
+    def pointer(index: int, call_id: str, tokens: int, left: int) -> str:
+        if session_id is None or not items[index].seq:
+            where = "it is in the posted history"
+        else:
+            where = (
+                f"GET /v1/sessions/{quote(session_id, safe='')}/tool-calls/"
+                f"{quote(call_id, safe='')}?seq={items[index].seq}"
+            )
         return (
             f"ctxc: {left:,} characters of this {tokens:,}-token tool result (call {call_id}) "
             f"are omitted here; the whole text: {where}"
@@ -127,7 +127,7 @@ def compact_tool_results(
                 return lambda _: items[n].tokens
             return lambda text: snapshot.count(Message(role="user", content=(TextPart(text=text),)))
 
-        pointer = _pointer(snapshot.session_id)
+        pointer = _pointer(snapshot.session_id, items)
 
         def step(messages: Sequence[Message], keep: frozenset[int]) -> Compaction:
             return preview_oversized(messages, rules, count, pointer, keep)
