@@ -14,6 +14,7 @@ from app.api import openapi, problems
 from app.api.deps import AppState
 from app.api.middleware import BodyLimit, CatchAll, Metrics, RequestMetrics
 from app.api.routes import (
+    compactions,
     compilation,
     health,
     messages,
@@ -65,7 +66,8 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     )
     problems.install(app)
     openapi.document(app, CompileRequest)
-    for module in (sessions, transfer, messages, compilation, originals, tokens, providers, health):
+    routers = (sessions, transfer, messages, compilation, compactions, originals, tokens, providers)
+    for module in (*routers, health):
         app.include_router(module.router)
     app.add_middleware(BodyLimit, limit=settings.max_body_bytes)
     app.add_middleware(CatchAll)

@@ -407,3 +407,42 @@ class PayloadRead(BaseModel):
     sha256: str
     bytes: int
     value: Any = Field(description="The original field value, exactly as stored.")
+
+
+class CompactionRead(BaseModel):
+    id: str
+    kind: Literal["session", "micro", "full", "tool_payloads"]
+    reason: str
+    seq_from: int | None = Field(description="The first and last seq it summarised.")
+    seq_to: int | None
+    summary_seq: int | None = Field(description="The summary message's seq.")
+    messages: int = Field(description="How many stored messages it archived.")
+    tokens_before: int
+    tokens_after: int
+    tokens_removed: int
+    summary_tokens: int
+    cache_rewrite_tokens: int = Field(
+        description="Prompt tokens a provider's prompt cache writes again: all after the "
+        "first change."
+    )
+    resets_provider_session: bool = Field(
+        description="A session-stateful provider starts a new session: the next compile is full."
+    )
+    summarizer: str | None
+    created_at: datetime
+
+
+class ArchivedMessage(BaseModel):
+    seq: int
+    section: str
+    tokens: dict[str, int]
+    created_at: datetime
+    message: JSONObject = Field(description="Exactly as it was stored (canonical shape).")
+
+
+class CompactionDetail(CompactionRead):
+    archived: list[ArchivedMessage]
+
+
+class CompactionList(BaseModel):
+    items: list[CompactionRead]

@@ -53,6 +53,7 @@ async def acknowledge(
     if compiled is None:
         raise NotFound("compile", compile_id)
     before = row.cursor_seq
+    compiled.reported_at = now
     if usage is not None:
         compiled.usage = usage
     if error_kind is not None:

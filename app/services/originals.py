@@ -11,7 +11,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime
-from typing import TypeVar
+from typing import Any, TypeVar
 
 from sqlalchemy.ext.asyncio import AsyncSession
 
@@ -22,7 +22,7 @@ from app.domain.messages import JSONObject, Message, ToolCallPart, ToolResultPar
 from app.domain.sessions import SessionPk, TenantId
 from app.services.sessions import require_session
 from app.storage import queries
-from app.storage.models import MessageRow, PayloadRow, ToolPartRow
+from app.storage.models import PayloadRow, ToolPartRow
 
 Digests = dict[str, tuple[int, str]]
 P = TypeVar("P", ToolCallPart, ToolResultPart)
@@ -108,9 +108,9 @@ async def tool_call(
     if occurrence is None:
         raise NotFound("tool call", call_id if seq is None else f"{call_id} at seq {seq}")
     places = [p for p in (occurrence.call, occurrence.result) if p is not None]
-    rows = {r.seq: r for r in await queries.messages_at(db, pk, [s for s, _ in places])}
-    call = _part(rows, occurrence.call, ToolCallPart)
-    result = _part(rows, occurrence.result, ToolResultPart)
+    messages = await _stored(db, pk, [s for s, _ in places])
+    call = _part(messages, occurrence.call, ToolCallPart)
+    result = _part(messages, occurrence.result, ToolResultPart)
     args = call.arguments if call is not None else None
     return ToolCall(
         call_id, occurrence.call[0] if occurrence.call else None, call,
@@ -119,11 +119,28 @@ async def tool_call(
     )  # fmt: skip
 
 
-def _part(rows: Mapping[int, MessageRow], place: Place | None, kind: type[P]) -> P | None:
-    if place is None or place[0] not in rows:
+async def _stored(db: AsyncSession, pk: SessionPk, seqs: Sequence[int]) -> dict[int, Message]:
+    """The messages stored at ``seqs``: from a compaction's archive where one summarised them
+    (a summary may hold the seq now), else from the live history."""
+    found = {
+        row.seq: _message(row.role, row.content) for row in await queries.messages_at(db, pk, seqs)
+    }
+    for compaction in await queries.archived_covering(db, pk, seqs):
+        for entry in compaction.archived:
+            if entry["seq"] in seqs:
+                found[entry["seq"]] = _message(entry["role"], entry["content"])
+    return found
+
+
+def _message(role: str, content: Any) -> Message:
+    return Message.model_validate({"role": role, "content": content})
+
+
+def _part(messages: Mapping[int, Message], place: Place | None, kind: type[P]) -> P | None:
+    if place is None or place[0] not in messages:
         return None
-    row = rows[place[0]]
-    part = Message.model_validate({"role": row.role, "content": row.content}).content[place[1]]
+    content = messages[place[0]].content
+    part = content[place[1]] if place[1] < len(content) else None
     return part if isinstance(part, kind) else None
 
 

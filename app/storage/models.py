@@ -182,6 +182,8 @@ class CompileRow(Base):
     acknowledged_at: Mapped[datetime | None] = mapped_column(UTCDateTime())
     usage: Mapped[dict[str, Any] | None] = mapped_column(Json)
     error_kind: Mapped[str | None] = mapped_column(String(32))
+    # When the caller last reported how the model call went (success or error).
+    reported_at: Mapped[datetime | None] = mapped_column(UTCDateTime())
 
 
 class CompactionRow(Base):
@@ -205,6 +207,7 @@ class CompactionRow(Base):
     summary_tokens: Mapped[int] = mapped_column(Integer)
     cache_rewrite_tokens: Mapped[int] = mapped_column(Integer)
     resets_provider_session: Mapped[bool] = mapped_column(Boolean, default=False)
+    summarizer: Mapped[str | None] = mapped_column(String(128))  # which one wrote the summary
     created_at: Mapped[datetime] = mapped_column(UTCDateTime())
 
 

@@ -13,6 +13,7 @@ from sqlalchemy.ext.asyncio import AsyncSession
 from app.domain.sessions import SessionPk, TenantId
 from app.storage.models import (
     ApiKeyRow,
+    CompactionRow,
     CompileRow,
     IdempotencyKeyRow,
     MessageRow,
@@ -240,3 +241,70 @@ async def add_payloads(db: AsyncSession, rows: Sequence[dict[str, Any]]) -> None
     for start in range(0, len(rows), CHUNK // 5):
         chunk = rows[start : start + CHUNK // 5]
         await db.execute(insert(PayloadRow).values(chunk).on_conflict_do_nothing())
+
+
+async def lock_session(db: AsyncSession, pk: SessionPk, now: datetime) -> bool:
+    """Row-lock the session until commit (a write that waits for any other writer first);
+    False when it is gone."""
+    done = await db.execute(update(SessionRow).where(SessionRow.pk == pk).values(updated_at=now))
+    return bool(getattr(done, "rowcount", 0))
+
+
+async def present_seqs(db: AsyncSession, pk: SessionPk, seqs: Sequence[int]) -> int:
+    """How many of ``seqs`` are stored messages now."""
+    found = 0
+    for start in range(0, len(seqs), CHUNK):
+        chunk = seqs[start : start + CHUNK]
+        query = select(func.count()).where(MessageRow.session_pk == pk, MessageRow.seq.in_(chunk))
+        found += int(await db.scalar(query) or 0)
+    return found
+
+
+async def delete_messages(db: AsyncSession, pk: SessionPk, seqs: Sequence[int]) -> None:
+    for start in range(0, len(seqs), CHUNK):
+        chunk = seqs[start : start + CHUNK]
+        await db.execute(
+            delete(MessageRow).where(MessageRow.session_pk == pk, MessageRow.seq.in_(chunk))
+        )
+
+
+async def compaction_rows(db: AsyncSession, pk: SessionPk) -> Sequence[CompactionRow]:
+    query = select(CompactionRow).where(CompactionRow.session_pk == pk)
+    return (await db.scalars(query.order_by(CompactionRow.created_at, CompactionRow.id))).all()
+
+
+async def compaction_row(db: AsyncSession, pk: SessionPk, cid: str) -> CompactionRow | None:
+    return await db.scalar(
+        select(CompactionRow).where(CompactionRow.id == cid, CompactionRow.session_pk == pk)
+    )
+
+
+async def archived_covering(
+    db: AsyncSession, pk: SessionPk, seqs: Sequence[int]
+) -> Sequence[CompactionRow]:
+    """The compactions whose seq range covers any of ``seqs``."""
+    if not seqs:
+        return []
+    query = select(CompactionRow).where(
+        CompactionRow.session_pk == pk,
+        CompactionRow.seq_from <= max(seqs),
+        CompactionRow.seq_to >= min(seqs),
+    )
+    return (await db.scalars(query)).all()
+
+
+async def last_reported(db: AsyncSession, pk: SessionPk) -> CompileRow | None:
+    """The compile whose outcome the caller reported last (usage, or an error)."""
+    query = (
+        select(CompileRow)
+        .where(CompileRow.session_pk == pk, CompileRow.reported_at.is_not(None))
+        .order_by(CompileRow.reported_at.desc())
+        .limit(1)
+    )
+    return await db.scalar(query)
+
+
+async def last_compaction_at(db: AsyncSession, pk: SessionPk) -> datetime | None:
+    query = select(func.max(CompactionRow.created_at)).where(CompactionRow.session_pk == pk)
+    found: datetime | None = await db.scalar(query)
+    return found

@@ -1,0 +1,60 @@
+"""Summarisation compaction: run one now, and the archive of what each one took."""
+
+from __future__ import annotations
+
+from typing import Annotated, Any
+
+from fastapi import APIRouter, Path
+
+from app.api.deps import DbDep, TenantDep
+from app.api.problems import responses
+from app.api.schemas import ArchivedMessage, CompactionDetail, CompactionList, CompactionRead
+from app.services import compaction as service
+from app.storage.models import CompactionRow
+
+router = APIRouter(prefix="/v1/sessions/{session_id}", tags=["compaction"])
+
+
+def compaction_read(row: CompactionRow) -> CompactionRead:
+    return CompactionRead(
+        id=row.id, kind=row.kind, reason=row.reason, seq_from=row.seq_from, seq_to=row.seq_to,
+        summary_seq=row.summary_seq, messages=len(row.archived), tokens_before=row.tokens_before,
+        tokens_after=row.tokens_after,
+        tokens_removed=row.tokens_before - row.tokens_after + row.summary_tokens,
+        summary_tokens=row.summary_tokens, cache_rewrite_tokens=row.cache_rewrite_tokens,
+        resets_provider_session=row.resets_provider_session, summarizer=row.summarizer,
+        created_at=row.created_at,
+    )  # fmt: skip
+
+
+def _archived(entry: dict[str, Any]) -> ArchivedMessage:
+    message = {"role": entry["role"], "content": entry["content"], "metadata": entry["metadata"]}
+    if entry.get("name") is not None:
+        message["name"] = entry["name"]
+    return ArchivedMessage(
+        seq=entry["seq"], section=entry["section"], tokens=entry["tokens"],
+        created_at=entry["created_at"], message=message,
+    )  # fmt: skip
+
+
+@router.get("/compactions", responses=responses(401, 404), operation_id="list_compactions")
+async def list_compactions(session_id: str, db: DbDep, tenant: TenantDep) -> CompactionList:
+    """The session's compactions, oldest first, with their figures."""
+    rows = await service.compactions(db, tenant, session_id)
+    return CompactionList(items=[compaction_read(r) for r in rows])
+
+
+@router.get(
+    "/compactions/{compaction_id}", responses=responses(401, 404, 422),
+    operation_id="get_compaction",
+)  # fmt: skip
+async def get_compaction(
+    session_id: str,
+    compaction_id: Annotated[str, Path(max_length=64, pattern=r"^[0-9a-f-]+$")],
+    db: DbDep,
+    tenant: TenantDep,
+) -> CompactionDetail:
+    """One compaction with the messages it archived, exactly as they were stored."""
+    row = await service.compaction(db, tenant, session_id, compaction_id)
+    read = compaction_read(row)
+    return CompactionDetail(**read.model_dump(), archived=[_archived(e) for e in row.archived])

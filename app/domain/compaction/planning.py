@@ -1,0 +1,181 @@
+"""Summarisation compaction (seeds/003): which stored messages a compaction summarises.
+
+A plan splits a session's stored items into the part to summarise (and archive) and the part
+that stays. Compaction works on whole API rounds (``api_rounds``) and never takes: a round
+holding a pinned message, the newest ``preserve_recent_api_rounds`` rounds, the current user
+prompt and what follows it, or a round whose tool call still waits for its result. Only a prefix
+of the history is taken (rounds kept whole inside it stay where they are), so the summary sits
+where the old part was and the prompt after it is unchanged.
+
+Three kinds: ``session`` (request-boundary: above ``trigger_tokens`` with at least
+``min_messages``, from the oldest round on until the history is down to ``target_tokens``, the
+low-water mark, so the prompt prefix then stays byte-stable for many turns), ``micro`` (the
+oldest ``micro_batch_groups`` compactable rounds) and ``full`` (every compactable round).
+Reactive compaction picks micro or full from the prompt usage the caller reported.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Annotated, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, model_validator
+
+from app.domain.compilers.base import Item, api_rounds
+from app.domain.messages import SUMMARY_SECTION
+
+Kind = Literal["session", "micro", "full"]
+Reason = Literal["session_compaction", "reactive_micro", "reactive_full"]
+REASONS: dict[Kind, Reason] = {
+    "session": "session_compaction",
+    "micro": "reactive_micro",
+    "full": "reactive_full",
+}
+Pct = Annotated[float, Field(gt=0, le=100)]
+
+
+class CompactionPolicy(BaseModel):
+    """A session's compaction settings (the reactive ones with the source's names and defaults)."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    enabled: bool = Field(True, description="Request-boundary and reactive compaction run.")
+    trigger_tokens: int = Field(80_000, ge=1, description="Compact above this many tokens.")
+    target_tokens: int | None = Field(
+        None, ge=1, description="Low-water mark compaction goes down to (default: half the "
+        "trigger)."
+    )  # fmt: skip
+    min_messages: int = Field(20, ge=2, description="Only with at least this many messages.")
+    summary_tokens: int = Field(2_000, ge=64, description="The summary's token budget.")
+    micro_trigger_pct: Pct = 85
+    full_trigger_pct: Pct = 92
+    preserve_recent_api_rounds: int = Field(2, ge=0)
+    micro_batch_groups: int = Field(2, ge=1)
+    max_reactive_compactions_per_request: int = Field(3, ge=0)
+
+    @model_validator(mode="after")
+    def _ordered(self) -> CompactionPolicy:
+        if self.target_tokens is not None and self.target_tokens >= self.trigger_tokens:
+            raise ValueError("target_tokens must be less than trigger_tokens")
+        if self.micro_trigger_pct > self.full_trigger_pct:
+            raise ValueError("micro_trigger_pct may not exceed full_trigger_pct")
+        return self
+
+    @property
+    def low_water(self) -> int:
+        return self.target_tokens if self.target_tokens is not None else self.trigger_tokens // 2
+
+
+@dataclass(frozen=True)
+class Plan:
+    """What one compaction takes (in seq order) and what it leaves."""
+
+    kind: Kind
+    taken: tuple[Item, ...]
+    left: tuple[Item, ...]
+
+    @property
+    def reason(self) -> Reason:
+        return REASONS[self.kind]
+
+    @property
+    def tokens_before(self) -> int:
+        return sum(i.tokens for i in self.taken) + sum(i.tokens for i in self.left)
+
+    @property
+    def tokens_taken(self) -> int:
+        return sum(i.tokens for i in self.taken)
+
+
+Round = list[Item]
+
+
+def _pending(round_: Round) -> bool:
+    """True when a tool call of the round has no result in it."""
+    calls = {c.id for i in round_ for c in i.message.tool_calls}
+    answered = {r.call_id for i in round_ for r in i.message.tool_results}
+    return bool(calls - answered)
+
+
+def _current_prompt(rounds: Sequence[Round]) -> int:
+    """Index of the round holding the newest user message with more than tool results."""
+    for n in reversed(range(len(rounds))):
+        if any(i.message.role == "user" and _prompt(i) for i in rounds[n]):
+            return n
+    return len(rounds)
+
+
+def _prompt(item: Item) -> bool:
+    return any(p.type != "tool_result" for p in item.message.content)
+
+
+def compactable(items: Sequence[Item], policy: CompactionPolicy) -> tuple[list[Round], list[Round]]:
+    """The history as rounds: those a compaction may take, oldest first, and all rounds."""
+    rounds = api_rounds(items)
+    end = min(len(rounds) - policy.preserve_recent_api_rounds, _current_prompt(rounds))
+    free = [
+        r for r in rounds[: max(end, 0)]
+        if not _pending(r) and not any(i.pinned for i in r)
+    ]  # fmt: skip
+    return free, rounds
+
+
+def _plan(kind: Kind, taken_rounds: Sequence[Round], rounds: Sequence[Round]) -> Plan | None:
+    taken = {id(i) for r in taken_rounds for i in r}
+    if len(taken) < 2 and not any(i.section == SUMMARY_SECTION for r in taken_rounds for i in r):
+        return None  # summarising one message gains nothing
+    every = [i for r in rounds for i in r]
+    return Plan(
+        kind,
+        tuple(i for i in every if id(i) in taken),
+        tuple(i for i in every if id(i) not in taken),
+    )
+
+
+def plan_session(items: Sequence[Item], policy: CompactionPolicy, now: bool = False) -> Plan | None:
+    """Request-boundary compaction, when the history is over the trigger (or ``now``, when asked
+    for): the oldest rounds, until what is left plus the summary is down to the low-water mark."""
+    total = sum(i.tokens for i in items)
+    due = total > policy.trigger_tokens and len(items) >= policy.min_messages
+    if not (now or (policy.enabled and due)):
+        return None
+    free, rounds = compactable(items, policy)
+    taken: list[Round] = []
+    for round_ in free:
+        if total + policy.summary_tokens <= policy.low_water:
+            break
+        taken.append(round_)
+        total -= sum(i.tokens for i in round_)
+    return _plan("session", taken, rounds)
+
+
+def plan_micro(items: Sequence[Item], policy: CompactionPolicy) -> Plan | None:
+    """The oldest ``micro_batch_groups`` compactable rounds."""
+    free, rounds = compactable(items, policy)
+    return _plan("micro", free[: policy.micro_batch_groups], rounds)
+
+
+def plan_full(items: Sequence[Item], policy: CompactionPolicy) -> Plan | None:
+    """Every compactable round."""
+    free, rounds = compactable(items, policy)
+    return _plan("full", free, rounds)
+
+
+def reactive_kind(
+    prompt_tokens: int | None, context_window: int, too_long: bool, policy: CompactionPolicy
+) -> Kind | None:
+    """Which reactive compaction the reported usage calls for (None: none)."""
+    if not policy.enabled:
+        return None
+    if too_long:
+        return "full"
+    if prompt_tokens is None:
+        return None
+    pct = 100 * prompt_tokens / context_window
+    if pct >= policy.full_trigger_pct:
+        return "full"
+    return "micro" if pct >= policy.micro_trigger_pct else None
+
+
+PLANS = {"session": plan_session, "micro": plan_micro, "full": plan_full}

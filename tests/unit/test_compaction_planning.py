@@ -1,0 +1,109 @@
+"""Which stored messages a summarisation compaction takes (seeds/003): triggers, the low-water
+mark, micro and full, and what is never compacted."""
+
+from __future__ import annotations
+
+import pytest
+from pydantic import ValidationError
+
+from app.domain.compaction.planning import (
+    CompactionPolicy,
+    plan_full,
+    plan_micro,
+    plan_session,
+    reactive_kind,
+)
+from app.domain.compilers.base import Item
+from tests.unit.compiler_builders import assistant, items, tool, user
+
+
+def turns(n: int, pinned: int | None = None) -> tuple[Item, ...]:
+    """``n`` tool rounds (assistant call + result), each after a user prompt: 3n messages."""
+    out = []
+    for k in range(n):
+        meta = {"pinned": True} if k == pinned else {}
+        out += [user(f"do step {k}"), assistant("", f"c{k}", **meta), tool(f"c{k}", "done")]
+    return items(*out, tokens=10)
+
+
+POLICY = CompactionPolicy(trigger_tokens=200, target_tokens=100, min_messages=10,
+                          summary_tokens=64, preserve_recent_api_rounds=2)  # fmt: skip
+
+
+def taken(plan: object) -> list[int]:
+    assert plan is not None
+    return [i.seq for i in plan.taken]  # type: ignore[attr-defined]
+
+
+def test_nothing_below_the_trigger_or_with_too_few_messages() -> None:
+    assert plan_session(turns(6), POLICY) is None  # 180 tokens <= 200
+    few = CompactionPolicy(trigger_tokens=200, target_tokens=100, min_messages=100)
+    assert plan_session(turns(10), few) is None
+    assert plan_session(turns(10), POLICY.model_copy(update={"enabled": False})) is None
+
+
+def test_over_the_trigger_the_oldest_rounds_go_down_to_the_low_water_mark() -> None:
+    history = turns(10)  # 300 tokens
+    plan = plan_session(history, POLICY)
+    assert plan is not None and plan.kind == "session" and plan.reason == "session_compaction"
+    # Each step's user prompt is a round and its call with result another: 10 tokens, 20 tokens.
+    left = sum(i.tokens for i in plan.left)
+    assert left + POLICY.summary_tokens <= POLICY.low_water
+    assert taken(plan) == list(range(1, len(plan.taken) + 1))  # a prefix
+    assert plan.tokens_before == 300 and plan.tokens_taken == 300 - left
+
+
+def test_the_newest_rounds_the_current_prompt_and_pinned_rounds_are_never_taken() -> None:
+    history = turns(10, pinned=1)
+    plan = plan_full(history, POLICY)
+    seqs = taken(plan)
+    assert not {5, 6} & set(seqs)  # the pinned call and its result
+    # The current prompt is the last user message (seq 28): it and what follows stay.
+    assert max(seqs) < 28
+    assert [i.seq for i in plan.left] == [5, 6, 28, 29, 30]  # type: ignore[union-attr]
+
+
+def test_a_tool_call_waiting_for_its_result_is_never_taken() -> None:
+    history = items(user("go"), assistant("", "c0"), tool("c0"), assistant("", "c1"),
+                    user("meanwhile"), assistant("ok"), user("next"), assistant("fine"),
+                    user("and"), tokens=10)  # fmt: skip
+    plan = plan_full(history, CompactionPolicy(preserve_recent_api_rounds=0))
+    assert 4 not in taken(plan)
+
+
+def test_micro_takes_the_oldest_groups_and_full_every_compactable_round() -> None:
+    history = turns(10)
+    policy = POLICY.model_copy(update={"micro_batch_groups": 3})
+    assert taken(plan_micro(history, policy)) == [1, 2, 3, 4]  # prompt, round, prompt
+    full = plan_full(history, policy)
+    assert full is not None and full.kind == "full" and full.reason == "reactive_full"
+    assert taken(full) == list(range(1, 28))
+
+
+def test_an_earlier_summary_is_folded_into_the_next() -> None:
+    summary = ("summary", user("[Summary of the earlier conversation]\nold things"))
+    history = items(summary, *[i.message for i in turns(10)], tokens=10)
+    assert taken(plan_full(history, POLICY))[0] == 1
+
+
+@pytest.mark.parametrize(
+    ("prompt", "too_long", "kind"),
+    [(84, False, None), (85, False, "micro"), (91, False, "micro"), (92, False, "full"),
+     (None, True, "full"), (None, False, None), (10, True, "full")],
+)  # fmt: skip
+def test_reactive_kind_follows_the_reported_usage(
+    prompt: int | None, too_long: bool, kind: str | None
+) -> None:
+    assert reactive_kind(prompt, 100, too_long, CompactionPolicy()) == kind
+
+
+def test_the_source_defaults_and_a_consistent_policy() -> None:
+    policy = CompactionPolicy()
+    assert (policy.micro_trigger_pct, policy.full_trigger_pct) == (85, 92)
+    assert policy.preserve_recent_api_rounds == 2 and policy.micro_batch_groups == 2
+    assert policy.max_reactive_compactions_per_request == 3
+    assert policy.low_water == 40_000
+    with pytest.raises(ValidationError):
+        CompactionPolicy(trigger_tokens=100, target_tokens=100)
+    with pytest.raises(ValidationError):
+        CompactionPolicy(micro_trigger_pct=95, full_trigger_pct=90)
