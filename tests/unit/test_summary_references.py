@@ -54,6 +54,12 @@ def test_line_references_keep_the_path_and_the_test_name_apart() -> None:
     assert found.identifiers == ("test_boot", "KeyError")
 
 
+def test_a_method_after_a_string_is_not_a_dotfile() -> None:
+    found = refs('line = ", ".join(parts).strip() + open(".gitignore").read()')
+    assert found.paths == (".gitignore",)
+    assert found.identifiers == ()
+
+
 def test_long_runs_are_data_not_references() -> None:
     blob = base64.b64encode(bytes(range(256)) * 4).decode()
     assert refs(f"image {blob} end") == References()

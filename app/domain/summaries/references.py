@@ -10,8 +10,9 @@ is not listed again as a file path, nor a path's file name as an identifier):
    drive, ``\\``, ``.\``, ``..\`` or ``~\`` (``C:\tmp\a.txt``); a trailing ``.`` is punctuation.
 3. Code spans: text in backticks with no whitespace (```main```) is an identifier.
 4. Words, runs of ``[\w.#$-]`` less trailing ``.`` and ``-``. A word is a *path* when it is a
-   file name: ``name.ext`` with ``ext`` in ``EXTENSIONS``, a dotfile (``.env``) or a well-known
-   bare name (``Makefile``). It is an *identifier* when it is a snake_case, SCREAMING_CASE or
+   file name: ``name.ext`` with ``ext`` in ``EXTENSIONS``, a dotfile in ``DOTFILES`` (``.env``,
+   ``.env.local``; ``.join`` is a method, not a file) or a name in ``BARE_FILES``
+   (``Makefile``). It is an *identifier* when it is a snake_case, SCREAMING_CASE or
    dunder name (a ``_`` and a letter or digit), a camelCase or PascalCase name (lower and upper
    case letters, an upper one not first), a word that starts with a letter and holds a digit
    (``E501``, ``gpt-4o``, ``v1.2``), a dotted name of identifier segments, not all of one letter
@@ -42,12 +43,18 @@ m mm r jl lua dart ex exs erl hrl hs ml mli clj cljs elm sql graphql gql proto t
 cmake gradle sbt nix zig wasm log out patch diff gz tgz zip tar bz2 xz whl jar so dll exe dylib
 bin db sqlite sqlite3 parquet pem crt pub
 """
+_DOTFILE_LIST = """
+env gitignore gitattributes gitmodules gitkeep dockerignore editorconfig bashrc bash_profile zshrc
+profile npmrc nvmrc yarnrc eslintrc prettierrc babelrc pylintrc flake8 coveragerc pypirc netrc
+python-version node-version tool-versions envrc
+"""
 _BARE_FILE_LIST = """
 Makefile Dockerfile Containerfile Jenkinsfile Procfile Gemfile Rakefile Vagrantfile Justfile
 Brewfile Pipfile LICENSE README CHANGELOG CODEOWNERS
 """
 EXTENSIONS = frozenset(_EXTENSION_LIST.split())
 BARE_FILES = frozenset(_BARE_FILE_LIST.split())
+DOTFILES = frozenset(_DOTFILE_LIST.split())
 
 Kind = Literal["path", "url", "identifier"]
 
@@ -56,7 +63,7 @@ _RUN = re.compile(r"(?:[A-Za-z]:)?[\w.~@+\-/\\]+")
 _BACKSLASH_ROOT = re.compile(r"(?:[A-Za-z]:|\\|\.\.?|~)\\")
 _CODE_SPAN = re.compile(r"`([^`\s]{1,128})`")
 _WORD = re.compile(r"[\w#$.\-][\w.#$\-]*")
-_DOTFILE = re.compile(r"\.[A-Za-z][\w.\-]*")
+_DOTFILE = re.compile(rf"\.(?:{'|'.join(map(re.escape, sorted(DOTFILES)))})(?:\.[\w\-]+)*")
 _SEGMENT = re.compile(r"[A-Za-z_$][\w$]*")
 _SHAPES = (
     re.compile(r"#\d+"),
