@@ -11,6 +11,7 @@ from collections.abc import Awaitable, Callable
 from datetime import UTC, datetime
 from typing import Any, TypeVar
 
+from pydantic import ValidationError
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from app.domain.errors import Conflict, NotFound
@@ -124,9 +125,22 @@ def _parser() -> argparse.ArgumentParser:
     return parser
 
 
+def _settings() -> Settings | None:
+    """The settings from the environment, or None after saying what is wrong with them."""
+    try:
+        return Settings()
+    except ValidationError as exc:
+        for error in exc.errors():
+            where = "".join(f"CTXC_{str(part).upper()}: " for part in error["loc"])
+            print(f"ctxc: configuration error: {where}{error['msg']}", file=sys.stderr)
+        return None
+
+
 def main(argv: list[str] | None = None) -> int:
     args = _parser().parse_args(argv)
-    settings = Settings()
+    settings = _settings()
+    if settings is None:
+        return 2
     if args.command == "serve":
         return _serve(settings, args)
     if args.command == "migrate":

@@ -9,6 +9,7 @@ from datetime import UTC, datetime
 import anyio
 from fastapi import FastAPI
 
+from app.adapters.summarizers import Summarizer, summarizer_from_settings
 from app.adapters.tokenizers import load_counter
 from app.api import openapi, problems
 from app.api.deps import AppState
@@ -34,13 +35,15 @@ from app.storage.migrate import check_schema
 
 
 def create_app(settings: Settings | None = None) -> FastAPI:
-    """A configured app; the lifespan opens the database and loads the tokenizers."""
+    """A configured app; the lifespan opens the database, loads the tokenizers and builds the
+    summariser."""
     settings = settings or Settings()
     metrics = Metrics()
 
     @asynccontextmanager
     async def lifespan(_: FastAPI) -> AsyncIterator[dict[str, AppState]]:
         engine = create_engine(settings.database_url, settings.db_pool_size)
+        summarizer: Summarizer | None = None
         try:
             await check_schema(engine)
             maker = create_sessionmaker(engine)
@@ -51,11 +54,15 @@ def create_app(settings: Settings | None = None) -> FastAPI:
             counter = await anyio.to_thread.run_sync(load_counter)
             cache = MessageCache(counter, settings.compile_cache_bytes)
             answers: Lru[bytes, bytes] = Lru(settings.answer_cache_bytes)
+            summarizer = summarizer_from_settings(settings, counter)
             state = AppState(
-                settings, engine, maker, counter, metrics, local, load_registry(), cache, answers
-            )
+                settings, engine, maker, counter, metrics, local, load_registry(), cache, answers,
+                summarizer,
+            )  # fmt: skip
             yield {"ctxc": state}
         finally:
+            if summarizer is not None:
+                await summarizer.aclose()
             await engine.dispose()
 
     app = FastAPI(

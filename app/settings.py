@@ -4,17 +4,21 @@ from __future__ import annotations
 
 import ipaddress
 from typing import Literal
+from urllib.parse import urlsplit
 
-from pydantic import Field
+from pydantic import Field, SecretStr, model_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 DEFAULT_DATABASE_URL = "sqlite+aiosqlite:///./data/ctxc.db"
+ANTHROPIC_URL = "https://api.anthropic.com"
+SummarizerKind = Literal["extractive", "openai", "anthropic", "webhook"]
 
 
 class Settings(BaseSettings):
     """Every setting of the service; the README's configuration table mirrors this class."""
 
-    model_config = SettingsConfigDict(env_prefix="CTXC_", extra="ignore")
+    # hide_input_in_errors: a configuration error must not print the keys and secrets it holds.
+    model_config = SettingsConfigDict(env_prefix="CTXC_", extra="ignore", hide_input_in_errors=True)
 
     database_url: str = Field(
         DEFAULT_DATABASE_URL,
@@ -45,13 +49,88 @@ class Settings(BaseSettings):
     default_provider: str = Field("openai", description="Provider profile of new sessions.")
     db_pool_size: int = Field(10, ge=1, description="Postgres connection pool size.")
     log_level: str = Field("info", description="Log level of the service.")
+    summarizer: SummarizerKind = Field(
+        "extractive",
+        description="Who writes summaries: the built-in `extractive` summariser (offline), an "
+        "`openai`-compatible chat endpoint, the `anthropic` Messages API or your `webhook`.",
+    )
+    summarizer_url: str | None = Field(
+        None,
+        description="openai: the base URL ending in /v1 (posts to {url}/chat/completions); "
+        f"anthropic: the base URL (posts to {{url}}/v1/messages; default {ANTHROPIC_URL}); "
+        "webhook: the URL posted to.",
+    )
+    summarizer_model: str | None = Field(None, description="Model name (openai, anthropic).")
+    summarizer_api_key: SecretStr | None = Field(
+        None, description="Bearer key (openai, optional) or x-api-key (anthropic, required)."
+    )
+    summarizer_webhook_secret: SecretStr | None = Field(
+        None, description="HMAC-SHA256 key that signs each webhook body (webhook, required)."
+    )
+    summarizer_timeout_seconds: float = Field(
+        30.0, gt=0, description="Time limit of one summariser request."
+    )
+    summarizer_retries: int = Field(
+        2, ge=0, le=10, description="Retries after a timeout, connection error, 408, 429 or 5xx."
+    )
+    summarizer_deadline_seconds: float = Field(
+        120.0, gt=0, description="Time limit of one whole summary (chunks and retries included)."
+    )
+    summarizer_window_tokens: int = Field(
+        32_000, ge=1_024, description="Context window of the summariser's model."
+    )
+    summarizer_max_tokens: int = Field(
+        2_000,
+        ge=64,
+        description="Length of a summary: the model's max_tokens, the extractive "
+        "summariser's budget (file paths, URLs and identifiers are kept beyond it).",
+    )
 
     @property
     def is_sqlite(self) -> bool:
         return self.database_url.startswith("sqlite")
 
+    @model_validator(mode="after")
+    def _summarizer_is_complete(self) -> Settings:
+        problems = summarizer_problems(self)
+        if problems:
+            raise ValueError("; ".join(problems))
+        return self
+
 
 LOCAL_TENANT = "local"
+
+
+def summarizer_problems(settings: Settings) -> list[str]:
+    """What the configured summariser lacks (empty when it is complete)."""
+    kind = settings.summarizer
+    if kind == "extractive":
+        return []
+    needs = {
+        "openai": ("url", "model"),
+        "anthropic": ("model", "api_key"),
+        "webhook": ("url", "webhook_secret"),
+    }[kind]
+    problems = [
+        f"CTXC_SUMMARIZER={kind} needs CTXC_SUMMARIZER_{name.upper()}"
+        for name in needs
+        if not getattr(settings, f"summarizer_{name}")
+    ]
+    url = settings.summarizer_url
+    if url is not None and not _is_http_url(url):
+        problems.append(f"CTXC_SUMMARIZER_URL must be an http(s) URL, not {url!r}")
+    least = 3 * settings.summarizer_max_tokens + 1_024
+    if settings.summarizer_window_tokens < least:
+        problems.append(
+            f"CTXC_SUMMARIZER_WINDOW_TOKENS must be at least 3 x CTXC_SUMMARIZER_MAX_TOKENS "
+            f"+ 1024 ({least}), so that partial summaries can be merged"
+        )
+    return problems
+
+
+def _is_http_url(url: str) -> bool:
+    parts = urlsplit(url)
+    return parts.scheme in ("http", "https") and bool(parts.hostname)
 
 
 def is_loopback(host: str) -> bool:

@@ -9,6 +9,7 @@ from typing import Annotated
 from fastapi import Depends, Request
 from sqlalchemy.ext.asyncio import AsyncEngine, AsyncSession, async_sessionmaker
 
+from app.adapters.summarizers import Summarizer
 from app.api.middleware import Metrics
 from app.api.problems import ProblemError
 from app.domain.compilers.registry import Registry
@@ -32,6 +33,7 @@ class AppState:
     registry: Registry
     cache: MessageCache
     answers: Lru[bytes, bytes]  # /v1/compile answers (without their compile id) by request
+    summarizer: Summarizer
 
 
 def get_state(request: Request) -> AppState:

@@ -13,7 +13,10 @@ from pathlib import Path
 
 import httpx
 import pytest
+from starlette.testclient import TestClient
 
+from app.adapters.summarizers.resilient import Resilient
+from app.main import create_app
 from app.settings import Settings
 from app.storage.migrate import upgrade
 from tests.conftest import Api, LiveServer, free_port, fresh_database, make_key, new_session
@@ -78,6 +81,30 @@ def test_serve_refuses_local_mode_on_a_public_address(tmp_path: Path) -> None:
     )
     assert result.returncode == 2
     assert "CTXC_AUTH=keys" in result.stderr
+
+
+def test_serve_refuses_an_incomplete_summarizer_configuration(tmp_path: Path) -> None:
+    url = f"sqlite+aiosqlite:///{tmp_path / 'x.db'}"
+    env = _env(url, CTXC_SUMMARIZER="openai", CTXC_SUMMARIZER_API_KEY="sk-hidden")
+    result = subprocess.run([*CTXC, "serve"], env=env, capture_output=True, text=True, timeout=60)
+    assert result.returncode == 2
+    assert "ctxc: configuration error: " in result.stderr
+    assert "CTXC_SUMMARIZER=openai needs CTXC_SUMMARIZER_URL" in result.stderr
+    assert "sk-hidden" not in result.stderr
+
+
+def test_the_lifespan_builds_the_configured_summarizer(database_url: str) -> None:
+    settings = Settings(
+        database_url=database_url,
+        summarizer="webhook",
+        summarizer_url="http://127.0.0.1:9/hook",
+        summarizer_webhook_secret="s",
+    )
+    with TestClient(create_app(settings)) as client:
+        summarizer = client.app_state["ctxc"].summarizer
+        assert client.get("/readyz").status_code == 200
+    assert isinstance(summarizer, Resilient)
+    assert summarizer.name == "webhook"
 
 
 @pytest.mark.parametrize("kind", ["sqlite", "postgres"])

@@ -1,0 +1,58 @@
+"""The summariser interface, the summary it returns, and the backends ``Resilient`` drives."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Protocol
+
+from app.domain.messages import Message
+from app.domain.summaries import Reason
+
+
+@dataclass(frozen=True)
+class Summary:
+    """A summary's text, the backend that wrote it, why it fell back (if it did), and how many
+    requests went to the configured backend for it."""
+
+    text: str
+    backend: str
+    fallback_reason: str | None = None
+    requests: int = 0
+
+
+class Summarizer(Protocol):
+    """Summarises old history. Backend failures never raise: the summary falls back."""
+
+    async def summarize(self, messages: Sequence[Message], reason: Reason) -> Summary: ...
+
+    async def aclose(self) -> None: ...
+
+
+@dataclass(frozen=True)
+class Request:
+    """One request to a backend: a chunk of history (part ``k`` of ``n`` when cut)."""
+
+    messages: tuple[Message, ...]
+    reason: Reason
+    max_tokens: int
+    part: tuple[int, int] | None = None
+
+
+class BackendError(Exception):
+    """A backend request failed; ``retryable`` when trying again may help."""
+
+    def __init__(self, message: str, retryable: bool, retry_after: float | None = None) -> None:
+        super().__init__(message)
+        self.retryable = retryable
+        self.retry_after = retry_after
+
+
+class Backend(Protocol):
+    """A remote summariser: one request in, the summary text out, or a ``BackendError``."""
+
+    name: str
+
+    async def complete(self, request: Request) -> str: ...
+
+    async def aclose(self) -> None: ...

@@ -1,0 +1,32 @@
+"""The built-in extractive summariser as a ``Summarizer`` (the default, and every fallback)."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import anyio
+
+from app.adapters.summarizers.base import Summary
+from app.domain.messages import Message
+from app.domain.summaries import Reason
+from app.domain.summaries.extractive import CountText, summarize_extractive
+
+
+class Extractive:
+    """Summarises offline within ``max_tokens`` (references kept beyond it), off the event loop."""
+
+    name = "extractive"
+
+    def __init__(self, count: CountText, max_tokens: int) -> None:
+        self._count = count
+        self._max_tokens = max_tokens
+
+    async def summarize(self, messages: Sequence[Message], reason: Reason) -> Summary:
+        history = tuple(messages)
+        text = await anyio.to_thread.run_sync(
+            summarize_extractive, history, reason, self._max_tokens, self._count
+        )
+        return Summary(text, self.name)
+
+    async def aclose(self) -> None:
+        return None

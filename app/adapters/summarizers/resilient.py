@@ -1,0 +1,164 @@
+"""A remote summariser made safe to depend on: it always returns a summary, in bounded time.
+
+- Each request has ``timeout`` seconds; a timeout, a connection error, a 408, 429 or 5xx is
+  retried up to ``retries`` times after ``backoff``, ``2 x backoff``, ... seconds (at most
+  ``max_backoff``; a longer Retry-After is honoured up to that cap). Other failures are final.
+- A history whose transcript is over the model's window (``window_tokens`` less the
+  instructions, the summary's ``max_tokens`` and a margin) is cut into chunks
+  (``domain.summaries.chunking``) summarised one after the other as "part k of n"; the partial
+  summaries are then summarised together the same way, up to ``MAX_DEPTH`` rounds, after which
+  they are joined as they are.
+- Everything, chunks and retries included, has ``deadline`` seconds.
+- When anything fails, the summary is the extractive one, and ``fallback_reason`` says why. The
+  history is only read, so nothing is lost; the caller keeps the originals.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Sequence
+from dataclasses import dataclass, replace
+
+import anyio
+
+from app.adapters.summarizers.base import Backend, BackendError, Request, Summary
+from app.adapters.summarizers.extractive import Extractive
+from app.domain.messages import Message, TextPart
+from app.domain.summaries import Reason
+from app.domain.summaries.chunking import chunk_messages
+from app.domain.summaries.extractive import CountText
+from app.domain.summaries.prompts import instructions
+from app.domain.summaries.transcript import SEPARATOR, render_message
+
+log = logging.getLogger("ctxc.summarizer")
+
+MAX_DEPTH = 3
+MARGIN_TOKENS = 64  # the chat format's overhead and the "part k of n" note
+
+
+@dataclass(frozen=True)
+class Policy:
+    """Time limits, retries and sizes (seconds and tokens)."""
+
+    timeout: float
+    retries: int
+    deadline: float
+    window_tokens: int
+    max_tokens: int
+    backoff: float = 0.5
+    max_backoff: float = 8.0
+
+
+@dataclass
+class _Tally:
+    requests: int = 0
+
+
+class Resilient:
+    """``backend`` with time limits, retries, chunking and the extractive fallback."""
+
+    def __init__(
+        self,
+        backend: Backend,
+        fallback: Extractive,
+        count: CountText,
+        policy: Policy,
+    ) -> None:
+        self._backend = backend
+        self._fallback = fallback
+        self._count = count
+        self._policy = policy
+
+    @property
+    def name(self) -> str:
+        return self._backend.name
+
+    async def summarize(self, messages: Sequence[Message], reason: Reason) -> Summary:
+        """The backend's summary of ``messages``, or the extractive one saying why not."""
+        history = tuple(messages)
+        if not history:
+            return await self._fallback.summarize(history, reason)
+        tally = _Tally()
+        try:
+            with anyio.fail_after(self._policy.deadline):
+                text = await self._summarize(history, reason, 1, tally)
+            return Summary(text, self.name, None, tally.requests)
+        except BackendError as exc:
+            why = str(exc)
+        except TimeoutError:
+            why = f"no summary within the deadline of {self._policy.deadline:g} s"
+        except Exception as exc:  # an odd answer or a bug must not fail the compile
+            log.exception("summariser %s failed unexpectedly", self.name)
+            why = f"unexpected {type(exc).__name__}"
+        log.warning("summariser %s failed (%s); using the extractive summary", self.name, why)
+        summary = await self._fallback.summarize(history, reason)
+        return replace(summary, fallback_reason=f"{self.name}: {why}", requests=tally.requests)
+
+    async def aclose(self) -> None:
+        await self._backend.aclose()
+
+    def input_budget(self, reason: Reason) -> int:
+        """Tokens of transcript one request may carry."""
+        p = self._policy
+        prompt = self._count(instructions(reason, p.max_tokens))
+        return p.window_tokens - p.max_tokens - prompt - MARGIN_TOKENS
+
+    async def _summarize(
+        self, history: tuple[Message, ...], reason: Reason, depth: int, tally: _Tally
+    ) -> str:
+        max_tokens = self._policy.max_tokens
+        budget = self.input_budget(reason)
+        # Counting a long history is CPU work: off the event loop.
+        chunks = await anyio.to_thread.run_sync(
+            chunk_messages, history, budget, self._count_message
+        )
+        if len(chunks) == 1:
+            return await self._call(Request(chunks[0], reason, max_tokens), tally)
+        n = len(chunks)
+        partials = [
+            await self._call(Request(chunk, reason, max_tokens, (k, n)), tally)
+            for k, chunk in enumerate(chunks, 1)
+        ]
+        if depth == MAX_DEPTH:
+            return SEPARATOR.join(partials)
+        folded = tuple(_partial(text, k, n) for k, text in enumerate(partials, 1))
+        return await self._summarize(folded, reason, depth + 1, tally)
+
+    def _count_message(self, message: Message) -> int:
+        return self._count(render_message(message) + SEPARATOR)
+
+    async def _call(self, request: Request, tally: _Tally) -> str:
+        """The backend's answer to ``request``, retried as the policy allows."""
+        attempt = 0
+        while True:
+            tally.requests += 1
+            try:
+                return await self._attempt(request)
+            except BackendError as exc:
+                if not exc.retryable or attempt >= self._policy.retries:
+                    tries = f"{attempt + 1} attempt{'s' if attempt else ''}"
+                    raise BackendError(f"{exc} ({tries})", retryable=False) from exc
+                await anyio.sleep(self._delay(attempt, exc))
+                attempt += 1
+
+    async def _attempt(self, request: Request) -> str:
+        try:
+            with anyio.fail_after(self._policy.timeout):
+                return await self._backend.complete(request)
+        except TimeoutError:
+            raise BackendError(
+                f"no answer within {self._policy.timeout:g} s", retryable=True
+            ) from None
+
+    def _delay(self, attempt: int, error: BackendError) -> float:
+        p = self._policy
+        delay = p.backoff * 2.0**attempt
+        if error.retry_after is not None:
+            delay = max(delay, error.retry_after)
+        return min(delay, p.max_backoff)
+
+
+def _partial(text: str, k: int, n: int) -> Message:
+    """A partial summary as a message of the next round (the prompt says how to read it)."""
+    part = TextPart(text=f"[Summary of part {k} of {n}]\n{text}")
+    return Message(role="assistant", content=(part,))

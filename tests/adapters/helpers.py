@@ -1,0 +1,53 @@
+"""Builders for summariser adapter tests."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Sequence
+from typing import Any
+
+from app.adapters.summarizers import Summarizer, Summary
+from app.adapters.summarizers.base import Backend
+from app.adapters.summarizers.extractive import Extractive
+from app.adapters.summarizers.resilient import Policy, Resilient
+from app.adapters.tokenizers import load_counter
+from app.domain.messages import Message
+from app.domain.summaries import Reason
+from tests.adapters.stubs import Answer
+
+COUNTER = load_counter()
+COUNT = COUNTER.encoder("o200k_base").count
+# Short limits keep the tests fast; the backoff is short too, never zero.
+POLICY = Policy(timeout=2.0, retries=2, deadline=30.0, window_tokens=32_000, max_tokens=500,
+                backoff=0.01, max_backoff=0.05)  # fmt: skip
+
+
+def resilient(backend: Backend, policy: Policy = POLICY) -> Resilient:
+    return Resilient(backend, Extractive(COUNT, policy.max_tokens), COUNT, policy)
+
+
+def summarize(
+    summarizer: Summarizer, history: Sequence[Message], reason: Reason = "session_compaction"
+) -> Summary:
+    """Run one summary on a fresh event loop, then close the summariser."""
+
+    async def run() -> Summary:
+        try:
+            return await summarizer.summarize(history, reason)
+        finally:
+            await summarizer.aclose()
+
+    return asyncio.run(run())
+
+
+def chat_completion(text: str) -> Answer:
+    """An OpenAI chat completion answer."""
+    body: dict[str, Any] = {
+        "id": "chatcmpl-1",
+        "object": "chat.completion",
+        "model": "summarizer",
+        "choices": [{"index": 0, "finish_reason": "stop",
+                     "message": {"role": "assistant", "content": text}}],
+        "usage": {"prompt_tokens": 10, "completion_tokens": 3, "total_tokens": 13},
+    }  # fmt: skip
+    return Answer(200, body)

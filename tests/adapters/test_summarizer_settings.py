@@ -1,0 +1,63 @@
+"""Summariser settings: checked when the service starts, secrets never echoed, and the factory
+builds what they name."""
+
+from __future__ import annotations
+
+import pytest
+from pydantic import ValidationError
+
+from app.adapters.summarizers import summarizer_from_settings
+from app.adapters.summarizers.extractive import Extractive
+from app.adapters.summarizers.resilient import Resilient
+from app.settings import Settings
+from tests.adapters.helpers import COUNTER, summarize
+from tests.unit.test_extractive_summary import build_failure
+
+
+@pytest.mark.parametrize(
+    ("fields", "problems"),
+    [
+        ({"summarizer": "openai"}, ["CTXC_SUMMARIZER=openai needs CTXC_SUMMARIZER_URL",
+                                    "CTXC_SUMMARIZER=openai needs CTXC_SUMMARIZER_MODEL"]),
+        ({"summarizer": "anthropic", "summarizer_model": "m"},
+         ["CTXC_SUMMARIZER=anthropic needs CTXC_SUMMARIZER_API_KEY"]),
+        ({"summarizer": "webhook", "summarizer_url": "https://hooks.example.org/s"},
+         ["CTXC_SUMMARIZER=webhook needs CTXC_SUMMARIZER_WEBHOOK_SECRET"]),
+        ({"summarizer": "openai", "summarizer_url": "file:///etc/passwd", "summarizer_model": "m"},
+         ["CTXC_SUMMARIZER_URL must be an http(s) URL, not 'file:///etc/passwd'"]),
+        ({"summarizer": "openai", "summarizer_url": "http://h/v1", "summarizer_model": "m",
+          "summarizer_window_tokens": 4_000},
+         ["CTXC_SUMMARIZER_WINDOW_TOKENS must be at least 3 x CTXC_SUMMARIZER_MAX_TOKENS + 1024 "
+          "(7024), so that partial summaries can be merged"]),
+    ],
+)  # fmt: skip
+def test_an_incomplete_summariser_configuration_is_refused(
+    fields: dict[str, object], problems: list[str]
+) -> None:
+    with pytest.raises(ValidationError) as caught:
+        Settings(**fields)
+    [error] = caught.value.errors()
+    assert error["msg"] == "Value error, " + "; ".join(problems)
+
+
+def test_a_configuration_error_never_shows_the_secrets() -> None:
+    with pytest.raises(ValidationError) as caught:
+        Settings(summarizer="anthropic", summarizer_api_key="sk-very-secret")
+    assert "sk-very-secret" not in str(caught.value)
+    settings = Settings(summarizer_api_key="sk-very-secret")
+    assert "sk-very-secret" not in repr(settings)
+
+
+def test_the_default_summariser_is_the_extractive_one() -> None:
+    summarizer = summarizer_from_settings(Settings(), COUNTER)
+    assert isinstance(summarizer, Extractive)
+    summary = summarize(summarizer, build_failure())
+    assert (summary.backend, summary.fallback_reason, summary.requests) == ("extractive", None, 0)
+    assert summary.text.startswith("[ctxc extractive summary of 6 messages")
+
+
+def test_a_remote_summariser_is_wrapped_to_fall_back() -> None:
+    settings = Settings(summarizer="anthropic", summarizer_model="m", summarizer_api_key="k")
+    summarizer = summarizer_from_settings(settings, COUNTER)
+    assert isinstance(summarizer, Resilient) and summarizer.name == "anthropic"
+    summarize(summarizer, [])  # closes its HTTP client
