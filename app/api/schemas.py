@@ -446,3 +446,13 @@ class CompactionDetail(CompactionRead):
 
 class CompactionList(BaseModel):
     items: list[CompactionRead]
+
+
+class CompactRequest(_Body):
+    kind: Literal["session", "micro", "full"] = Field(
+        description="`session`: the oldest rounds down to the low-water mark; `micro`: the "
+        "oldest `micro_batch_groups` rounds; `full`: every round that may be summarised."
+    )
+    policy: JSONObject | None = Field(
+        None, description="Fields over the session's compaction policy, for this run."
+    )

@@ -11,7 +11,7 @@ and writes nothing. The summariser runs before that lock (it may be a slow remot
 from __future__ import annotations
 
 import uuid
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
@@ -19,27 +19,27 @@ from typing import Any
 from pydantic import ValidationError
 from sqlalchemy.ext.asyncio import AsyncSession
 
-from app.domain.compaction.planning import CompactionPolicy, Plan, Reason
+from app.adapters.summarizers import Summarizer, Summary
+from app.domain.compaction.planning import (
+    PLANS,
+    CompactionPolicy,
+    Kind,
+    Plan,
+    plan_session,
+    reactive_kind,
+)
+from app.domain.compilers.base import Item
 from app.domain.compilers.spec import located
-from app.domain.errors import InvalidInput, NotFound
+from app.domain.errors import Conflict, InvalidInput, NotFound
 from app.domain.messages import SUMMARY_SECTION, Message, TextPart
 from app.domain.sessions import SessionPk, TenantId
 from app.domain.tokens import TokenCounter
-from app.services.messages import NewMessage, message_rows
-from app.services.sessions import require_session
+from app.services.messages import NewMessage, message_rows, stored_message
+from app.services.sessions import require_session, session_profile
 from app.storage import queries
 from app.storage.models import CompactionRow, MessageRow, SessionRow
 
 SUMMARY_HEADER = "[Summary of the earlier conversation]\n"
-
-
-@dataclass(frozen=True)
-class Summary:
-    text: str
-    summarizer: str  # which summariser wrote it (and, after a fallback, why)
-
-
-Summarize = Callable[[Sequence[Message], Reason], Awaitable[Summary]]
 
 
 @dataclass(frozen=True)
@@ -109,8 +109,7 @@ async def apply_plan(
         session.cursor_seq is not None or session.provider_session_id is not None
     )
     if resets:  # the provider session holds what was summarised: a new one starts
-        session.cursor_seq = None
-        session.provider_session_id = None
+        await queries.end_provider_session(db, pk)
     # A prompt cache holds the prompt up to the first change: all after it is written again.
     rewrite = summary_tokens + sum(i.tokens for i in plan.left if i.seq > seqs[0])
     record = CompactionRow(
@@ -119,11 +118,18 @@ async def apply_plan(
         tokens_before=plan.tokens_before,
         tokens_after=plan.tokens_before - plan.tokens_taken + summary_tokens,
         summary_tokens=summary_tokens, cache_rewrite_tokens=rewrite,
-        resets_provider_session=resets, summarizer=summary.summarizer, created_at=now,
+        resets_provider_session=resets, summarizer=_written_by(summary), created_at=now,
     )  # fmt: skip
     db.add(record)
     before = len(plan.taken) + len(plan.left)
     return Done(record, before, len(plan.left) + 1)
+
+
+def _written_by(summary: Summary) -> str:
+    """The backend that wrote the summary, and why it fell back when it did."""
+    if summary.fallback_reason is None:
+        return summary.backend
+    return f"{summary.backend} (fallback: {summary.fallback_reason})"[:128]
 
 
 async def compactions(db: AsyncSession, tenant: TenantId, session_id: str) -> list[CompactionRow]:
@@ -141,3 +147,113 @@ async def compaction(
     if found is None:
         raise NotFound("compaction", cid)
     return found
+
+
+@dataclass(frozen=True)
+class Report:
+    """How the caller's last model call went: the prompt tokens it used, or prompt-too-long."""
+
+    prompt_tokens: int | None = None
+    too_long: bool = False
+
+
+def _items(rows: Sequence[MessageRow], encoding: str) -> list[Item]:
+    return [
+        Item(r.seq, r.section, stored_message(r, encoding).message, r.tokens(encoding))
+        for r in rows
+    ]
+
+
+async def _reported(db: AsyncSession, pk: SessionPk, given: Report | None) -> Report | None:
+    """The report that drives reactive compaction: the request's own, else the last one made
+    with a cursor acknowledgement, unless a compaction has run since (it was acted on)."""
+    if given is not None:
+        return given
+    found = await queries.last_reported(db, pk)
+    if found is None or found.reported_at is None:
+        return None
+    since = await queries.last_compaction_at(db, pk)
+    if since is not None and since >= found.reported_at:
+        return None
+    usage = found.usage or {}
+    return Report(usage.get("prompt_tokens"), found.error_kind == "prompt_too_long")
+
+
+class Compactor:
+    """Runs the compactions a session compile is due, each in its own transaction."""
+
+    def __init__(
+        self, db: AsyncSession, counter: TokenCounter, summarizer: Summarizer, now: datetime
+    ) -> None:
+        self.db, self.counter, self.summarizer, self.now = db, counter, summarizer, now
+
+    async def run(
+        self, session: SessionRow, plan: Plan, encoding: str, stateful: bool
+    ) -> Done | None:
+        """Summarise and persist ``plan``; commits."""
+        messages = [i.message for i in plan.taken]
+        summary = await self.summarizer.summarize(messages, plan.reason)
+        done = await apply_plan(
+            self.db, self.counter, session, plan, summary, encoding, stateful, self.now
+        )
+        await self.db.commit()
+        return done
+
+    async def due(
+        self,
+        session: SessionRow,
+        policy: CompactionPolicy,
+        encoding: str,
+        stateful: bool,
+        context_window: int,
+        report: Report | None,
+    ) -> list[Done]:
+        """Request-boundary compaction when the history is over the trigger, then the reactive
+        ones the report calls for (at most ``max_reactive_compactions_per_request``)."""
+        pk = SessionPk(session.pk)
+        items = _items(await queries.all_messages(self.db, pk), encoding)
+        done: list[Done] = []
+        plan = plan_session(items, policy)
+        if plan is not None and (found := await self.run(session, plan, encoding, stateful)):
+            done.append(found)
+            items = _items(await queries.all_messages(self.db, pk), encoding)
+        report = await _reported(self.db, pk, report)
+        if report is None:
+            return done
+        prompt, too_long = report.prompt_tokens, report.too_long
+        for _ in range(policy.max_reactive_compactions_per_request):
+            kind = reactive_kind(prompt, context_window, too_long, policy)
+            plan = PLANS[kind](items, policy) if kind else None
+            if plan is None or not (found := await self.run(session, plan, encoding, stateful)):
+                break
+            done.append(found)
+            items = _items(await queries.all_messages(self.db, pk), encoding)
+            removed = found.row.tokens_before - found.row.tokens_after
+            prompt, too_long = max(0, (prompt or 0) - removed), False
+        return done
+
+
+async def compact_now(
+    compactor: Compactor,
+    tenant: TenantId,
+    session_id: str,
+    kind: Kind,
+    override: dict[str, Any] | None,
+) -> Done:
+    """Run a compaction of ``kind`` now, whatever the triggers say (the session's policy, with
+    ``override`` over it, still chooses what is kept)."""
+    db = compactor.db
+    session = await require_session(db, tenant, session_id)
+    profile = session_profile(session)
+    policy = policy_of(session.compaction_policy, override, "policy") or CompactionPolicy()
+    items = _items(await queries.all_messages(db, SessionPk(session.pk)), profile.encoding)
+    plan = (
+        plan_session(items, policy, now=True) if kind == "session" else PLANS[kind](items, policy)
+    )
+    if plan is None:
+        raise Conflict("nothing to compact: no API round may be summarised (recent, pinned, "
+                       "the current prompt, or too few messages)")  # fmt: skip
+    done = await compactor.run(session, plan, profile.encoding, profile.session_resumption)
+    if done is None:
+        raise Conflict("another compaction of this session ran first; try again")
+    return done

@@ -308,3 +308,12 @@ async def last_compaction_at(db: AsyncSession, pk: SessionPk) -> datetime | None
     query = select(func.max(CompactionRow.created_at)).where(CompactionRow.session_pk == pk)
     found: datetime | None = await db.scalar(query)
     return found
+
+
+async def end_provider_session(db: AsyncSession, pk: SessionPk) -> None:
+    """Clear the cursor and the provider session id: the next compile is full."""
+    await db.execute(
+        update(SessionRow)
+        .where(SessionRow.pk == pk)
+        .values(cursor_seq=None, provider_session_id=None)
+    )

@@ -2,13 +2,20 @@
 
 from __future__ import annotations
 
+from datetime import UTC, datetime
 from typing import Annotated, Any
 
-from fastapi import APIRouter, Path
+from fastapi import APIRouter, Path, status
 
-from app.api.deps import DbDep, TenantDep
-from app.api.problems import responses
-from app.api.schemas import ArchivedMessage, CompactionDetail, CompactionList, CompactionRead
+from app.api.deps import DbDep, StateDep, TenantDep
+from app.api.problems import check_body, responses
+from app.api.schemas import (
+    ArchivedMessage,
+    CompactionDetail,
+    CompactionList,
+    CompactionRead,
+    CompactRequest,
+)
 from app.services import compaction as service
 from app.storage.models import CompactionRow
 
@@ -35,6 +42,21 @@ def _archived(entry: dict[str, Any]) -> ArchivedMessage:
         seq=entry["seq"], section=entry["section"], tokens=entry["tokens"],
         created_at=entry["created_at"], message=message,
     )  # fmt: skip
+
+
+@router.post(
+    "/compact", status_code=status.HTTP_201_CREATED, responses=responses(401, 404, 409, 422),
+    operation_id="compact_session",
+)  # fmt: skip
+async def compact_session(
+    session_id: str, body: CompactRequest, state: StateDep, db: DbDep, tenant: TenantDep
+) -> CompactionRead:
+    """Summarise old history now: the summarised messages move to the compaction's archive and
+    one summary message takes their place (a 409 when nothing may be summarised)."""
+    check_body(body)
+    compactor = service.Compactor(db, state.counter, state.summarizer, datetime.now(UTC))
+    done = await service.compact_now(compactor, tenant, session_id, body.kind, body.policy)
+    return compaction_read(done.row)
 
 
 @router.get("/compactions", responses=responses(401, 404), operation_id="list_compactions")

@@ -12,9 +12,9 @@ from app.api.problems import check_body, responses
 from app.api.schemas import SessionCreate, SessionPage, SessionRead, SessionUpdate
 from app.domain.compilers.registry import Registry, build
 from app.domain.compilers.spec import parse_spec
-from app.domain.messages import JSONObject
 from app.domain.sessions import PromptFragment
 from app.services import sessions
+from app.services.compaction import policy_of
 from app.services.sessions import SessionView
 
 router = APIRouter(prefix="/v1/sessions", tags=["sessions"])
@@ -46,11 +46,12 @@ def session_read(view: SessionView) -> SessionRead:
     )
 
 
-def check_compiler(raw: JSONObject | None, registry: Registry) -> None:
-    """A session's compiler spec is built once before it is stored: a bad one is a 422 now,
-    not on every compile."""
-    if raw is not None:
-        build(parse_spec(raw), registry)
+def check_settings(body: SessionCreate | SessionUpdate, registry: Registry) -> None:
+    """A session's compiler spec and compaction policy are checked before they are stored: a
+    bad one is a 422 now, not on every compile."""
+    if body.compiler is not None:
+        build(parse_spec(body.compiler), registry)
+    policy_of(body.compaction, None)
 
 
 @router.post(
@@ -64,7 +65,7 @@ async def create_session(
 ) -> SessionRead:
     """Create a session, with your own id or a generated one."""
     check_body(body)
-    check_compiler(body.compiler, state.registry)
+    check_settings(body, state.registry)
     fields = body.model_dump(mode="json", exclude={"id"})
     fields["provider"] = body.provider or state.settings.default_provider
     view = await sessions.create_session(db, tenant, body.id, fields, datetime.now(UTC))
@@ -102,7 +103,7 @@ async def update_session(
 ) -> SessionRead:
     """Change the fields you send; a new `resume_key` ends the provider session."""
     check_body(body)
-    check_compiler(body.compiler, state.registry)
+    check_settings(body, state.registry)
     changes = body.model_dump(mode="json", exclude_unset=True)
     view = await sessions.update_session(db, tenant, session_id, changes, datetime.now(UTC))
     return session_read(view)

@@ -23,10 +23,9 @@ from typing import Annotated, Literal
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from app.domain.compilers.base import Item, api_rounds
-from app.domain.messages import SUMMARY_SECTION
+from app.domain.summaries import Reason
 
 Kind = Literal["session", "micro", "full"]
-Reason = Literal["session_compaction", "reactive_micro", "reactive_full"]
 REASONS: dict[Kind, Reason] = {
     "session": "session_compaction",
     "micro": "reactive_micro",
@@ -123,8 +122,8 @@ def compactable(items: Sequence[Item], policy: CompactionPolicy) -> tuple[list[R
 
 def _plan(kind: Kind, taken_rounds: Sequence[Round], rounds: Sequence[Round]) -> Plan | None:
     taken = {id(i) for r in taken_rounds for i in r}
-    if len(taken) < 2 and not any(i.section == SUMMARY_SECTION for r in taken_rounds for i in r):
-        return None  # summarising one message gains nothing
+    if len(taken) < 2:
+        return None  # summarising one message (an earlier summary, say) gains nothing
     every = [i for r in rounds for i in r]
     return Plan(
         kind,

@@ -1,0 +1,171 @@
+"""Summarisation compaction over HTTP, on both databases: what it archives (exactly as stored),
+what it leaves, the summary, the stateful-profile reset and one compaction at a time."""
+
+from __future__ import annotations
+
+import json
+from concurrent.futures import ThreadPoolExecutor
+from typing import Any
+
+import httpx
+
+from tests.api.test_compile import valid
+from tests.conftest import Api, new_session, row_counts
+
+POLICY = {"trigger_tokens": 2_000, "target_tokens": 800, "min_messages": 10,
+          "summary_tokens": 300}  # fmt: skip
+
+
+def work_history(rounds: int) -> list[dict[str, Any]]:
+    """A coding session: a goal, then reads of distinct files with their contents."""
+    out: list[dict[str, Any]] = [
+        {"role": "user", "content": "Fix the flaky test in tests/test_sync.py; keep the API."}
+    ]
+    for n in range(rounds):
+        path = f"src/pkg/module_{n}.py"
+        body = "\n".join(f"def handler_{n}_{k}(event):\n    return event" for k in range(12))
+        out += [
+            {"role": "assistant", "content": None, "tool_calls": [{
+                "id": f"call_{n}", "type": "function",
+                "function": {"name": "read_file", "arguments": json.dumps({"path": path})}}]},
+            {"role": "tool", "tool_call_id": f"call_{n}", "content": body},
+        ]  # fmt: skip
+    out += [{"role": "assistant", "content": "I read them all."},
+            {"role": "user", "content": "Now fix it."}]  # fmt: skip
+    return out
+
+
+def session_with(client: httpx.Client, rounds: int = 12, **fields: Any) -> str:
+    sid = new_session(client, **{"provider": "gpt-4o", **fields})
+    posted = client.post(f"/v1/sessions/{sid}/messages", json={"messages": work_history(rounds)})
+    assert posted.status_code == 201, posted.text
+    return sid
+
+
+def canonical(client: httpx.Client, sid: str) -> list[dict[str, Any]]:
+    page = client.get(f"/v1/sessions/{sid}/messages", params={"limit": 1000}).json()
+    items: list[dict[str, Any]] = page["items"]
+    return items
+
+
+def compact(client: httpx.Client, sid: str, **body: Any) -> httpx.Response:
+    return client.post(f"/v1/sessions/{sid}/compact", json=body)
+
+
+def test_a_full_compaction_archives_exactly_what_it_summarised(client: httpx.Client) -> None:
+    sid = session_with(client, compaction=POLICY)
+    before = canonical(client, sid)
+    done = compact(client, sid, kind="full")
+    assert done.status_code == 201, done.text
+    record = done.json()
+    assert record["kind"] == "full" and record["reason"] == "reactive_full"
+    # Everything but the newest two rounds (the closing remark, the current prompt): 1..25 of 27.
+    assert (record["seq_from"], record["seq_to"], record["summary_seq"]) == (1, 25, 25)
+    detail = client.get(f"/v1/sessions/{sid}/compactions/{record['id']}").json()
+    archived = [{k: a[k] for k in ("seq", "section", "created_at", "message")}
+                for a in detail["archived"]]  # fmt: skip
+    expected = [{k: m[k] for k in ("seq", "section", "created_at", "message")}
+                for m in before[:25]]  # fmt: skip
+    assert archived == expected
+    assert record["messages"] == 25
+    after = canonical(client, sid)
+    assert [m["seq"] for m in after] == [25, 26, 27]
+    summary = after[0]
+    assert summary["section"] == "summary"
+    text = summary["message"]["content"][0]["text"]
+    assert text.startswith("[Summary of the earlier conversation]")
+    for n in range(12):  # every file path of the summarised part is in the summary
+        assert f"src/pkg/module_{n}.py" in text
+    assert "tests/test_sync.py" in text
+    assert record["tokens_removed"] == sum(m["tokens"] for m in before[:25])
+    assert (
+        record["tokens_after"]
+        == record["tokens_before"] - record["tokens_removed"] + (record["summary_tokens"])
+    )
+    assert record["summary_tokens"] == summary["tokens"]
+    assert record["cache_rewrite_tokens"] == sum(m["tokens"] for m in after)
+    assert record["summarizer"] == "extractive"
+    listed = client.get(f"/v1/sessions/{sid}/compactions").json()["items"]
+    assert [c["id"] for c in listed] == [record["id"]]
+    # The compiled view opens with the summary and stays provider-valid.
+    answer = valid(client.post(f"/v1/sessions/{sid}/compile", json={}).json())
+    assert answer["messages"][0]["content"].startswith("[Summary of the earlier conversation]")
+    # An archived call's original is still found by its id.
+    found = client.get(f"/v1/sessions/{sid}/tool-calls/call_3").json()
+    assert found["arguments"] == {"path": "src/pkg/module_3.py"} and found["result"]["seq"] == 9
+
+
+def test_micro_takes_the_oldest_rounds_and_a_second_compaction_folds_the_first(
+    client: httpx.Client,
+) -> None:
+    sid = session_with(client, compaction=POLICY)
+    first = compact(client, sid, kind="micro").json()
+    # The opening prompt is a round of its own, then one read round: seqs 1-3.
+    assert (first["seq_from"], first["seq_to"]) == (1, 3)
+    second = compact(client, sid, kind="micro", policy={"micro_batch_groups": 3}).json()
+    assert second["seq_from"] == 3  # the first summary is summarised again
+    summary = canonical(client, sid)[0]
+    assert summary["seq"] == second["seq_to"]
+    assert "src/pkg/module_0.py" in summary["message"]["content"][0]["text"]
+
+
+def test_session_kind_compacts_down_to_the_low_water_mark(client: httpx.Client) -> None:
+    sid = session_with(client, rounds=20, compaction=POLICY)
+    record = compact(client, sid, kind="session").json()
+    assert record["reason"] == "session_compaction"
+    left = sum(m["tokens"] for m in canonical(client, sid) if m["section"] != "summary")
+    assert left + POLICY["summary_tokens"] <= POLICY["target_tokens"]
+
+
+def test_nothing_to_compact_is_a_409_and_bad_policies_a_422(api: Api, client: httpx.Client) -> None:
+    sid = new_session(client, provider="gpt-4o")
+    hello = {"messages": [{"role": "user", "content": "hi"}]}
+    client.post(f"/v1/sessions/{sid}/messages", json=hello).raise_for_status()
+    assert compact(client, sid, kind="full").status_code == 409
+    before = row_counts(api.database_url)
+    bad = client.post("/v1/sessions", json={"compaction": {"trigger_tokens": 10,
+                                                            "target_tokens": 20}})  # fmt: skip
+    assert bad.status_code == 422 and bad.json()["errors"][0]["path"] == "body.compaction"
+    unknown = compact(client, sid, kind="full", policy={"micro_trigger": 3})
+    assert unknown.status_code == 422
+    assert unknown.json()["errors"][0]["path"] == "body.policy.micro_trigger"
+    assert compact(client, sid, kind="sideways").status_code == 422
+    assert row_counts(api.database_url) == before
+    assert client.get(f"/v1/sessions/{sid}/compactions/nope").status_code == 422
+    missing = "00000000-0000-0000-0000-000000000000"
+    assert client.get(f"/v1/sessions/{sid}/compactions/{missing}").status_code == 404
+
+
+def test_a_stateful_provider_session_ends_with_a_compaction(client: httpx.Client) -> None:
+    sid = session_with(client, provider="codex-cli", compaction=POLICY)
+    first = client.post(f"/v1/sessions/{sid}/compile", json={}).json()
+    ack = {"compile_id": first["compile_id"], "provider_session_id": "thread-1"}
+    client.post(f"/v1/sessions/{sid}/cursor", json=ack).raise_for_status()
+    record = compact(client, sid, kind="full").json()
+    assert record["resets_provider_session"] is True
+    session = client.get(f"/v1/sessions/{sid}").json()
+    assert session["cursor_seq"] is None and session["provider_session_id"] is None
+    answer = client.post(f"/v1/sessions/{sid}/compile", json={}).json()
+    assert answer["mode"] == "full"
+
+
+def test_two_concurrent_compactions_of_a_session_make_one(api: Api, client: httpx.Client) -> None:
+    sid = session_with(client, compaction=POLICY)
+
+    def run(_: int) -> int:
+        with api.client() as c:
+            return compact(c, sid, kind="full").status_code
+
+    with ThreadPoolExecutor(4) as pool:
+        codes = sorted(pool.map(run, range(4)))
+    assert codes.count(201) == 1 and set(codes) <= {201, 409}
+    assert len(client.get(f"/v1/sessions/{sid}/compactions").json()["items"]) == 1
+
+
+def test_compactions_belong_to_their_tenant(api: Api, client: httpx.Client) -> None:
+    sid = session_with(client, compaction=POLICY)
+    record = compact(client, sid, kind="full").json()
+    with api.client(api.key_b) as other:
+        assert other.get(f"/v1/sessions/{sid}/compactions").status_code == 404
+        assert other.get(f"/v1/sessions/{sid}/compactions/{record['id']}").status_code == 404
+        assert compact(other, sid, kind="full").status_code == 404
