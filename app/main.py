@@ -9,12 +9,14 @@ from datetime import UTC, datetime
 import anyio
 from fastapi import FastAPI
 
+from app.adapters.events import create_bus
 from app.adapters.tokenizers import load_counter
 from app.api import openapi, problems
 from app.api.deps import AppState
 from app.api.middleware import BodyLimit, CatchAll, Metrics, RequestMetrics
 from app.api.routes import (
     compilation,
+    events,
     health,
     messages,
     originals,
@@ -25,6 +27,7 @@ from app.api.routes import (
 )
 from app.api.schemas import CompileRequest
 from app.services.cache import Lru, MessageCache
+from app.services.events import EventReader
 from app.services.keys import local_tenant
 from app.services.plugins import load_registry
 from app.settings import Settings
@@ -40,8 +43,10 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     @asynccontextmanager
     async def lifespan(_: FastAPI) -> AsyncIterator[dict[str, AppState]]:
         engine = create_engine(settings.database_url, settings.db_pool_size)
+        bus = create_bus(engine, settings.sse_queue_size)
         try:
             await check_schema(engine)
+            await bus.start()
             maker = create_sessionmaker(engine)
             local = None
             if settings.auth == "local":
@@ -51,10 +56,12 @@ def create_app(settings: Settings | None = None) -> FastAPI:
             cache = MessageCache(counter, settings.compile_cache_bytes)
             answers: Lru[bytes, bytes] = Lru(settings.answer_cache_bytes)
             state = AppState(
-                settings, engine, maker, counter, metrics, local, load_registry(), cache, answers
-            )
+                settings, engine, maker, counter, metrics, local, load_registry(), cache, answers,
+                bus, EventReader(maker),
+            )  # fmt: skip
             yield {"ctxc": state}
         finally:
+            await bus.close()
             await engine.dispose()
 
     app = FastAPI(
@@ -65,7 +72,8 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     )
     problems.install(app)
     openapi.document(app, CompileRequest)
-    for module in (sessions, transfer, messages, compilation, originals, tokens, providers, health):
+    routers = (sessions, transfer, messages, compilation, originals, events, tokens, providers)
+    for module in (*routers, health):
         app.include_router(module.router)
     app.add_middleware(BodyLimit, limit=settings.max_body_bytes)
     app.add_middleware(CatchAll)

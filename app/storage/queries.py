@@ -14,6 +14,7 @@ from app.domain.sessions import SessionPk, TenantId
 from app.storage.models import (
     ApiKeyRow,
     CompileRow,
+    EventRow,
     IdempotencyKeyRow,
     MessageRow,
     PayloadRow,
@@ -240,3 +241,23 @@ async def add_payloads(db: AsyncSession, rows: Sequence[dict[str, Any]]) -> None
     for start in range(0, len(rows), CHUNK // 5):
         chunk = rows[start : start + CHUNK // 5]
         await db.execute(insert(PayloadRow).values(chunk).on_conflict_do_nothing())
+
+
+async def lock_session(db: AsyncSession, pk: SessionPk) -> bool:
+    """Row-lock the session until commit (Postgres; SQLite has one writer anyway); False when
+    it is gone."""
+    found = await db.scalar(select(SessionRow.pk).where(SessionRow.pk == pk).with_for_update())
+    return found is not None
+
+
+async def event_rows(
+    db: AsyncSession, pk: SessionPk, after_id: int, limit: int
+) -> Sequence[EventRow]:
+    query = select(EventRow).where(EventRow.session_pk == pk, EventRow.id > after_id)
+    return (await db.scalars(query.order_by(EventRow.id).limit(limit))).all()
+
+
+async def last_event_id(db: AsyncSession, pk: SessionPk) -> int:
+    """The session's newest event id, 0 when it has none."""
+    found = await db.scalar(select(func.max(EventRow.id)).where(EventRow.session_pk == pk))
+    return int(found or 0)
