@@ -9,6 +9,7 @@ from datetime import UTC, datetime
 import anyio
 from fastapi import FastAPI
 
+from app.adapters.events import create_bus
 from app.adapters.summarizers import Summarizer, summarizer_from_settings
 from app.adapters.tokenizers import load_counter
 from app.api import openapi, problems
@@ -17,6 +18,7 @@ from app.api.middleware import BodyLimit, CatchAll, Metrics, RequestMetrics
 from app.api.routes import (
     compactions,
     compilation,
+    events,
     health,
     messages,
     originals,
@@ -27,6 +29,7 @@ from app.api.routes import (
 )
 from app.api.schemas import CompileRequest
 from app.services.cache import Lru, MessageCache
+from app.services.events import EventReader
 from app.services.keys import local_tenant
 from app.services.plugins import load_registry
 from app.settings import Settings
@@ -44,8 +47,10 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     async def lifespan(_: FastAPI) -> AsyncIterator[dict[str, AppState]]:
         engine = create_engine(settings.database_url, settings.db_pool_size)
         summarizer: Summarizer | None = None
+        bus = create_bus(engine, settings.sse_queue_size)
         try:
             await check_schema(engine)
+            await bus.start()
             maker = create_sessionmaker(engine)
             local = None
             if settings.auth == "local":
@@ -57,10 +62,11 @@ def create_app(settings: Settings | None = None) -> FastAPI:
             summarizer = summarizer_from_settings(settings, counter)
             state = AppState(
                 settings, engine, maker, counter, metrics, local, load_registry(), cache, answers,
-                summarizer,
+                summarizer, bus, EventReader(maker),
             )  # fmt: skip
             yield {"ctxc": state}
         finally:
+            await bus.close()
             if summarizer is not None:
                 await summarizer.aclose()
             await engine.dispose()
@@ -73,7 +79,17 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     )
     problems.install(app)
     openapi.document(app, CompileRequest)
-    routers = (sessions, transfer, messages, compilation, compactions, originals, tokens, providers)
+    routers = (
+        sessions,
+        transfer,
+        messages,
+        compilation,
+        compactions,
+        originals,
+        events,
+        tokens,
+        providers,
+    )
     for module in (*routers, health):
         app.include_router(module.router)
     app.add_middleware(BodyLimit, limit=settings.max_body_bytes)

@@ -47,6 +47,18 @@ class Settings(BaseSettings):
         "is repeatable (LRU bytes; 0 turns it off).",
     )
     default_provider: str = Field("openai", description="Provider profile of new sessions.")
+    sse_heartbeat_seconds: float = Field(
+        15,
+        gt=0,
+        description="Seconds between heartbeat comments on an idle event stream, so proxies "
+        "keep it open.",
+    )
+    sse_queue_size: int = Field(
+        8,
+        ge=1,
+        description="Wake-ups an event subscriber can have pending; more are merged (events "
+        "are read from the database, so none is lost).",
+    )
     db_pool_size: int = Field(10, ge=1, description="Postgres connection pool size.")
     log_level: str = Field("info", description="Log level of the service.")
     summarizer: SummarizerKind = Field(

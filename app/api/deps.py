@@ -9,6 +9,7 @@ from typing import Annotated
 from fastapi import Depends, Request
 from sqlalchemy.ext.asyncio import AsyncEngine, AsyncSession, async_sessionmaker
 
+from app.adapters.events import EventBus
 from app.adapters.summarizers import Summarizer
 from app.api.middleware import Metrics
 from app.api.problems import ProblemError
@@ -17,6 +18,7 @@ from app.domain.sessions import TenantId
 from app.domain.tokens import TokenCounter
 from app.services import keys
 from app.services.cache import Lru, MessageCache
+from app.services.events import EventReader
 from app.settings import Settings, is_loopback
 
 
@@ -34,6 +36,8 @@ class AppState:
     cache: MessageCache
     answers: Lru[bytes, bytes]  # /v1/compile answers (without their compile id) by request
     summarizer: Summarizer
+    events: EventBus
+    event_reader: EventReader
 
 
 def get_state(request: Request) -> AppState:

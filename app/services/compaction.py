@@ -34,6 +34,7 @@ from app.domain.errors import Conflict, InvalidInput, NotFound
 from app.domain.messages import SUMMARY_SECTION, Message, TextPart
 from app.domain.sessions import SessionPk, TenantId
 from app.domain.tokens import TokenCounter
+from app.services import events
 from app.services.messages import NewMessage, message_rows, stored_message
 from app.services.sessions import require_session, session_profile
 from app.storage import queries
@@ -87,7 +88,7 @@ async def apply_plan(
     its messages first (nothing written)."""
     pk = SessionPk(session.pk)
     seqs = [i.seq for i in plan.taken]
-    if not await queries.lock_session(db, pk, now):
+    if not await queries.lock_session(db, pk):
         return None
     if await queries.present_seqs(db, pk, seqs) != len(seqs):
         await db.rollback()
@@ -179,58 +180,88 @@ async def _reported(db: AsyncSession, pk: SessionPk, given: Report | None) -> Re
     return Report(usage.get("prompt_tokens"), found.error_kind == "prompt_too_long")
 
 
+@dataclass(frozen=True)
+class Where:
+    """What a compaction is measured against: the session's encoding and context window, and
+    whether its provider keeps a session of its own."""
+
+    encoding: str
+    context_window: int
+    stateful: bool
+
+    def pct(self, tokens: int) -> float:
+        return round(100 * tokens / self.context_window, 2)
+
+
 class Compactor:
-    """Runs the compactions a session compile is due, each in its own transaction."""
+    """Runs compactions of one session, each in its own transaction, and tells subscribers:
+    ``context_compaction_start`` (committed before the summariser runs) and
+    ``context_compaction_end`` for request-boundary compaction, ``compaction`` for the others."""
 
     def __init__(
         self, db: AsyncSession, counter: TokenCounter, summarizer: Summarizer, now: datetime
     ) -> None:
         self.db, self.counter, self.summarizer, self.now = db, counter, summarizer, now
 
-    async def run(
-        self, session: SessionRow, plan: Plan, encoding: str, stateful: bool
-    ) -> Done | None:
+    async def run(self, session: SessionRow, plan: Plan, where: Where) -> Done | None:
         """Summarise and persist ``plan``; commits."""
-        messages = [i.message for i in plan.taken]
-        summary = await self.summarizer.summarize(messages, plan.reason)
+        pk = SessionPk(session.pk)
+        before = {"kind": plan.kind, "reason": plan.reason, "tokens_before": plan.tokens_before,
+                  "messages_before": len(plan.taken) + len(plan.left)}  # fmt: skip
+        boundary = plan.kind == "session"
+        if boundary:
+            data = {**before, "budget_used_pct": where.pct(plan.tokens_before)}
+            await events.emit(self.db, pk, events.COMPACTION_START, data, self.now)
+            await self.db.commit()
+        summary = await self.summarizer.summarize([i.message for i in plan.taken], plan.reason)
         done = await apply_plan(
-            self.db, self.counter, session, plan, summary, encoding, stateful, self.now
+            self.db, self.counter, session, plan, summary, where.encoding, where.stateful, self.now
         )
+        if done is not None or boundary:
+            kind = events.COMPACTION_END if boundary else events.COMPACTION
+            await events.emit(self.db, pk, kind, {**before, **_outcome(done, where)}, self.now)
         await self.db.commit()
         return done
 
     async def due(
-        self,
-        session: SessionRow,
-        policy: CompactionPolicy,
-        encoding: str,
-        stateful: bool,
-        context_window: int,
-        report: Report | None,
+        self, session: SessionRow, policy: CompactionPolicy, where: Where, report: Report | None
     ) -> list[Done]:
         """Request-boundary compaction when the history is over the trigger, then the reactive
         ones the report calls for (at most ``max_reactive_compactions_per_request``)."""
         pk = SessionPk(session.pk)
-        items = _items(await queries.all_messages(self.db, pk), encoding)
+        items = _items(await queries.all_messages(self.db, pk), where.encoding)
         done: list[Done] = []
         plan = plan_session(items, policy)
-        if plan is not None and (found := await self.run(session, plan, encoding, stateful)):
+        if plan is not None and (found := await self.run(session, plan, where)):
             done.append(found)
-            items = _items(await queries.all_messages(self.db, pk), encoding)
+            items = _items(await queries.all_messages(self.db, pk), where.encoding)
         report = await _reported(self.db, pk, report)
         if report is None:
             return done
         prompt, too_long = report.prompt_tokens, report.too_long
         for _ in range(policy.max_reactive_compactions_per_request):
-            kind = reactive_kind(prompt, context_window, too_long, policy)
+            kind = reactive_kind(prompt, where.context_window, too_long, policy)
             plan = PLANS[kind](items, policy) if kind else None
-            if plan is None or not (found := await self.run(session, plan, encoding, stateful)):
+            if plan is None or not (found := await self.run(session, plan, where)):
                 break
             done.append(found)
-            items = _items(await queries.all_messages(self.db, pk), encoding)
+            items = _items(await queries.all_messages(self.db, pk), where.encoding)
             removed = found.row.tokens_before - found.row.tokens_after
             prompt, too_long = max(0, (prompt or 0) - removed), False
         return done
+
+
+def _outcome(done: Done | None, where: Where) -> dict[str, Any]:
+    """The figures of a compaction for its event (a compaction another one pre-empted has none)."""
+    if done is None:
+        return {"compaction_id": None, "skipped": "another compaction of the session ran first"}
+    row = done.row
+    return {
+        "compaction_id": row.id, "tokens_after": row.tokens_after,
+        "summary_tokens": row.summary_tokens, "messages_after": done.messages_after,
+        "budget_used_pct": where.pct(row.tokens_after),
+        "resets_provider_session": row.resets_provider_session,
+    }  # fmt: skip
 
 
 async def compact_now(
@@ -253,7 +284,9 @@ async def compact_now(
     if plan is None:
         raise Conflict("nothing to compact: no API round may be summarised (recent, pinned, "
                        "the current prompt, or too few messages)")  # fmt: skip
-    done = await compactor.run(session, plan, profile.encoding, profile.session_resumption)
+    window = session.context_window or profile.context_window
+    where = Where(profile.encoding, window, profile.session_resumption)
+    done = await compactor.run(session, plan, where)
     if done is None:
         raise Conflict("another compaction of this session ran first; try again")
     return done

@@ -15,6 +15,7 @@ from app.storage.models import (
     ApiKeyRow,
     CompactionRow,
     CompileRow,
+    EventRow,
     IdempotencyKeyRow,
     MessageRow,
     PayloadRow,
@@ -243,13 +244,6 @@ async def add_payloads(db: AsyncSession, rows: Sequence[dict[str, Any]]) -> None
         await db.execute(insert(PayloadRow).values(chunk).on_conflict_do_nothing())
 
 
-async def lock_session(db: AsyncSession, pk: SessionPk, now: datetime) -> bool:
-    """Row-lock the session until commit (a write that waits for any other writer first);
-    False when it is gone."""
-    done = await db.execute(update(SessionRow).where(SessionRow.pk == pk).values(updated_at=now))
-    return bool(getattr(done, "rowcount", 0))
-
-
 async def present_seqs(db: AsyncSession, pk: SessionPk, seqs: Sequence[int]) -> int:
     """How many of ``seqs`` are stored messages now."""
     found = 0
@@ -258,14 +252,6 @@ async def present_seqs(db: AsyncSession, pk: SessionPk, seqs: Sequence[int]) -> 
         query = select(func.count()).where(MessageRow.session_pk == pk, MessageRow.seq.in_(chunk))
         found += int(await db.scalar(query) or 0)
     return found
-
-
-async def delete_messages(db: AsyncSession, pk: SessionPk, seqs: Sequence[int]) -> None:
-    for start in range(0, len(seqs), CHUNK):
-        chunk = seqs[start : start + CHUNK]
-        await db.execute(
-            delete(MessageRow).where(MessageRow.session_pk == pk, MessageRow.seq.in_(chunk))
-        )
 
 
 async def compaction_rows(db: AsyncSession, pk: SessionPk) -> Sequence[CompactionRow]:
@@ -317,3 +303,26 @@ async def end_provider_session(db: AsyncSession, pk: SessionPk) -> None:
         .where(SessionRow.pk == pk)
         .values(cursor_seq=None, provider_session_id=None)
     )
+
+
+async def lock_session(db: AsyncSession, pk: SessionPk) -> bool:
+    """Lock the session until commit, as a write that changes nothing: the row lock on Postgres,
+    the database's write lock on SQLite (so what is read next cannot change before commit).
+    False when the session is gone."""
+    done = await db.execute(
+        update(SessionRow).where(SessionRow.pk == pk).values(last_seq=SessionRow.last_seq)
+    )
+    return bool(getattr(done, "rowcount", 0))
+
+
+async def event_rows(
+    db: AsyncSession, pk: SessionPk, after_id: int, limit: int
+) -> Sequence[EventRow]:
+    query = select(EventRow).where(EventRow.session_pk == pk, EventRow.id > after_id)
+    return (await db.scalars(query.order_by(EventRow.id).limit(limit))).all()
+
+
+async def last_event_id(db: AsyncSession, pk: SessionPk) -> int:
+    """The session's newest event id, 0 when it has none."""
+    found = await db.scalar(select(func.max(EventRow.id)).where(EventRow.session_pk == pk))
+    return int(found or 0)

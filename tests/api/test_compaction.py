@@ -9,6 +9,7 @@ from typing import Any
 
 import httpx
 
+from tests.api.sse import stream
 from tests.api.test_compile import valid
 from tests.conftest import Api, new_session, row_counts
 
@@ -169,3 +170,31 @@ def test_compactions_belong_to_their_tenant(api: Api, client: httpx.Client) -> N
         assert other.get(f"/v1/sessions/{sid}/compactions").status_code == 404
         assert other.get(f"/v1/sessions/{sid}/compactions/{record['id']}").status_code == 404
         assert compact(other, sid, kind="full").status_code == 404
+
+
+def test_a_session_compaction_is_announced_start_then_end(client: httpx.Client) -> None:
+    sid = session_with(client, rounds=20, compaction=POLICY)
+    with stream(client, sid) as events:
+        record = compact(client, sid, kind="session").json()
+        start, end = events.read(2)
+    assert (start.event, end.event) == ("context_compaction_start", "context_compaction_end")
+    assert start.id < end.id
+    assert start.data["kind"] == "session" and start.data["reason"] == "session_compaction"
+    assert start.data["tokens_before"] == end.data["tokens_before"] == record["tokens_before"]
+    assert end.data["compaction_id"] == record["id"]
+    assert end.data["tokens_after"] == record["tokens_after"]
+    assert end.data["budget_used_pct"] == round(100 * record["tokens_after"] / 128_000, 2)
+    assert end.data["messages_before"] == 43 and end.data["messages_after"] == (
+        43 - record["messages"] + 1
+    )
+
+
+def test_a_reactive_kind_is_announced_as_one_compaction_event(client: httpx.Client) -> None:
+    sid = session_with(client, compaction=POLICY)
+    with stream(client, sid) as events:
+        record = compact(client, sid, kind="micro").json()
+        [event] = events.read(1)
+    assert event.event == "compaction"
+    assert event.data["compaction_id"] == record["id"] and event.data["kind"] == "micro"
+    assert (event.data["messages_before"], event.data["messages_after"]) == (27, 25)
+    assert event.data["tokens_before"] == record["tokens_before"]

@@ -48,5 +48,6 @@ def test_benchmarks_still_import() -> None:
         "bench.compile",
         "bench.delta",
         "bench.compaction",
+        "bench.events",
     ):
         importlib.import_module(module)

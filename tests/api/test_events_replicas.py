@@ -1,0 +1,93 @@
+"""Two replicas on one Postgres: a subscriber on either sees every event, whichever process
+committed it (LISTEN/NOTIFY). The replicas are real `ctxc serve` processes."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+
+import httpx
+import pytest
+
+from tests.api.sse import emit_one, stream
+from tests.conftest import Api, free_port, new_session
+
+START_TIMEOUT_S = 60
+
+
+@contextmanager
+def replica(database_url: str) -> Iterator[str]:
+    """`ctxc serve` in a process of its own, on ``database_url``, in keys mode."""
+    port = free_port()
+    env = {k: v for k, v in os.environ.items() if not k.startswith("CTXC_")}
+    env |= {"CTXC_DATABASE_URL": database_url, "CTXC_AUTH": "keys", "CTXC_LOG_LEVEL": "warning"}
+    process = subprocess.Popen(
+        [sys.executable, "-m", "app.cli", "serve", "--port", str(port)],
+        env=env,
+        stdout=subprocess.DEVNULL,
+    )
+    url = f"http://127.0.0.1:{port}"
+    try:
+        deadline = time.monotonic() + START_TIMEOUT_S
+        while not _ready(url):
+            assert process.poll() is None, "the replica exited"
+            assert time.monotonic() < deadline, "the replica did not become ready"
+            time.sleep(0.1)
+        yield url
+    finally:
+        process.terminate()
+        try:
+            process.wait(timeout=30)
+        except subprocess.TimeoutExpired:
+            process.kill()
+            process.wait()
+
+
+def _ready(url: str) -> bool:
+    try:
+        return httpx.get(f"{url}/readyz", timeout=2).status_code == 200
+    except httpx.TransportError:
+        return False
+
+
+@pytest.fixture(scope="module")
+def replicas(api: Api) -> Iterator[tuple[httpx.Client, httpx.Client]]:
+    """Clients of two replicas on the Postgres database of ``api``."""
+    if not api.database_url.startswith("postgresql"):
+        pytest.skip("replicas share a Postgres database")
+    headers = {"Authorization": f"Bearer {api.key_a}"}
+    with (
+        replica(api.database_url) as first,
+        replica(api.database_url) as second,
+        httpx.Client(base_url=first, headers=headers, timeout=60) as one,
+        httpx.Client(base_url=second, headers=headers, timeout=60) as two,
+    ):
+        yield one, two
+
+
+def test_a_subscriber_on_one_replica_receives_what_another_committed(
+    api: Api, replicas: tuple[httpx.Client, httpx.Client]
+) -> None:
+    one, two = replicas
+    sid = new_session(one)  # created through the first replica
+    with stream(two, sid) as on_two, stream(one, sid) as on_one:
+        # Committed by a third party, the way compaction in either replica commits.
+        ids = [emit_one(api.database_url, sid, n) for n in range(3)]
+        assert [e.id for e in on_two.read(3)] == ids
+        assert [e.id for e in on_one.read(3)] == ids
+
+
+def test_last_event_id_replays_on_any_replica(
+    api: Api, replicas: tuple[httpx.Client, httpx.Client]
+) -> None:
+    one, two = replicas
+    sid = new_session(one)
+    with stream(one, sid) as on_one:
+        ids = [emit_one(api.database_url, sid, n) for n in range(4)]
+        seen = on_one.read(2)  # then the subscriber goes away, having seen two
+    with stream(two, sid, headers={"Last-Event-ID": str(seen[-1].id)}) as on_two:
+        assert [e.id for e in on_two.read(2)] == ids[2:]
