@@ -274,6 +274,18 @@ class SessionCompileRequest(_CompileOptions):
         "nudges): each replaces the session's dynamic fragment of its name, or is added.",
     )
 
+    compaction: JSONObject | None = Field(
+        None, description="Fields over the session's compaction policy, for this compile."
+    )
+    usage: Usage | None = Field(
+        None,
+        description="What your previous model call used, when you do not acknowledge compiles "
+        "with the cursor: it drives reactive compaction.",
+    )
+    error_kind: Literal["prompt_too_long"] | None = Field(
+        None, description="Your previous model call was refused as too long: a full compaction."
+    )
+
     @field_validator("fragments")
     @classmethod
     def _unique(cls, fragments: list[DynamicFragment]) -> list[DynamicFragment]:
@@ -347,6 +359,29 @@ class StepRead(BaseModel):
     omitted: list[OmittedRead] = Field(description="Each field it took out of the view.")
 
 
+class CompactionRead(BaseModel):
+    id: str
+    kind: Literal["session", "micro", "full", "tool_payloads"]
+    reason: str
+    seq_from: int | None = Field(description="The first and last seq it summarised.")
+    seq_to: int | None
+    summary_seq: int | None = Field(description="The summary message's seq.")
+    messages: int = Field(description="How many stored messages it archived.")
+    tokens_before: int
+    tokens_after: int
+    tokens_removed: int
+    summary_tokens: int
+    cache_rewrite_tokens: int = Field(
+        description="Prompt tokens a provider's prompt cache writes again: all after the "
+        "first change."
+    )
+    resets_provider_session: bool = Field(
+        description="A session-stateful provider starts a new session: the next compile is full."
+    )
+    summarizer: str | None
+    created_at: datetime
+
+
 class CompileResult(BaseModel):
     compile_id: str
     provider: str
@@ -372,6 +407,11 @@ class CompileResult(BaseModel):
         default_factory=list,
         description="What each compaction step did; originals stay retrievable (GET "
         "/v1/sessions/{id}/tool-calls/{call_id} and /payloads/{sha256}).",
+    )
+    compactions: list[CompactionRead] = Field(
+        default_factory=list,
+        description="Compactions this compile ran first (over the trigger, or as your reported "
+        "usage called for).",
     )
 
 
@@ -407,29 +447,6 @@ class PayloadRead(BaseModel):
     sha256: str
     bytes: int
     value: Any = Field(description="The original field value, exactly as stored.")
-
-
-class CompactionRead(BaseModel):
-    id: str
-    kind: Literal["session", "micro", "full", "tool_payloads"]
-    reason: str
-    seq_from: int | None = Field(description="The first and last seq it summarised.")
-    seq_to: int | None
-    summary_seq: int | None = Field(description="The summary message's seq.")
-    messages: int = Field(description="How many stored messages it archived.")
-    tokens_before: int
-    tokens_after: int
-    tokens_removed: int
-    summary_tokens: int
-    cache_rewrite_tokens: int = Field(
-        description="Prompt tokens a provider's prompt cache writes again: all after the "
-        "first change."
-    )
-    resets_provider_session: bool = Field(
-        description="A session-stateful provider starts a new session: the next compile is full."
-    )
-    summarizer: str | None
-    created_at: datetime
 
 
 class ArchivedMessage(BaseModel):

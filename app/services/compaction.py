@@ -32,6 +32,7 @@ from app.domain.compilers.base import Item
 from app.domain.compilers.spec import located
 from app.domain.errors import Conflict, InvalidInput, NotFound
 from app.domain.messages import SUMMARY_SECTION, Message, TextPart
+from app.domain.providers import ProviderProfile
 from app.domain.sessions import SessionPk, TenantId
 from app.domain.tokens import TokenCounter
 from app.services import events
@@ -290,3 +291,20 @@ async def compact_now(
     if done is None:
         raise Conflict("another compaction of this session ran first; try again")
     return done
+
+
+async def compact_due(
+    compactor: Compactor,
+    session: SessionRow,
+    profile: ProviderProfile,
+    context_window: int | None,
+    override: dict[str, Any] | None,
+    report: Report | None,
+) -> list[Done]:
+    """The compactions a compile of ``session`` is due (none without an enabled policy)."""
+    policy = policy_of(session.compaction_policy, override)
+    if policy is None or not policy.enabled:
+        return []
+    window = context_window or session.context_window or profile.context_window
+    where = Where(profile.encoding, window, profile.session_resumption)
+    return await compactor.due(session, policy, where, report)

@@ -29,6 +29,7 @@ from app.domain.providers import ProviderProfile, get_profile
 from app.domain.sessions import PromptFragment, SessionPk, TenantId
 from app.domain.tokens import Encoder, count_message
 from app.services.cache import Entry, MessageCache
+from app.services.compaction import Compactor, Done, Report, compact_due
 from app.services.messages import stored_message
 from app.services.originals import keep_originals
 from app.services.sessions import require_session, session_profile
@@ -53,6 +54,8 @@ class Options:
     metadata: dict[str, Any] = field(default_factory=dict)
     response_format: dict[str, Any] | None = None
     fragments: tuple[PromptFragment, ...] = ()  # dynamic fragments for this compile
+    compaction: dict[str, Any] | None = None  # fields over the session's compaction policy
+    report: Report | None = None  # how the caller's previous model call went
 
 
 Mode = Literal["full", "delta"]
@@ -66,6 +69,7 @@ class Compilation:
     repeatable: bool = False  # the same request would compile to the same output
     mode: Mode = "full"
     after_seq: int | None = None  # delta mode: the cursor the delta starts after
+    compactions: tuple[Done, ...] = ()  # run before this compile
 
 
 def _spec(raw: Any, fallback: Any) -> CompilerSpec:
@@ -142,8 +146,10 @@ async def compile_session(
     session_id: str,
     options: Options,
     now: datetime,
+    compactor: Compactor | None = None,
 ) -> Compilation:
-    """Compile the stored session and record the compile (for the cursor).
+    """Compile the stored session and record the compile (for the cursor), after the
+    compactions it is due (with a ``compactor``).
 
     Full mode: every fragment as the system prompt and the whole compiled history. Delta mode
     (a session-stateful profile with an active provider session): the dynamic fragments as
@@ -152,6 +158,12 @@ async def compile_session(
     row = await require_session(db, tenant, session_id)
     pk = SessionPk(row.pk)
     profile = session_profile(row, options.provider)
+    compacted: list[Done] = []
+    if compactor is not None:
+        compacted = await compact_due(compactor, row, profile, options.context_window,
+                                      options.compaction, options.report)  # fmt: skip
+        if compacted:  # re-read: a compaction may have ended the provider session
+            row = await require_session(db, tenant, session_id)
     encoder = cache.counter.encoder(profile.encoding)
     compiler = build(_spec(options.compiler, row.compiler), registry)
     stored = tuple(PromptFragment.model_validate(f) for f in row.system_prompt)
@@ -201,7 +213,12 @@ async def compile_session(
     )  # fmt: skip
     await keep_originals(db, pk, output.steps, now)
     await db.commit()
-    return Compilation(compile_id, profile, output, mode=mode, after_seq=cursor)
+    if any(d.row.resets_provider_session for d in compacted):
+        output = replace(output, warnings=[
+            "a compaction ended the provider session: compiled in full for a new one",
+            *output.warnings])  # fmt: skip
+    return Compilation(compile_id, profile, output, mode=mode, after_seq=cursor,
+                       compactions=tuple(compacted))  # fmt: skip
 
 
 def _item(row: MessageRow, encoding: str) -> Item:

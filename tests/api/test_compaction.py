@@ -198,3 +198,71 @@ def test_a_reactive_kind_is_announced_as_one_compaction_event(client: httpx.Clie
     assert event.data["compaction_id"] == record["id"] and event.data["kind"] == "micro"
     assert (event.data["messages_before"], event.data["messages_after"]) == (27, 25)
     assert event.data["tokens_before"] == record["tokens_before"]
+
+
+def compile_it(client: httpx.Client, sid: str, **body: Any) -> dict[str, Any]:
+    response = client.post(f"/v1/sessions/{sid}/compile", json=body)
+    assert response.status_code == 200, response.text
+    return valid(response.json())
+
+
+QUIET = {**POLICY, "trigger_tokens": 1_000_000, "target_tokens": 500_000}  # no boundary runs
+
+
+def test_a_compile_over_the_trigger_compacts_first(client: httpx.Client) -> None:
+    sid = session_with(client, rounds=20, compaction=POLICY)
+    with stream(client, sid) as events:
+        answer = compile_it(client, sid)
+        kinds = [e.event for e in events.read(2)]
+    assert kinds == ["context_compaction_start", "context_compaction_end"]
+    [done] = answer["compactions"]
+    assert done["kind"] == "session" and done["reason"] == "session_compaction"
+    assert answer["messages"][0]["content"].startswith("[Summary of the earlier conversation]")
+    assert answer["tokens"]["sections"]["summary"] == done["summary_tokens"]
+    assert compile_it(client, sid)["compactions"] == []  # below the trigger now
+
+
+def test_reported_usage_drives_reactive_compaction_once(client: httpx.Client) -> None:
+    sid = session_with(client, compaction=QUIET, context_window=10_000)
+    first = compile_it(client, sid)
+    assert first["compactions"] == []
+    ack = {"compile_id": first["compile_id"], "usage": {"prompt_tokens": 8_800}}
+    client.post(f"/v1/sessions/{sid}/cursor", json=ack).raise_for_status()
+    second = compile_it(client, sid)
+    assert [c["kind"] for c in second["compactions"]][:1] == ["micro"]  # 88%: micro
+    assert compile_it(client, sid)["compactions"] == []  # that report was acted on
+
+
+def test_prompt_too_long_calls_for_a_full_compaction(client: httpx.Client) -> None:
+    sid = session_with(client, compaction=QUIET)
+    first = compile_it(client, sid)
+    ack = {"compile_id": first["compile_id"], "error_kind": "prompt_too_long"}
+    client.post(f"/v1/sessions/{sid}/cursor", json=ack).raise_for_status()
+    [done] = compile_it(client, sid)["compactions"]
+    assert done["kind"] == "full" and done["reason"] == "reactive_full"
+
+
+def test_usage_on_the_compile_request_itself_and_the_per_request_cap(
+    client: httpx.Client,
+) -> None:
+    sid = session_with(client, rounds=20, compaction=QUIET, context_window=10_000)
+    policy = {"micro_trigger_pct": 50, "full_trigger_pct": 100,
+              "max_reactive_compactions_per_request": 2}  # fmt: skip
+    answer = compile_it(client, sid, usage={"prompt_tokens": 9_900}, compaction=policy)
+    assert [c["kind"] for c in answer["compactions"]] == ["micro", "micro"]
+    bad = client.post(f"/v1/sessions/{sid}/compile", json={"compaction": {"trigger": 1}})
+    assert bad.status_code == 422
+    assert bad.json()["errors"][0]["path"] == "body.compaction.trigger"
+
+
+def test_a_compaction_at_compile_starts_a_new_provider_session(client: httpx.Client) -> None:
+    sid = session_with(client, provider="codex-cli", compaction=QUIET)
+    first = compile_it(client, sid)
+    ack = {"compile_id": first["compile_id"], "provider_session_id": "thread-1",
+           "usage": {"prompt_tokens": 190_000}}  # fmt: skip
+    client.post(f"/v1/sessions/{sid}/cursor", json=ack).raise_for_status()
+    answer = compile_it(client, sid)
+    [done] = answer["compactions"]
+    assert done["kind"] == "full" and done["resets_provider_session"] is True
+    assert answer["mode"] == "full"
+    assert "a compaction ended the provider session" in answer["warnings"][0]

@@ -14,6 +14,7 @@ from fastapi import APIRouter, Request, Response
 from app.api.deps import DbDep, StateDep, TenantDep
 from app.api.openapi import json_body
 from app.api.problems import check_body, parse_body, responses
+from app.api.routes.compactions import compaction_read
 from app.api.schemas import (
     CompileRequest,
     CompileResult,
@@ -28,6 +29,7 @@ from app.api.schemas import (
 from app.domain.compilers.base import StepReport
 from app.domain.sessions import PromptFragment
 from app.services import compiling, cursor
+from app.services.compaction import Compactor, Report
 from app.services.compiling import Compilation, Options
 from app.storage import queries
 
@@ -49,7 +51,11 @@ def _options(body: SessionCompileRequest | CompileRequest) -> Options:
     fragments = tuple(
         PromptFragment(name=f.name, text=f.text, lifecycle="dynamic") for f in body.fragments
     )
-    return replace(options, fragments=fragments)
+    report = None
+    if body.usage is not None or body.error_kind is not None:
+        prompt = body.usage.prompt_tokens if body.usage else None
+        report = Report(prompt, body.error_kind == "prompt_too_long")
+    return replace(options, fragments=fragments, compaction=body.compaction, report=report)
 
 
 def _result(done: Compilation) -> CompileResult:
@@ -68,6 +74,7 @@ def _result(done: Compilation) -> CompileResult:
         warnings=out.warnings,
         seq_range=(out.seqs[0], out.seqs[-1]) if out.seqs else None,
         steps=[_step(s) for s in out.steps],
+        compactions=[compaction_read(d.row) for d in done.compactions],
     )  # fmt: skip
 
 
@@ -136,10 +143,16 @@ async def compile_session(
     session_id: str, body: SessionCompileRequest, state: StateDep, db: DbDep, tenant: TenantDep
 ) -> Response:
     """Compile the stored session with its compiler (or the one given) for its provider (or the
-    one given); the compile is recorded so a later cursor acknowledgement can refer to it."""
+    one given); the compile is recorded so a later cursor acknowledgement can refer to it.
+
+    With a compaction policy, the compactions due run first: request-boundary compaction when
+    the history is over `trigger_tokens`, then reactive ones from the usage reported with the
+    last acknowledgement (or `usage` / `error_kind` here); they are listed in `compactions`."""
     check_body(body)
+    now = datetime.now(UTC)
+    compactor = Compactor(db, state.counter, state.summarizer, now)
     done = await compiling.compile_session(
-        db, state.cache, state.registry, tenant, session_id, _options(body), datetime.now(UTC)
+        db, state.cache, state.registry, tenant, session_id, _options(body), now, compactor
     )
     return Response(_answer(done), media_type=JSON)
 
