@@ -1,7 +1,7 @@
 """`python -m bench`: every benchmark, one after the other."""
 
-from bench import append, compaction, compile, delta, events
+from bench import append, compaction, compile, delta, events, summarising
 
-for module in (append, compile, delta, compaction, events):
+for module in (append, compile, delta, compaction, summarising, events):
     module.run()
     print()

@@ -49,5 +49,6 @@ def test_benchmarks_still_import() -> None:
         "bench.delta",
         "bench.compaction",
         "bench.events",
+        "bench.summarising",
     ):
         importlib.import_module(module)

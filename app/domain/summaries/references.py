@@ -29,6 +29,7 @@ from __future__ import annotations
 import re
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
+from functools import lru_cache
 from typing import Literal
 
 MAX_RUN = 512
@@ -165,6 +166,7 @@ def _trim_word(word: str) -> str:
     return word
 
 
+@lru_cache(maxsize=1 << 16)  # words repeat: a history is mostly the same few thousand
 def word_kind(word: str) -> Kind | None:
     """``path`` for a file name, ``identifier`` for a code-like word, else None."""
     if not word:
