@@ -466,10 +466,16 @@ class CompactionList(BaseModel):
 
 
 class CompactRequest(_Body):
-    kind: Literal["session", "micro", "full"] = Field(
+    kind: Literal["session", "micro", "full", "tool_payloads"] = Field(
         description="`session`: the oldest rounds down to the low-water mark; `micro`: the "
-        "oldest `micro_batch_groups` rounds; `full`: every round that may be summarised."
+        "oldest `micro_batch_groups` rounds; `full`: every round that may be summarised; "
+        "`tool_payloads`: the tool-payload `steps`, persisted in the stored messages."
     )
     policy: JSONObject | None = Field(
         None, description="Fields over the session's compaction policy, for this run."
+    )
+    steps: list[Any] | None = Field(
+        None,
+        description="For `tool_payloads`: `tool_compaction` and/or `compact_tool_results`, "
+        "with params, as in a compiler spec (default: both, with their defaults).",
     )

@@ -91,3 +91,26 @@ def test_last_event_id_replays_on_any_replica(
         seen = on_one.read(2)  # then the subscriber goes away, having seen two
     with stream(two, sid, headers={"Last-Event-ID": str(seen[-1].id)}) as on_two:
         assert [e.id for e in on_two.read(2)] == ids[2:]
+
+
+def test_a_compaction_through_one_replica_reaches_a_subscriber_on_the_other(
+    replicas: tuple[httpx.Client, httpx.Client],
+) -> None:
+    one, two = replicas
+    sid = new_session(one, provider="gpt-4o")
+    turns = [
+        m
+        for n in range(8)
+        for m in (
+            {"role": "user", "content": f"Look at src/part_{n}.py please"},
+            {"role": "assistant", "content": f"src/part_{n}.py defines handler_{n}."},
+        )
+    ]
+    one.post(f"/v1/sessions/{sid}/messages", json={"messages": turns}).raise_for_status()
+    with stream(two, sid) as on_two:
+        body = {"kind": "session", "policy": {"target_tokens": 10, "trigger_tokens": 20}}
+        done = one.post(f"/v1/sessions/{sid}/compact", json=body)
+        assert done.status_code == 201, done.text
+        start, end = on_two.read(2)
+    assert (start.event, end.event) == ("context_compaction_start", "context_compaction_end")
+    assert end.data["compaction_id"] == done.json()["id"]

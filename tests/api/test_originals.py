@@ -289,3 +289,50 @@ def test_bad_compaction_parameters_are_a_422_and_store_nothing(
     per_request = client.post(f"/v1/sessions/{sid}/compile", json={"compiler": spec})
     assert per_request.status_code == 422
     assert per_request.json()["errors"][0]["path"].endswith("params.inputTrimBytes")
+
+
+def test_tool_payload_steps_persisted_keep_every_original(client: httpx.Client) -> None:
+    sid = stored_session(client)
+    before = client.get(f"/v1/sessions/{sid}/messages", params={"limit": 100}).json()["items"]
+    steps = [SPEC["decorators"][0], "compact_tool_results"]
+    done = client.post(f"/v1/sessions/{sid}/compact", json={"kind": "tool_payloads",
+                                                            "steps": steps})  # fmt: skip
+    assert done.status_code == 201, done.text
+    record = done.json()
+    assert (record["kind"], record["reason"], record["summary_seq"]) == (
+        "tool_payloads", "tool_payloads", None,
+    )  # fmt: skip
+    detail = client.get(f"/v1/sessions/{sid}/compactions/{record['id']}").json()
+    touched = [a["seq"] for a in detail["archived"]]
+    assert touched == [3, 7, 12]  # r1's and t1's results compacted, t2's previewed
+    by_seq = {m["seq"]: m for m in before}
+    assert [a["message"] for a in detail["archived"]] == [by_seq[s]["message"] for s in touched]
+    page = client.get(f"/v1/sessions/{sid}/messages", params={"limit": 100}).json()
+    after = {m["seq"]: m for m in page["items"]}
+    assert after[3]["message"]["content"][0]["content"].startswith("[tool_compaction]")
+    assert after[3]["tokens"] < by_seq[3]["tokens"]
+    assert record["tokens_before"] - record["tokens_after"] == sum(
+        by_seq[s]["tokens"] - after[s]["tokens"] for s in touched
+    )
+    # The originals: by call id (from the archive) and by hash.
+    found = client.get(f"/v1/sessions/{sid}/tool-calls/r1").json()
+    assert found["result"]["content"] == FILE_V1
+    sha = found["result"]["fields"]["content"]["sha256"]
+    assert client.get(f"/v1/sessions/{sid}/payloads/{sha}").json()["value"] == FILE_V1
+    valid(client.post(f"/v1/sessions/{sid}/compile", json={}).json())
+    again = client.post(f"/v1/sessions/{sid}/compact", json={"kind": "tool_payloads"})
+    assert again.status_code == 409  # compacted already
+
+
+def test_persisted_steps_are_checked(client: httpx.Client) -> None:
+    sid = stored_session(client)
+    for steps, path in (
+        (["token_limit"], "body.steps[0].name"),
+        ([{"name": "tool_compaction", "params": {"inputTrimBytes": -1}}],
+         "body.steps[0].params.inputTrimBytes"),
+        ([], "body.steps"),
+    ):  # fmt: skip
+        bad = client.post(f"/v1/sessions/{sid}/compact", json={"kind": "tool_payloads",
+                                                               "steps": steps})  # fmt: skip
+        assert bad.status_code == 422, bad.text
+        assert bad.json()["errors"][0]["path"] == path

@@ -17,6 +17,7 @@ from app.api.schemas import (
     CompactRequest,
 )
 from app.services import compaction as service
+from app.services import persisted_steps
 from app.storage.models import CompactionRow
 
 router = APIRouter(prefix="/v1/sessions/{session_id}", tags=["compaction"])
@@ -51,11 +52,15 @@ def _archived(entry: dict[str, Any]) -> ArchivedMessage:
 async def compact_session(
     session_id: str, body: CompactRequest, state: StateDep, db: DbDep, tenant: TenantDep
 ) -> CompactionRead:
-    """Summarise old history now: the summarised messages move to the compaction's archive and
-    one summary message takes their place (a 409 when nothing may be summarised)."""
+    """Compact now. Summarising kinds move the summarised messages to the compaction's archive
+    and one summary message takes their place; `tool_payloads` rewrites old tool payloads in the
+    stored messages and archives each one as it was. A 409 when there is nothing to compact."""
     check_body(body)
     compactor = service.Compactor(db, state.counter, state.summarizer, datetime.now(UTC))
-    done = await service.compact_now(compactor, tenant, session_id, body.kind, body.policy)
+    if body.kind == "tool_payloads":
+        done = await persisted_steps.compact_payloads_now(compactor, tenant, session_id, body.steps)
+    else:
+        done = await service.compact_now(compactor, tenant, session_id, body.kind, body.policy)
     return compaction_read(done.row)
 
 
