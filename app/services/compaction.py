@@ -13,9 +13,10 @@ from __future__ import annotations
 import uuid
 from collections.abc import Sequence
 from dataclasses import dataclass
-from datetime import datetime
+from datetime import UTC, datetime
 from typing import Any
 
+import anyio
 from pydantic import ValidationError
 from sqlalchemy.ext.asyncio import AsyncSession
 
@@ -75,41 +76,60 @@ def archived(row: MessageRow) -> dict[str, Any]:
     }  # fmt: skip
 
 
+@dataclass(frozen=True)
+class Where:
+    """What a compaction is measured against: the session's encoding and context window, and
+    whether its provider keeps a session of its own."""
+
+    encoding: str
+    context_window: int
+    stateful: bool
+    output: str = "openai"
+
+    def pct(self, tokens: int) -> float:
+        return round(100 * tokens / self.context_window, 2)
+
+
+class NotCompacted(Conflict):
+    """A compaction that wrote nothing: another took its messages first, or the summary would
+    not be smaller than what it replaces."""
+
+
 async def apply_plan(
     db: AsyncSession,
     counter: TokenCounter,
     session: SessionRow,
     plan: Plan,
     summary: Summary,
-    encoding: str,
-    stateful: bool,
-    now: datetime,
-) -> Done | None:
-    """Persist ``plan`` with ``summary`` (the caller commits); None when another compaction took
-    its messages first (nothing written)."""
+    where: Where,
+) -> Done:
+    """Persist ``plan`` with ``summary`` (the caller commits, also after ``NotCompacted``: then
+    nothing was written)."""
     pk = SessionPk(session.pk)
     seqs = [i.seq for i in plan.taken]
-    if not await queries.lock_session(db, pk):
-        return None
-    if await queries.present_seqs(db, pk, seqs) != len(seqs):
-        await db.rollback()
-        return None
-    rows = await queries.messages_at(db, pk, seqs)
-    archive = [archived(r) for r in rows]
-    for stored in rows:
-        await db.delete(stored)
-    await db.flush()
     cid = str(uuid.uuid4())
     message = Message(
         role="user", content=(TextPart(text=SUMMARY_HEADER + summary.text),),
         metadata={"compaction_id": cid, "summarized_seqs": [seqs[0], seqs[-1]]},
     )  # fmt: skip
     counts = counter.count_all(message)
-    db.add_all(message_rows(pk, [NewMessage(seqs[-1], SUMMARY_SECTION, message, counts, now)]))
-    summary_tokens = counts[encoding]
-    resets = stateful and (
-        session.cursor_seq is not None or session.provider_session_id is not None
-    )
+    summary_tokens = counts[where.encoding]
+    if summary_tokens >= plan.tokens_taken:
+        raise NotCompacted(
+            f"the summary ({summary_tokens} tokens) would not be smaller than the "
+            f"{len(seqs)} messages it replaces ({plan.tokens_taken} tokens)"
+        )
+    if not await queries.lock_session(db, pk):
+        raise NotFound("session", session.id)
+    if await queries.present_seqs(db, pk, seqs) != len(seqs):
+        raise NotCompacted("another compaction of this session ran first; try again")
+    rows = await queries.messages_at(db, pk, seqs)
+    archive = [archived(r) for r in rows]
+    for stored in rows:
+        await db.delete(stored)
+    await db.flush()
+    db.add_all(message_rows(pk, [NewMessage(seqs[-1], SUMMARY_SECTION, message, counts, now())]))
+    resets = where.stateful and await queries.has_provider_session(db, pk)
     if resets:  # the provider session holds what was summarised: a new one starts
         await queries.end_provider_session(db, pk)
     # A prompt cache holds the prompt up to the first change: all after it is written again.
@@ -120,11 +140,16 @@ async def apply_plan(
         tokens_before=plan.tokens_before,
         tokens_after=plan.tokens_before - plan.tokens_taken + summary_tokens,
         summary_tokens=summary_tokens, cache_rewrite_tokens=rewrite,
-        resets_provider_session=resets, summarizer=_written_by(summary), created_at=now,
+        resets_provider_session=resets, summarizer=_written_by(summary), created_at=now(),
     )  # fmt: skip
     db.add(record)
     before = len(plan.taken) + len(plan.left)
     return Done(record, before, len(plan.left) + 1)
+
+
+def now() -> datetime:
+    """The clock at the moment of writing: compactions of one request stay in order."""
+    return datetime.now(UTC)
 
 
 def _written_by(summary: Summary) -> str:
@@ -158,6 +183,16 @@ class Report:
     prompt_tokens: int | None = None
     too_long: bool = False
 
+    @classmethod
+    def of(cls, usage: dict[str, Any] | None, error_kind: str | None, cache_apart: bool) -> Report:
+        """From reported usage. ``cache_apart``: the provider counts cached prompt tokens apart
+        from its input tokens (Anthropic), so the prompt is their sum."""
+        usage = usage or {}
+        prompt = usage.get("prompt_tokens")
+        if prompt is not None and cache_apart:
+            prompt += (usage.get("cache_read_tokens") or 0) + (usage.get("cache_write_tokens") or 0)
+        return cls(prompt, error_kind == "prompt_too_long")
+
 
 def _items(rows: Sequence[MessageRow], encoding: str) -> list[Item]:
     return [
@@ -166,32 +201,19 @@ def _items(rows: Sequence[MessageRow], encoding: str) -> list[Item]:
     ]
 
 
-async def _reported(db: AsyncSession, pk: SessionPk, given: Report | None) -> Report | None:
+async def _reported(
+    db: AsyncSession, pk: SessionPk, given: Report | None, where: Where
+) -> Report | None:
     """The report that drives reactive compaction: the request's own, else the last one made
-    with a cursor acknowledgement, unless a compaction has run since (it was acted on)."""
+    with a cursor acknowledgement, acted on once: by the first compile after it."""
     if given is not None:
         return given
     found = await queries.last_reported(db, pk)
     if found is None or found.reported_at is None:
         return None
-    since = await queries.last_compaction_at(db, pk)
-    if since is not None and since >= found.reported_at:
+    if await queries.compiled_since(db, pk, found.reported_at):
         return None
-    usage = found.usage or {}
-    return Report(usage.get("prompt_tokens"), found.error_kind == "prompt_too_long")
-
-
-@dataclass(frozen=True)
-class Where:
-    """What a compaction is measured against: the session's encoding and context window, and
-    whether its provider keeps a session of its own."""
-
-    encoding: str
-    context_window: int
-    stateful: bool
-
-    def pct(self, tokens: int) -> float:
-        return round(100 * tokens / self.context_window, 2)
+    return Report.of(found.usage, found.error_kind, where.output == "anthropic")
 
 
 class Compactor:
@@ -204,23 +226,31 @@ class Compactor:
     ) -> None:
         self.db, self.counter, self.summarizer, self.now = db, counter, summarizer, now
 
-    async def run(self, session: SessionRow, plan: Plan, where: Where) -> Done | None:
-        """Summarise and persist ``plan``; commits."""
+    async def run(self, session: SessionRow, plan: Plan, where: Where) -> Done:
+        """Summarise and persist ``plan``, announced; commits. ``NotCompacted`` when it wrote
+        nothing."""
         pk = SessionPk(session.pk)
-        before = {"kind": plan.kind, "reason": plan.reason, "tokens_before": plan.tokens_before,
-                  "messages_before": len(plan.taken) + len(plan.left)}  # fmt: skip
+        before: dict[str, Any] = {
+            "kind": plan.kind, "reason": plan.reason, "tokens_before": plan.tokens_before,
+            "messages_before": len(plan.taken) + len(plan.left),
+        }  # fmt: skip
         boundary = plan.kind == "session"
         if boundary:
             data = {**before, "budget_used_pct": where.pct(plan.tokens_before)}
             await events.emit(self.db, pk, events.COMPACTION_START, data, self.now)
-            await self.db.commit()
+        await self.db.commit()  # no transaction (nor connection) is held while it summarises
         summary = await self.summarizer.summarize([i.message for i in plan.taken], plan.reason)
-        done = await apply_plan(
-            self.db, self.counter, session, plan, summary, where.encoding, where.stateful, self.now
-        )
-        if done is not None or boundary:
-            kind = events.COMPACTION_END if boundary else events.COMPACTION
-            await events.emit(self.db, pk, kind, {**before, **_outcome(done, where)}, self.now)
+        try:
+            done = await apply_plan(self.db, self.counter, session, plan, summary, where)
+        except NotCompacted as err:
+            await self.db.commit()  # only the lock was taken
+            if boundary:
+                data = {**before, "compaction_id": None, "skipped": str(err)}
+                await events.emit(self.db, pk, events.COMPACTION_END, data, self.now)
+                await self.db.commit()
+            raise
+        kind = events.COMPACTION_END if boundary else events.COMPACTION
+        await events.emit(self.db, pk, kind, {**before, **_outcome(done, where)}, self.now)
         await self.db.commit()
         return done
 
@@ -228,34 +258,42 @@ class Compactor:
         self, session: SessionRow, policy: CompactionPolicy, where: Where, report: Report | None
     ) -> list[Done]:
         """Request-boundary compaction when the history is over the trigger, then the reactive
-        ones the report calls for (at most ``max_reactive_compactions_per_request``)."""
+        ones the report calls for (at most ``max_reactive_compactions_per_request``). The history
+        is read only when one may be due."""
         pk = SessionPk(session.pk)
-        items = _items(await queries.all_messages(self.db, pk), where.encoding)
         done: list[Done] = []
-        plan = plan_session(items, policy)
-        if plan is not None and (found := await self.run(session, plan, where)):
-            done.append(found)
-            items = _items(await queries.all_messages(self.db, pk), where.encoding)
-        report = await _reported(self.db, pk, report)
-        if report is None:
-            return done
-        prompt, too_long = report.prompt_tokens, report.too_long
+        count, tokens = (await queries.message_stats(self.db, [pk]))[pk]
+        if tokens[where.encoding] > policy.trigger_tokens and count >= policy.min_messages:
+            plan = plan_session(await self._items(pk, where), policy)
+            if plan is not None:
+                done += await self._attempt(session, plan, where)
+        report = await _reported(self.db, pk, report, where)
+        prompt, too_long = (report.prompt_tokens, report.too_long) if report else (None, False)
         for _ in range(policy.max_reactive_compactions_per_request):
             kind = reactive_kind(prompt, where.context_window, too_long, policy)
-            plan = PLANS[kind](items, policy) if kind else None
-            if plan is None or not (found := await self.run(session, plan, where)):
+            plan = PLANS[kind](await self._items(pk, where), policy) if kind else None
+            found = await self._attempt(session, plan, where) if plan else []
+            if not found:
                 break
-            done.append(found)
-            items = _items(await queries.all_messages(self.db, pk), where.encoding)
-            removed = found.row.tokens_before - found.row.tokens_after
+            done += found
+            removed = found[0].row.tokens_before - found[0].row.tokens_after
             prompt, too_long = max(0, (prompt or 0) - removed), False
         return done
 
+    async def _items(self, pk: SessionPk, where: Where) -> list[Item]:
+        rows = await queries.all_messages(self.db, pk)
+        return await anyio.to_thread.run_sync(_items, rows, where.encoding)
 
-def _outcome(done: Done | None, where: Where) -> dict[str, Any]:
-    """The figures of a compaction for its event (a compaction another one pre-empted has none)."""
-    if done is None:
-        return {"compaction_id": None, "skipped": "another compaction of the session ran first"}
+    async def _attempt(self, session: SessionRow, plan: Plan, where: Where) -> list[Done]:
+        """``run``, where a compaction that wrote nothing is no error (the compile goes on)."""
+        try:
+            return [await self.run(session, plan, where)]
+        except NotCompacted:
+            return []
+
+
+def _outcome(done: Done, where: Where) -> dict[str, Any]:
+    """The figures of a compaction for its event."""
     row = done.row
     return {
         "compaction_id": row.id, "tokens_after": row.tokens_after,
@@ -286,11 +324,8 @@ async def compact_now(
         raise Conflict("nothing to compact: no API round may be summarised (recent, pinned, "
                        "the current prompt, or too few messages)")  # fmt: skip
     window = session.context_window or profile.context_window
-    where = Where(profile.encoding, window, profile.session_resumption)
-    done = await compactor.run(session, plan, where)
-    if done is None:
-        raise Conflict("another compaction of this session ran first; try again")
-    return done
+    where = Where(profile.encoding, window, profile.session_resumption, profile.output)
+    return await compactor.run(session, plan, where)
 
 
 async def compact_due(
@@ -306,5 +341,5 @@ async def compact_due(
     if policy is None or not policy.enabled:
         return []
     window = context_window or session.context_window or profile.context_window
-    where = Where(profile.encoding, window, profile.session_resumption)
+    where = Where(profile.encoding, window, profile.session_resumption, profile.output)
     return await compactor.due(session, policy, where, report)

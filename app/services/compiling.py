@@ -55,7 +55,8 @@ class Options:
     response_format: dict[str, Any] | None = None
     fragments: tuple[PromptFragment, ...] = ()  # dynamic fragments for this compile
     compaction: dict[str, Any] | None = None  # fields over the session's compaction policy
-    report: Report | None = None  # how the caller's previous model call went
+    usage: dict[str, Any] | None = None  # what the caller's previous model call used
+    error_kind: str | None = None  # ... or how it failed
 
 
 Mode = Literal["full", "delta"]
@@ -160,8 +161,10 @@ async def compile_session(
     profile = session_profile(row, options.provider)
     compacted: list[Done] = []
     if compactor is not None:
+        reported = options.usage is not None or options.error_kind is not None
+        report = Report.of(options.usage, options.error_kind, profile.output == "anthropic")
         compacted = await compact_due(compactor, row, profile, options.context_window,
-                                      options.compaction, options.report)  # fmt: skip
+                                      options.compaction, report if reported else None)  # fmt: skip
         if compacted:  # re-read: a compaction may have ended the provider session
             row = await require_session(db, tenant, session_id)
     encoder = cache.counter.encoder(profile.encoding)

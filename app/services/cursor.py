@@ -53,14 +53,18 @@ async def acknowledge(
     if compiled is None:
         raise NotFound("compile", compile_id)
     before = row.cursor_seq
-    compiled.reported_at = now
+    compiled.reported_at = compiled.reported_at or now  # a repeated report is not a new one
     if usage is not None:
         compiled.usage = usage
     if error_kind is not None:
         compiled.error_kind = error_kind
-    # A delta was made for a provider session that has ended since (reset, new resume key):
-    # what it sent is not in the provider session the next full compile starts.
-    stale = compiled.mode == "delta" and row.cursor_seq is None
+    # A delta was made for a provider session that has ended since (reset, new resume key), or
+    # any compile before a compaction ended it: what it sent is not in the provider session the
+    # next full compile starts.
+    reset = await queries.last_reset_at(db, pk)
+    stale = (compiled.mode == "delta" and row.cursor_seq is None) or (
+        reset is not None and compiled.created_at < reset
+    )
     if error_kind is None and not stale:
         compiled.acknowledged_at = compiled.acknowledged_at or now
         seq = max(compiled.seq_to or 0, through_seq or 0)

@@ -15,7 +15,7 @@ from typing import Any, TypeVar
 
 from sqlalchemy.ext.asyncio import AsyncSession
 
-from app.domain.compaction.payloads import digests, result_fields
+from app.domain.compaction.payloads import META_KEY, PREVIEW_KEY, digests, result_fields
 from app.domain.compilers.base import StepReport
 from app.domain.errors import NotFound
 from app.domain.messages import JSONObject, Message, ToolCallPart, ToolResultPart
@@ -120,20 +120,36 @@ async def tool_call(
 
 
 async def _stored(db: AsyncSession, pk: SessionPk, seqs: Sequence[int]) -> dict[int, Message]:
-    """The messages stored at ``seqs``: from a compaction's archive where one summarised them
-    (a summary may hold the seq now), else from the live history."""
-    found = {
-        row.seq: _message(row.role, row.content) for row in await queries.messages_at(db, pk, seqs)
-    }
+    """The messages as first stored at ``seqs``. A compaction may have archived them (a summary
+    may hold the seq now) or rewritten them (persisted tool-payload steps), and a later one may
+    have archived that summary or rewrite: the original is the one no compaction wrote."""
+    found: dict[int, list[Message]] = {}
+    for row in await queries.messages_at(db, pk, seqs):
+        found.setdefault(row.seq, []).append(_message(row.role, row.content, row.meta))
     for compaction in await queries.archived_covering(db, pk, seqs):
         for entry in compaction.archived:
             if entry["seq"] in seqs:
-                found[entry["seq"]] = _message(entry["role"], entry["content"])
-    return found
+                message = _message(entry["role"], entry["content"], entry["metadata"])
+                found.setdefault(entry["seq"], []).append(message)
+    return {seq: _original(candidates) for seq, candidates in found.items()}
 
 
-def _message(role: str, content: Any) -> Message:
-    return Message.model_validate({"role": role, "content": content})
+def _original(candidates: Sequence[Message]) -> Message:
+    written = [m for m in candidates if _written_by_compaction(m)]
+    first = [m for m in candidates if m not in written]
+    return (first or written)[0]
+
+
+def _written_by_compaction(message: Message) -> bool:
+    if "compaction_id" in message.metadata:  # a summary
+        return True
+    return any(
+        META_KEY in part.metadata or PREVIEW_KEY in part.metadata for part in message.content
+    )
+
+
+def _message(role: str, content: Any, metadata: Any) -> Message:
+    return Message.model_validate({"role": role, "content": content, "metadata": metadata})
 
 
 def _part(messages: Mapping[int, Message], place: Place | None, kind: type[P]) -> P | None:

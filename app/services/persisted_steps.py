@@ -14,10 +14,12 @@ from __future__ import annotations
 import uuid
 from typing import Any
 
+import anyio
+
 from app.domain.compilers.base import Compiler, Item, Snapshot
 from app.domain.compilers.registry import build
 from app.domain.compilers.spec import parse_spec
-from app.domain.errors import Conflict, InvalidInput, Path
+from app.domain.errors import Conflict, InvalidInput, NotFound, Path
 from app.domain.sessions import SessionPk, TenantId
 from app.domain.tokens import count_message
 from app.services import events
@@ -70,7 +72,7 @@ async def compact_payloads_now(
     profile = session_profile(session)
     encoder = compactor.counter.encoder(profile.encoding)
     if not await queries.lock_session(db, pk):
-        raise Conflict(f"session {session_id!r} is gone")
+        raise NotFound("session", session_id)
     rows = {r.seq: r for r in await queries.all_messages(db, pk)}
     items = tuple(
         Item(
@@ -80,7 +82,7 @@ async def compact_payloads_now(
     )
     snapshot = Snapshot(items=items, tenant=tenant, now=now, session_id=session.id,
                         count=lambda m: count_message(m, encoder))  # fmt: skip
-    compiled = compiler(snapshot)
+    compiled = await anyio.to_thread.run_sync(compiler, snapshot)
     touched = sorted({t.seq for step in compiled.steps for t in step.touched})
     if not touched:
         raise Conflict("nothing to compact: no tool payload may be compacted")

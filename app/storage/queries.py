@@ -24,6 +24,9 @@ from app.storage.models import (
     ToolPartRow,
 )
 
+# Bound parameters per statement stay well under the databases' limits.
+CHUNK = 500
+
 
 async def tenant_by_name(db: AsyncSession, name: str) -> TenantRow | None:
     return await db.scalar(select(TenantRow).where(TenantRow.name == name))
@@ -211,17 +214,18 @@ async def tool_parts(db: AsyncSession, pk: SessionPk, call_id: str) -> Sequence[
     return (await db.scalars(query)).all()
 
 
-async def messages_at(db: AsyncSession, pk: SessionPk, seqs: Sequence[int]) -> Sequence[MessageRow]:
-    query = select(MessageRow).where(MessageRow.session_pk == pk, MessageRow.seq.in_(seqs))
-    return (await db.scalars(query.order_by(MessageRow.seq))).all()
+async def messages_at(db: AsyncSession, pk: SessionPk, seqs: Sequence[int]) -> list[MessageRow]:
+    """The stored messages at ``seqs``, in seq order."""
+    found: list[MessageRow] = []
+    for start in range(0, len(seqs), CHUNK):
+        chunk = seqs[start : start + CHUNK]
+        query = select(MessageRow).where(MessageRow.session_pk == pk, MessageRow.seq.in_(chunk))
+        found += (await db.scalars(query)).all()
+    return sorted(found, key=lambda row: row.seq)
 
 
 async def payload(db: AsyncSession, pk: SessionPk, sha256: str) -> PayloadRow | None:
     return await db.get(PayloadRow, (pk, sha256))
-
-
-# Bound parameters per statement stay well under SQLite's limit.
-CHUNK = 500
 
 
 async def stored_payloads(db: AsyncSession, pk: SessionPk, shas: Sequence[str]) -> set[str]:
@@ -290,12 +294,6 @@ async def last_reported(db: AsyncSession, pk: SessionPk) -> CompileRow | None:
     return await db.scalar(query)
 
 
-async def last_compaction_at(db: AsyncSession, pk: SessionPk) -> datetime | None:
-    query = select(func.max(CompactionRow.created_at)).where(CompactionRow.session_pk == pk)
-    found: datetime | None = await db.scalar(query)
-    return found
-
-
 async def end_provider_session(db: AsyncSession, pk: SessionPk) -> None:
     """Clear the cursor and the provider session id: the next compile is full."""
     await db.execute(
@@ -326,3 +324,26 @@ async def last_event_id(db: AsyncSession, pk: SessionPk) -> int:
     """The session's newest event id, 0 when it has none."""
     found = await db.scalar(select(func.max(EventRow.id)).where(EventRow.session_pk == pk))
     return int(found or 0)
+
+
+async def has_provider_session(db: AsyncSession, pk: SessionPk) -> bool:
+    """Whether a provider session holds part of the history (a cursor or a session id), as
+    stored now."""
+    query = select(SessionRow.cursor_seq, SessionRow.provider_session_id).where(SessionRow.pk == pk)
+    row = (await db.execute(query)).one_or_none()
+    return row is not None and (row[0] is not None or row[1] is not None)
+
+
+async def compiled_since(db: AsyncSession, pk: SessionPk, when: datetime) -> bool:
+    """Whether the session was compiled after ``when``."""
+    query = select(CompileRow.id).where(CompileRow.session_pk == pk, CompileRow.created_at > when)
+    return (await db.scalar(query.limit(1))) is not None
+
+
+async def last_reset_at(db: AsyncSession, pk: SessionPk) -> datetime | None:
+    """When a compaction last ended the provider session."""
+    query = select(func.max(CompactionRow.created_at)).where(
+        CompactionRow.session_pk == pk, CompactionRow.resets_provider_session.is_(True)
+    )
+    found: datetime | None = await db.scalar(query)
+    return found

@@ -60,25 +60,26 @@ def test_a_full_compaction_archives_exactly_what_it_summarised(client: httpx.Cli
     assert done.status_code == 201, done.text
     record = done.json()
     assert record["kind"] == "full" and record["reason"] == "reactive_full"
-    # Everything but the newest two rounds (the closing remark, the current prompt): 1..25 of 27.
-    assert (record["seq_from"], record["seq_to"], record["summary_seq"]) == (1, 25, 25)
+    # Everything but the newest two API rounds (the last read, the closing remark) and the
+    # current prompt: 1..23 of 27.
+    assert (record["seq_from"], record["seq_to"], record["summary_seq"]) == (1, 23, 23)
     detail = client.get(f"/v1/sessions/{sid}/compactions/{record['id']}").json()
     archived = [{k: a[k] for k in ("seq", "section", "created_at", "message")}
                 for a in detail["archived"]]  # fmt: skip
     expected = [{k: m[k] for k in ("seq", "section", "created_at", "message")}
-                for m in before[:25]]  # fmt: skip
+                for m in before[:23]]  # fmt: skip
     assert archived == expected
-    assert record["messages"] == 25
+    assert record["messages"] == 23
     after = canonical(client, sid)
-    assert [m["seq"] for m in after] == [25, 26, 27]
+    assert [m["seq"] for m in after] == [23, 24, 25, 26, 27]
     summary = after[0]
     assert summary["section"] == "summary"
     text = summary["message"]["content"][0]["text"]
     assert text.startswith("[Summary of the earlier conversation]")
-    for n in range(12):  # every file path of the summarised part is in the summary
+    for n in range(11):  # every file path of the summarised part is in the summary
         assert f"src/pkg/module_{n}.py" in text
     assert "tests/test_sync.py" in text
-    assert record["tokens_removed"] == sum(m["tokens"] for m in before[:25])
+    assert record["tokens_removed"] == sum(m["tokens"] for m in before[:23])
     assert (
         record["tokens_after"]
         == record["tokens_before"] - record["tokens_removed"] + (record["summary_tokens"])
@@ -101,10 +102,10 @@ def test_micro_takes_the_oldest_rounds_and_a_second_compaction_folds_the_first(
 ) -> None:
     sid = session_with(client, compaction=POLICY)
     first = compact(client, sid, kind="micro").json()
-    # The opening prompt is a round of its own, then one read round: seqs 1-3.
-    assert (first["seq_from"], first["seq_to"]) == (1, 3)
+    # The opening prompt, then two API rounds (a read with its result each): seqs 1-5.
+    assert (first["seq_from"], first["seq_to"]) == (1, 5)
     second = compact(client, sid, kind="micro", policy={"micro_batch_groups": 3}).json()
-    assert second["seq_from"] == 3  # the first summary is summarised again
+    assert second["seq_from"] == 5  # the first summary is summarised again
     summary = canonical(client, sid)[0]
     assert summary["seq"] == second["seq_to"]
     assert "src/pkg/module_0.py" in summary["message"]["content"][0]["text"]
@@ -114,8 +115,11 @@ def test_session_kind_compacts_down_to_the_low_water_mark(client: httpx.Client) 
     sid = session_with(client, rounds=20, compaction=POLICY)
     record = compact(client, sid, kind="session").json()
     assert record["reason"] == "session_compaction"
+    # What stays is down to the low-water mark, with room reserved for the summary (its real
+    # size is the summariser's: the extractive one keeps every path and identifier).
     left = sum(m["tokens"] for m in canonical(client, sid) if m["section"] != "summary")
     assert left + POLICY["summary_tokens"] <= POLICY["target_tokens"]
+    assert record["tokens_after"] == left + record["summary_tokens"] < record["tokens_before"]
 
 
 def test_nothing_to_compact_is_a_409_and_bad_policies_a_422(api: Api, client: httpx.Client) -> None:
@@ -196,7 +200,7 @@ def test_a_reactive_kind_is_announced_as_one_compaction_event(client: httpx.Clie
         [event] = events.read(1)
     assert event.event == "compaction"
     assert event.data["compaction_id"] == record["id"] and event.data["kind"] == "micro"
-    assert (event.data["messages_before"], event.data["messages_after"]) == (27, 25)
+    assert (event.data["messages_before"], event.data["messages_after"]) == (27, 23)
     assert event.data["tokens_before"] == record["tokens_before"]
 
 
@@ -219,7 +223,12 @@ def test_a_compile_over_the_trigger_compacts_first(client: httpx.Client) -> None
     assert done["kind"] == "session" and done["reason"] == "session_compaction"
     assert answer["messages"][0]["content"].startswith("[Summary of the earlier conversation]")
     assert answer["tokens"]["sections"]["summary"] == done["summary_tokens"]
-    assert compile_it(client, sid)["compactions"] == []  # below the trigger now
+    assert done["tokens_after"] < done["tokens_before"]
+    # Had the history stayed over the trigger, the next compile would compact again.
+    stored = sum(m["tokens"] for m in canonical(client, sid))
+    assert stored == done["tokens_after"]
+    again = compile_it(client, sid)["compactions"]
+    assert (again == []) == (stored <= POLICY["trigger_tokens"] or len(canonical(client, sid)) < 10)
 
 
 def test_reported_usage_drives_reactive_compaction_once(client: httpx.Client) -> None:
@@ -266,3 +275,56 @@ def test_a_compaction_at_compile_starts_a_new_provider_session(client: httpx.Cli
     assert done["kind"] == "full" and done["resets_provider_session"] is True
     assert answer["mode"] == "full"
     assert "a compaction ended the provider session" in answer["warnings"][0]
+
+
+def test_originals_survive_chained_compactions(client: httpx.Client) -> None:
+    sid = session_with(client, compaction=POLICY)
+    compact(client, sid, kind="micro").raise_for_status()
+    compact(client, sid, kind="micro", policy={"micro_batch_groups": 3}).raise_for_status()
+    found = client.get(f"/v1/sessions/{sid}/tool-calls/call_0").json()
+    assert found["arguments"] == {"path": "src/pkg/module_0.py"}
+    assert found["result"]["content"].startswith("def handler_0_0(event):")
+    listed = client.get(f"/v1/sessions/{sid}/compactions").json()["items"]
+    assert [c["seq_from"] for c in listed] == [1, 5]  # in the order they ran
+
+
+def test_a_summary_no_smaller_than_what_it_replaces_is_not_written(
+    api: Api, client: httpx.Client
+) -> None:
+    sid = new_session(client, provider="gpt-4o")
+    tiny = [m for n in range(4) for m in ({"role": "user", "content": "hi"},
+                                           {"role": "assistant", "content": "ok"})]  # fmt: skip
+    client.post(f"/v1/sessions/{sid}/messages", json={"messages": tiny}).raise_for_status()
+    before = row_counts(api.database_url)
+    refused = compact(client, sid, kind="full", policy={"preserve_recent_api_rounds": 1})
+    assert refused.status_code == 409 and "would not be smaller" in refused.json()["detail"]
+    assert row_counts(api.database_url)["messages"] == before["messages"]
+    assert row_counts(api.database_url)["compactions"] == before["compactions"]
+
+
+def test_a_report_is_acted_on_once_even_when_repeated(client: httpx.Client) -> None:
+    sid = session_with(client, rounds=20, compaction=QUIET, context_window=10_000)
+    first = compile_it(client, sid)
+    ack = {"compile_id": first["compile_id"], "usage": {"prompt_tokens": 8_800}}
+    client.post(f"/v1/sessions/{sid}/cursor", json=ack).raise_for_status()
+    assert compile_it(client, sid)["compactions"] != []
+    client.post(f"/v1/sessions/{sid}/cursor", json=ack).raise_for_status()  # the same again
+    assert compile_it(client, sid)["compactions"] == []
+
+
+def test_a_compile_from_before_a_resetting_compaction_cannot_revive_the_session(
+    client: httpx.Client,
+) -> None:
+    sid = session_with(client, provider="codex-cli", compaction=POLICY)
+    first = compile_it(client, sid)
+    ack = {"compile_id": first["compile_id"], "provider_session_id": "thread-1"}
+    client.post(f"/v1/sessions/{sid}/cursor", json=ack).raise_for_status()
+    more = {"messages": [{"role": "user", "content": "and the docs?"}]}
+    client.post(f"/v1/sessions/{sid}/messages", json=more).raise_for_status()
+    old = compile_it(client, sid)  # a delta, made before the compaction
+    assert old["mode"] == "delta"
+    compact(client, sid, kind="full").raise_for_status()
+    late = {"compile_id": old["compile_id"], "provider_session_id": "thread-1"}
+    assert client.post(f"/v1/sessions/{sid}/cursor", json=late).json()["advanced"] is False
+    session = client.get(f"/v1/sessions/{sid}").json()
+    assert session["cursor_seq"] is None and session["provider_session_id"] is None

@@ -102,8 +102,8 @@ def test_a_compaction_through_one_replica_reaches_a_subscriber_on_the_other(
         m
         for n in range(8)
         for m in (
-            {"role": "user", "content": f"Look at src/part_{n}.py please"},
-            {"role": "assistant", "content": f"src/part_{n}.py defines handler_{n}."},
+            {"role": "user", "content": f"Look at src/part_{n}.py please. " + "Be thorough. " * 40},
+            {"role": "assistant", "content": f"It defines handler_{n}. " + "It works fine. " * 40},
         )
     ]
     one.post(f"/v1/sessions/{sid}/messages", json={"messages": turns}).raise_for_status()

@@ -322,6 +322,9 @@ def test_tool_payload_steps_persisted_keep_every_original(client: httpx.Client) 
     valid(client.post(f"/v1/sessions/{sid}/compile", json={}).json())
     again = client.post(f"/v1/sessions/{sid}/compact", json={"kind": "tool_payloads"})
     assert again.status_code == 409  # compacted already
+    # Summarised afterwards, the original is still the one first stored.
+    client.post(f"/v1/sessions/{sid}/compact", json={"kind": "full"}).raise_for_status()
+    assert client.get(f"/v1/sessions/{sid}/tool-calls/r1").json()["result"]["content"] == FILE_V1
 
 
 def test_persisted_steps_are_checked(client: httpx.Client) -> None:

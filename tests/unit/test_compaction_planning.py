@@ -26,7 +26,7 @@ def turns(n: int, pinned: int | None = None) -> tuple[Item, ...]:
     return items(*out, tokens=10)
 
 
-POLICY = CompactionPolicy(trigger_tokens=200, target_tokens=100, min_messages=10,
+POLICY = CompactionPolicy(trigger_tokens=200, target_tokens=150, min_messages=10,
                           summary_tokens=64, preserve_recent_api_rounds=2)  # fmt: skip
 
 
@@ -58,9 +58,36 @@ def test_the_newest_rounds_the_current_prompt_and_pinned_rounds_are_never_taken(
     plan = plan_full(history, POLICY)
     seqs = taken(plan)
     assert not {5, 6} & set(seqs)  # the pinned call and its result
-    # The current prompt is the last user message (seq 28): it and what follows stay.
-    assert max(seqs) < 28
-    assert [i.seq for i in plan.left] == [5, 6, 28, 29, 30]  # type: ignore[union-attr]
+    # The newest two API rounds (26-27, 29-30) and the current prompt (28) stay.
+    assert max(seqs) == 25
+    assert [i.seq for i in plan.left] == [5, 6, 26, 27, 28, 29, 30]  # type: ignore[union-attr]
+
+
+def test_a_long_agent_turn_is_compacted_behind_its_prompt() -> None:
+    # One prompt, then twenty tool rounds: the rounds after the prompt may go, the prompt stays.
+    calls = [m for k in range(20) for m in (assistant("", f"c{k}"), tool(f"c{k}", "done"))]
+    history = items(user("build it all"), *calls, tokens=10)
+    plan = plan_full(history, POLICY)
+    assert taken(plan) == list(range(2, 38))
+    assert plan_micro(history, POLICY) is not None
+
+
+def test_a_result_is_taken_only_with_its_call() -> None:
+    # c1's result comes in a later round (after a user turn): both rounds go together, or stay.
+    history = items(user("go"), assistant("", "c0", "c1"), tool("c0"), user("and?"), tool("c1"),
+                    assistant("", "c2"), tool("c2"), user("next"), assistant("ok"),
+                    user("done?"), assistant("yes"), user("bye"), tokens=10)  # fmt: skip
+    plan = plan_micro(history, CompactionPolicy(micro_batch_groups=1))
+    seqs = taken(plan)
+    assert (2 in seqs) == (5 in seqs)
+
+
+def test_other_sections_and_traces_are_left_where_they_are() -> None:
+    history = items(user("go"), ("notes", user("SECRET in notes")),
+                    assistant("", "c0", is_trace=True), tool("c0", is_trace=True),
+                    *[i.message for i in turns(6)], tokens=10)  # fmt: skip
+    seqs = taken(plan_full(history, POLICY))
+    assert not {2, 3, 4} & set(seqs)
 
 
 def test_a_tool_call_waiting_for_its_result_is_never_taken() -> None:
@@ -74,10 +101,11 @@ def test_a_tool_call_waiting_for_its_result_is_never_taken() -> None:
 def test_micro_takes_the_oldest_groups_and_full_every_compactable_round() -> None:
     history = turns(10)
     policy = POLICY.model_copy(update={"micro_batch_groups": 3})
-    assert taken(plan_micro(history, policy)) == [1, 2, 3, 4]  # prompt, round, prompt
+    # Three API rounds (assistant turns with their results) and the prompts before them.
+    assert taken(plan_micro(history, policy)) == list(range(1, 10))
     full = plan_full(history, policy)
     assert full is not None and full.kind == "full" and full.reason == "reactive_full"
-    assert taken(full) == list(range(1, 28))
+    assert taken(full) == list(range(1, 26))
 
 
 def test_an_earlier_summary_is_folded_into_the_next() -> None:

@@ -8,7 +8,7 @@ from typing import Annotated, Any
 from fastapi import APIRouter, Path, status
 
 from app.api.deps import DbDep, StateDep, TenantDep
-from app.api.problems import check_body, responses
+from app.api.problems import FieldError, check_body, invalid, responses
 from app.api.schemas import (
     ArchivedMessage,
     CompactionDetail,
@@ -56,6 +56,10 @@ async def compact_session(
     and one summary message takes their place; `tool_payloads` rewrites old tool payloads in the
     stored messages and archives each one as it was. A 409 when there is nothing to compact."""
     check_body(body)
+    payloads = body.kind == "tool_payloads"
+    stray = ("policy", body.policy) if payloads else ("steps", body.steps)
+    if stray[1] is not None:
+        raise invalid([FieldError(path=f"body.{stray[0]}", message=f"not for kind {body.kind}")])
     compactor = service.Compactor(db, state.counter, state.summarizer, datetime.now(UTC))
     if body.kind == "tool_payloads":
         done = await persisted_steps.compact_payloads_now(compactor, tenant, session_id, body.steps)

@@ -29,7 +29,7 @@ from app.api.schemas import (
 from app.domain.compilers.base import StepReport
 from app.domain.sessions import PromptFragment
 from app.services import compiling, cursor
-from app.services.compaction import Compactor, Report
+from app.services.compaction import Compactor
 from app.services.compiling import Compilation, Options
 from app.storage import queries
 
@@ -51,11 +51,9 @@ def _options(body: SessionCompileRequest | CompileRequest) -> Options:
     fragments = tuple(
         PromptFragment(name=f.name, text=f.text, lifecycle="dynamic") for f in body.fragments
     )
-    report = None
-    if body.usage is not None or body.error_kind is not None:
-        prompt = body.usage.prompt_tokens if body.usage else None
-        report = Report(prompt, body.error_kind == "prompt_too_long")
-    return replace(options, fragments=fragments, compaction=body.compaction, report=report)
+    usage = body.usage.model_dump(exclude_none=True) if body.usage else None
+    return replace(options, fragments=fragments, compaction=body.compaction, usage=usage,
+                   error_kind=body.error_kind)  # fmt: skip
 
 
 def _result(done: Compilation) -> CompileResult:

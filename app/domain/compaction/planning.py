@@ -2,10 +2,11 @@
 
 A plan splits a session's stored items into the part to summarise (and archive) and the part
 that stays. Compaction works on whole API rounds (``api_rounds``) and never takes: a round
-holding a pinned message, the newest ``preserve_recent_api_rounds`` rounds, the current user
-prompt and what follows it, or a round whose tool call still waits for its result. Only a prefix
-of the history is taken (rounds kept whole inside it stay where they are), so the summary sits
-where the old part was and the prompt after it is unchanged.
+holding a pinned message, the newest ``preserve_recent_api_rounds`` API rounds (assistant turns
+with what answers them), the current user prompt, a tool call still waiting for its result (or a
+result whose call stays), or what the default compilers do not show (other sections, traces).
+Rounds are taken oldest first; those kept stay where they are, and the summary takes the place
+of the last message taken.
 
 Three kinds: ``session`` (request-boundary: above ``trigger_tokens`` with at least
 ``min_messages``, from the oldest round on until the history is down to ``target_tokens``, the
@@ -23,6 +24,7 @@ from typing import Annotated, Literal
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from app.domain.compilers.base import Item, api_rounds
+from app.domain.messages import DEFAULT_SECTION, SUMMARY_SECTION
 from app.domain.summaries import Reason
 
 Kind = Literal["session", "micro", "full"]
@@ -51,7 +53,7 @@ class CompactionPolicy(BaseModel):
     full_trigger_pct: Pct = 92
     preserve_recent_api_rounds: int = Field(2, ge=0)
     micro_batch_groups: int = Field(2, ge=1)
-    max_reactive_compactions_per_request: int = Field(3, ge=0)
+    max_reactive_compactions_per_request: int = Field(3, ge=0, le=10)
 
     @model_validator(mode="after")
     def _ordered(self) -> CompactionPolicy:
@@ -90,11 +92,14 @@ class Plan:
 Round = list[Item]
 
 
-def _pending(round_: Round) -> bool:
-    """True when a tool call of the round has no result in it."""
-    calls = {c.id for i in round_ for c in i.message.tool_calls}
-    answered = {r.call_id for i in round_ for r in i.message.tool_results}
-    return bool(calls - answered)
+# What a compaction may take: the conversation as the default compilers show it. Other sections
+# and execution traces stay where they are (summarising them would put into every view what
+# the compilers keep out of it).
+SCOPE = frozenset({DEFAULT_SECTION, SUMMARY_SECTION})
+
+
+def _in_scope(item: Item) -> bool:
+    return item.section in SCOPE and not item.message.metadata.get("is_trace")
 
 
 def _current_prompt(rounds: Sequence[Round]) -> int:
@@ -109,15 +114,84 @@ def _prompt(item: Item) -> bool:
     return any(p.type != "tool_result" for p in item.message.content)
 
 
+def _recent(rounds: Sequence[Round], keep: int) -> int:
+    """Index of the first of the newest ``keep`` API rounds (assistant turns with what answers
+    them; a user prompt alone is no API round)."""
+    starts = [n for n, r in enumerate(rounds) if r[0].message.role == "assistant"]
+    return starts[-keep] if 0 < keep <= len(starts) else (0 if keep else len(rounds))
+
+
+def _ties(rounds: Sequence[Round]) -> tuple[list[set[int]], set[int]]:
+    """The rounds each call id ties together (its call and its results), and the rounds holding
+    a call that has no result yet."""
+    calls: dict[str, set[int]] = {}
+    results: dict[str, set[int]] = {}
+    for n, round_ in enumerate(rounds):
+        for item in round_:
+            for call in item.message.tool_calls:
+                calls.setdefault(call.id, set()).add(n)
+            for result in item.message.tool_results:
+                results.setdefault(result.call_id, set()).add(n)
+    ties = [calls.get(i, set()) | results.get(i, set()) for i in calls.keys() | results.keys()]
+    pending = {n for call, where in calls.items() if call not in results for n in where}
+    return ties, pending
+
+
+def _units(rounds: Sequence[Round], free: set[int]) -> list[Round]:
+    """The free rounds merged where a call id ties them (a call and its results are taken or kept
+    together), without any tied to a round that stays or to a call that has no result."""
+    ties, pending = _ties(rounds)
+    free = free - pending
+    changed = True
+    while changed:
+        changed = False
+        for group in ties:
+            if group & free and not group <= free:
+                free -= group
+                changed = True
+    parent = {n: n for n in free}
+
+    def root(n: int) -> int:
+        while parent[n] != n:
+            n = parent[n]
+        return n
+
+    for group in ties:
+        members = sorted(group & free)
+        for n in members[1:]:
+            parent[root(n)] = root(members[0])
+    merged: dict[int, Round] = {}
+    for n in sorted(free):
+        merged.setdefault(root(n), []).extend(rounds[n])
+    return [sorted(unit, key=lambda i: i.seq) for unit in merged.values()]
+
+
 def compactable(items: Sequence[Item], policy: CompactionPolicy) -> tuple[list[Round], list[Round]]:
-    """The history as rounds: those a compaction may take, oldest first, and all rounds."""
+    """What a compaction may take, as units (rounds, merged where a call id ties them) oldest
+    first, and all the history's rounds.
+
+    Never taken: the newest ``preserve_recent_api_rounds`` API rounds, the current user prompt,
+    rounds holding a pinned message or anything out of scope (other sections, traces), and
+    rounds tied by a call id to one of those or to a call still waiting for its result.
+    """
     rounds = api_rounds(items)
-    end = min(len(rounds) - policy.preserve_recent_api_rounds, _current_prompt(rounds))
-    free = [
-        r for r in rounds[: max(end, 0)]
-        if not _pending(r) and not any(i.pinned for i in r)
-    ]  # fmt: skip
-    return free, rounds
+    end, prompt = _recent(rounds, policy.preserve_recent_api_rounds), _current_prompt(rounds)
+    free = {
+        n for n, r in enumerate(rounds[:end])
+        if n != prompt and all(_in_scope(i) and not i.pinned for i in r)
+    }  # fmt: skip
+    return _units(rounds, free), rounds
+
+
+def _api_rounds(units: Sequence[Round], count: int) -> list[Round]:
+    """The oldest of ``units`` up to and including the ``count``-th holding an API round."""
+    out: list[Round] = []
+    for unit in units:
+        if count <= 0:
+            break
+        out.append(unit)
+        count -= any(i.message.role == "assistant" for i in unit)
+    return out
 
 
 def _plan(kind: Kind, taken_rounds: Sequence[Round], rounds: Sequence[Round]) -> Plan | None:
@@ -152,7 +226,7 @@ def plan_session(items: Sequence[Item], policy: CompactionPolicy, now: bool = Fa
 def plan_micro(items: Sequence[Item], policy: CompactionPolicy) -> Plan | None:
     """The oldest ``micro_batch_groups`` compactable rounds."""
     free, rounds = compactable(items, policy)
-    return _plan("micro", free[: policy.micro_batch_groups], rounds)
+    return _plan("micro", _api_rounds(free, policy.micro_batch_groups), rounds)
 
 
 def plan_full(items: Sequence[Item], policy: CompactionPolicy) -> Plan | None:
