@@ -19,7 +19,6 @@ from app.domain.compiling import (
     Target,
     compile_request,
     context_messages,
-    open_calls,
     with_request_fragments,
 )
 from app.domain.errors import FormatError, InvalidInput
@@ -171,8 +170,7 @@ async def compile_session(
         rows = await queries.all_messages(db, pk)
     else:
         rows = await queries.messages_after(db, pk, cursor)
-        held = await queries.last_round_before(db, pk, cursor)
-        prior = open_calls([stored_message(r, profile.encoding).message for r in held])
+        prior = await queries.open_calls(db, pk, cursor)
         dynamic = [f for f in fragments if f.lifecycle == "dynamic"]
         target = replace(target, fragments=(), context=context_messages(dynamic),
                          prior_call_ids=prior)  # fmt: skip

@@ -6,7 +6,7 @@ from collections.abc import Sequence
 from datetime import datetime
 from typing import Any
 
-from sqlalchemy import case, delete, func, or_, select, update
+from sqlalchemy import String, case, delete, func, null, or_, select, union_all, update
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from app.domain.sessions import SessionPk, TenantId
@@ -17,6 +17,7 @@ from app.storage.models import (
     MessageRow,
     SessionRow,
     TenantRow,
+    ToolPartRow,
 )
 
 
@@ -140,32 +141,51 @@ async def messages_after(db: AsyncSession, pk: SessionPk, after_seq: int) -> Seq
     return (await db.scalars(query)).all()
 
 
-# How far back from the cursor the last round is looked for in one bounded range read.
-ROUND_LOOKBACK = 256
+# How far back from the cursor the last assistant message is looked for in one bounded read.
+ROUND_LOOKBACK = 64
+_NO_TEXT: Any = null().cast(String)  # a column one side of a union does not have
 
 
-async def last_round_before(db: AsyncSession, pk: SessionPk, seq: int) -> Sequence[MessageRow]:
-    """The messages from the last assistant message at or before ``seq`` up to ``seq``: where the
-    tool calls still open at ``seq`` are. Read as a primary-key range (its cost does not grow with
-    the history); only a round longer than the look-back needs a second query."""
+async def open_calls(db: AsyncSession, pk: SessionPk, seq: int) -> frozenset[str]:
+    """The tool calls of the last assistant message at or before ``seq`` that no message up to
+    ``seq`` answers: what a provider session holding the history through ``seq`` waits on.
 
-    def between(first: Any) -> Any:
-        return (
-            select(MessageRow)
-            .where(MessageRow.session_pk == pk, MessageRow.seq >= first, MessageRow.seq <= seq)
-            .order_by(MessageRow.seq)
-        )
-
-    rows = (await db.scalars(between(seq - ROUND_LOOKBACK))).all()
-    starts = [n for n, row in enumerate(rows) if row.role == "assistant"]
-    if starts:
-        return rows[starts[-1] :]
-    start = (
-        select(func.max(MessageRow.seq))
-        .where(MessageRow.session_pk == pk, MessageRow.seq <= seq, MessageRow.role == "assistant")
-        .scalar_subquery()
+    Roles and the tool part index are read as primary-key ranges, never message contents, so the
+    cost does not grow with the history; only a round longer than the look-back needs a second
+    query.
+    """
+    low = seq - ROUND_LOOKBACK
+    window = union_all(
+        select(MessageRow.seq, MessageRow.role, _NO_TEXT, _NO_TEXT).where(
+            MessageRow.session_pk == pk, MessageRow.seq > low, MessageRow.seq <= seq
+        ),
+        select(ToolPartRow.seq, _NO_TEXT, ToolPartRow.kind, ToolPartRow.call_id).where(
+            ToolPartRow.session_pk == pk, ToolPartRow.seq > low, ToolPartRow.seq <= seq
+        ),
     )
-    return (await db.scalars(between(start))).all()
+    rows = (await db.execute(window)).all()
+    starts = [at for at, role, _, _ in rows if role == "assistant"]
+    if starts:
+        return _unanswered(max(starts), [(at, kind, cid) for at, _, kind, cid in rows if kind])
+    first = await db.scalar(
+        select(func.max(MessageRow.seq)).where(
+            MessageRow.session_pk == pk, MessageRow.seq <= low, MessageRow.role == "assistant"
+        )
+    )
+    if first is None:
+        return frozenset()
+    parts = await db.execute(
+        select(ToolPartRow.seq, ToolPartRow.kind, ToolPartRow.call_id).where(
+            ToolPartRow.session_pk == pk, ToolPartRow.seq >= first, ToolPartRow.seq <= seq
+        )
+    )
+    return _unanswered(first, [(at, kind, cid) for at, kind, cid in parts])
+
+
+def _unanswered(start: int, parts: Sequence[tuple[int, str, str]]) -> frozenset[str]:
+    """The calls of the message at ``start`` minus the results after it."""
+    calls = {cid for at, kind, cid in parts if at == start and kind == "call"}
+    return frozenset(calls - {cid for at, kind, cid in parts if at > start and kind == "result"})
 
 
 async def advance_cursor(
