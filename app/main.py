@@ -24,7 +24,7 @@ from app.api.routes import (
 )
 from app.api.schemas import CompileRequest
 from app.services.cache import Lru, MessageCache
-from app.services.keys import local_tenant
+from app.services.keys import KeyCache, local_tenant
 from app.services.plugins import load_registry
 from app.settings import Settings
 from app.storage.db import create_engine, create_sessionmaker
@@ -50,8 +50,9 @@ def create_app(settings: Settings | None = None) -> FastAPI:
             cache = MessageCache(counter, settings.compile_cache_bytes)
             answers: Lru[bytes, bytes] = Lru(settings.answer_cache_bytes)
             state = AppState(
-                settings, engine, maker, counter, metrics, local, load_registry(), cache, answers
-            )
+                settings, engine, maker, counter, metrics, local, load_registry(), cache, answers,
+                KeyCache(settings.key_cache_seconds),
+            )  # fmt: skip
             yield {"ctxc": state}
         finally:
             await engine.dispose()

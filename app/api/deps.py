@@ -32,6 +32,7 @@ class AppState:
     registry: Registry
     cache: MessageCache
     answers: Lru[bytes, bytes]  # /v1/compile answers (without their compile id) by request
+    keys: keys.KeyCache
 
 
 def get_state(request: Request) -> AppState:
@@ -64,7 +65,7 @@ async def get_tenant(request: Request, state: StateDep, db: DbDep) -> TenantId:
         scheme, _, key = header.partition(" ")
         if scheme.lower() != "bearer" or not key.strip():
             raise _unauthorized("use `Authorization: Bearer <key>`")
-        tenant = await keys.authenticate(db, key.strip())
+        tenant = await keys.authenticate(db, key.strip(), state.keys)
         if tenant is None:
             raise _unauthorized("unknown or revoked API key")
         return tenant
