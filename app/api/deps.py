@@ -35,7 +35,9 @@ class AppState:
     keys: keys.KeyCache
 
 
-def get_state(request: Request) -> AppState:
+async def get_state(request: Request) -> AppState:
+    # async, though it awaits nothing: FastAPI runs a plain function dependency in a worker
+    # thread, a thread round trip on every request.
     state: AppState = request.state.ctxc
     return state
 
