@@ -9,6 +9,7 @@ from datetime import datetime
 from typing import Any, Literal
 
 import anyio
+from sqlalchemy import Row
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from app.domain.compilers.base import Item, Snapshot
@@ -23,15 +24,14 @@ from app.domain.compiling import (
 )
 from app.domain.errors import FormatError, InvalidInput
 from app.domain.formats.convert import Format
-from app.domain.messages import DEFAULT_SECTION
+from app.domain.messages import DEFAULT_SECTION, Message
 from app.domain.providers import ProviderProfile, get_profile
 from app.domain.sessions import PromptFragment, SessionPk, TenantId
 from app.domain.tokens import Encoder, count_message
 from app.services.cache import Entry, MessageCache
-from app.services.messages import stored_message
-from app.services.sessions import require_session, session_profile
+from app.services.sessions import require_session_and_tenant_name, session_profile
 from app.storage import queries
-from app.storage.models import CompileRow, MessageRow
+from app.storage.models import CompileRow
 
 # Without a spec of its own, a compile keeps the current trace and fits the context window.
 DEFAULT_COMPILE_SPEC = CompilerSpec(decorators=(Component(name="token_limit"),))
@@ -147,7 +147,7 @@ async def compile_session(
     (a session-stateful profile with an active provider session): the dynamic fragments as
     ``[System Context]: `` user messages and only the messages after the cursor (seeds/004).
     """
-    row = await require_session(db, tenant, session_id)
+    row, tenant_name = await require_session_and_tenant_name(db, tenant, session_id)
     pk = SessionPk(row.pk)
     profile = session_profile(row, options.provider)
     encoder = cache.counter.encoder(profile.encoding)
@@ -166,18 +166,15 @@ async def compile_session(
         profile, options.context_window or row.context_window or profile.context_window,
         fragments, row.response_format, _tools_tokens(options.tools, encoder),
     )  # fmt: skip
-    if cursor is None:
-        rows = await queries.all_messages(db, pk)
-    else:
-        rows = await queries.messages_after(db, pk, cursor)
+    rows = await queries.compile_rows(db, pk, cursor or 0, profile.encoding)
+    if cursor is not None:
         prior = await queries.open_calls(db, pk, cursor)
         dynamic = [f for f in fragments if f.lifecycle == "dynamic"]
         target = replace(target, fragments=(), context=context_messages(dynamic),
                          prior_call_ids=prior)  # fmt: skip
-    tenant_name = await queries.tenant_name(db, tenant)
 
     def work() -> Output:
-        items = tuple(_item(r, profile.encoding) for r in rows)
+        items = tuple(_item(r) for r in rows)
         snapshot = _snapshot(items, cache, encoder, options, tenant=tenant_name, now=now,
                              metadata=row.meta, session_id=row.id)  # fmt: skip
         return compile_request(snapshot, compiler, target)
@@ -186,8 +183,8 @@ async def compile_session(
     output = replace(output, warnings=[*notes, *output.warnings])
     mode: Mode = "full" if cursor is None else "delta"
     compile_id = str(uuid.uuid4())
-    db.add(
-        CompileRow(
+    await queries.insert_compile(
+        db, CompileRow(
             id=compile_id, session_pk=row.pk, mode=mode,
             seq_from=output.seqs[0] if output.seqs else None,
             # What an acknowledgement moves the cursor to: the last seq sent (a delta that sent
@@ -200,5 +197,6 @@ async def compile_session(
     return Compilation(compile_id, profile, output, mode=mode, after_seq=cursor)
 
 
-def _item(row: MessageRow, encoding: str) -> Item:
-    return Item(row.seq, row.section, stored_message(row, encoding).message, row.tokens(encoding))
+def _item(row: Row[Any]) -> Item:
+    message = {"role": row.role, "content": row.content, "name": row.name, "metadata": row.meta}
+    return Item(row.seq, row.section, Message.model_validate(message), row.tokens)

@@ -43,6 +43,18 @@ async def require_session(db: AsyncSession, tenant: TenantId, session_id: str) -
     return row
 
 
+async def require_session_and_tenant_name(
+    db: AsyncSession, tenant: TenantId, session_id: str
+) -> tuple[SessionRow, str]:
+    """``require_session`` and the tenant's name, in one query."""
+    found = None
+    if SESSION_ID_RE.match(session_id):
+        found = await queries.session_and_tenant_name(db, tenant, session_id)
+    if found is None:
+        raise NotFound("session", session_id)
+    return found
+
+
 async def views(db: AsyncSession, rows: Sequence[SessionRow]) -> list[SessionView]:
     """The rows with their message figures, in one query."""
     stats = await queries.message_stats(db, [SessionPk(row.pk) for row in rows])

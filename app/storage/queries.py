@@ -6,7 +6,7 @@ from collections.abc import Sequence
 from datetime import datetime
 from typing import Any
 
-from sqlalchemy import String, case, delete, func, null, or_, select, union_all, update
+from sqlalchemy import Row, String, case, delete, func, insert, null, or_, select, union_all, update
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from app.domain.sessions import SessionPk, TenantId
@@ -42,6 +42,20 @@ async def session_row(db: AsyncSession, tenant: TenantId, session_id: str) -> Se
     return await db.scalar(
         select(SessionRow).where(SessionRow.tenant_id == tenant, SessionRow.id == session_id)
     )
+
+
+async def session_and_tenant_name(
+    db: AsyncSession, tenant: TenantId, session_id: str
+) -> tuple[SessionRow, str] | None:
+    """The session row with its tenant's name, in one query."""
+    found = (
+        await db.execute(
+            select(SessionRow, TenantRow.name)
+            .join(TenantRow, TenantRow.id == SessionRow.tenant_id)
+            .where(SessionRow.tenant_id == tenant, SessionRow.id == session_id)
+        )
+    ).first()
+    return None if found is None else (found[0], found[1])
 
 
 async def session_rows(
@@ -125,20 +139,21 @@ async def keys_matching(db: AsyncSession, id_or_prefix: str) -> Sequence[ApiKeyR
     ).all()
 
 
-async def all_messages(db: AsyncSession, pk: SessionPk) -> Sequence[MessageRow]:
-    """Every stored message of a session, in seq order."""
-    query = select(MessageRow).where(MessageRow.session_pk == pk).order_by(MessageRow.seq)
-    return (await db.scalars(query)).all()
-
-
-async def messages_after(db: AsyncSession, pk: SessionPk, after_seq: int) -> Sequence[MessageRow]:
-    """The stored messages after ``after_seq``, in seq order (a delta compile's rows)."""
+async def compile_rows(
+    db: AsyncSession, pk: SessionPk, after_seq: int, encoding: str
+) -> Sequence[Row[Any]]:
+    """The stored messages after ``after_seq`` (0: all), in seq order, as plain rows (no ORM
+    objects): ``seq, section, role, name, content, meta`` and ``tokens`` in ``encoding``."""
+    tokens = MessageRow.tokens_o200k if encoding == "o200k_base" else MessageRow.tokens_cl100k
     query = (
-        select(MessageRow)
+        select(
+            MessageRow.seq, MessageRow.section, MessageRow.role, MessageRow.name,
+            MessageRow.content, MessageRow.meta, tokens.label("tokens"),
+        )
         .where(MessageRow.session_pk == pk, MessageRow.seq > after_seq)
         .order_by(MessageRow.seq)
-    )
-    return (await db.scalars(query)).all()
+    )  # fmt: skip
+    return (await db.execute(query)).all()
 
 
 # How far back from the cursor the last assistant message is looked for in one bounded read.
@@ -200,6 +215,13 @@ async def advance_cursor(
             (or_(moves, held.is_(None)), provider_session_id), else_=held
         )
     await db.execute(update(SessionRow).where(SessionRow.pk == pk).values(**values))
+
+
+async def insert_compile(db: AsyncSession, row: CompileRow) -> None:
+    """Insert ``row`` with one INSERT statement, outside the session's unit of work (the row is
+    never read back in the same transaction)."""
+    values = {c.key: getattr(row, c.key) for c in CompileRow.__table__.columns}
+    await db.execute(insert(CompileRow).values(values))
 
 
 async def compile_row(db: AsyncSession, pk: SessionPk, compile_id: str) -> CompileRow | None:
