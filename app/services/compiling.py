@@ -31,6 +31,7 @@ from app.domain.tokens import Encoder, count_message
 from app.services.cache import Entry, MessageCache
 from app.services.sessions import require_session_and_tenant_name, session_profile
 from app.storage import queries
+from app.storage.db import autocommit
 from app.storage.models import CompileRow
 
 # Without a spec of its own, a compile keeps the current trace and fits the context window.
@@ -147,6 +148,7 @@ async def compile_session(
     (a session-stateful profile with an active provider session): the dynamic fragments as
     ``[System Context]: `` user messages and only the messages after the cursor (seeds/004).
     """
+    await autocommit(db)  # reads, then one INSERT
     row, tenant_name = await require_session_and_tenant_name(db, tenant, session_id)
     pk = SessionPk(row.pk)
     profile = session_profile(row, options.provider)

@@ -16,6 +16,7 @@ from app.domain.errors import Conflict, NotFound
 from app.domain.sessions import TenantId
 from app.settings import LOCAL_TENANT
 from app.storage import queries
+from app.storage.db import autocommit
 from app.storage.models import ApiKeyRow, TenantRow
 
 KEY_PREFIX = "ctxc_"
@@ -133,6 +134,7 @@ async def authenticate(
     key_hash = hash_key(key)
     if cache is not None and (tenant := cache.get(key_hash)) is not None:
         return tenant
+    await autocommit(db)  # one read
     row = await queries.key_by_hash(db, key_hash)
     if row is None or row.revoked_at is not None:
         return None

@@ -53,5 +53,14 @@ def create_engine(url: str, pool_size: int = 10) -> AsyncEngine:
     return engine
 
 
+async def autocommit(db: AsyncSession) -> None:
+    """On Postgres, run each statement of ``db`` as its own transaction; call it before the
+    first query. For use cases that read and then write a single row: under READ COMMITTED the
+    statements of a transaction share no snapshot anyway, so this only saves the BEGIN and COMMIT
+    round trips. SQLite keeps its transaction (there, it gives the reads one snapshot)."""
+    if db.get_bind().dialect.name == "postgresql":
+        await db.connection(execution_options={"isolation_level": "AUTOCOMMIT"})
+
+
 def create_sessionmaker(engine: AsyncEngine) -> async_sessionmaker[AsyncSession]:
     return async_sessionmaker(engine, expire_on_commit=False)
