@@ -30,9 +30,8 @@ from app.domain.sessions import PromptFragment, SessionPk, TenantId
 from app.domain.tokens import Encoder, count_message
 from app.services.cache import Entry, MessageCache
 from app.services.sessions import require_session_and_tenant_name, session_profile
-from app.storage import queries
+from app.storage import compiles
 from app.storage.db import autocommit
-from app.storage.models import CompileRow
 
 # Without a spec of its own, a compile keeps the current trace and fits the context window.
 DEFAULT_COMPILE_SPEC = CompilerSpec(decorators=(Component(name="token_limit"),))
@@ -168,9 +167,9 @@ async def compile_session(
         profile, options.context_window or row.context_window or profile.context_window,
         fragments, row.response_format, _tools_tokens(options.tools, encoder),
     )  # fmt: skip
-    rows = await queries.compile_rows(db, pk, cursor or 0, profile.encoding)
+    rows = await compiles.rows_after(db, pk, cursor or 0, profile.encoding)
     if cursor is not None:
-        prior = await queries.open_calls(db, pk, cursor)
+        prior = await compiles.open_calls(db, pk, cursor)
         dynamic = [f for f in fragments if f.lifecycle == "dynamic"]
         target = replace(target, fragments=(), context=context_messages(dynamic),
                          prior_call_ids=prior)  # fmt: skip
@@ -185,16 +184,10 @@ async def compile_session(
     output = replace(output, warnings=[*notes, *output.warnings])
     mode: Mode = "full" if cursor is None else "delta"
     compile_id = str(uuid.uuid4())
-    await queries.insert_compile(
-        db, CompileRow(
-            id=compile_id, session_pk=row.pk, mode=mode,
-            seq_from=output.seqs[0] if output.seqs else None,
-            # What an acknowledgement moves the cursor to: the last seq sent (a delta that sent
-            # no stored message leaves it where it is).
-            seq_to=output.seqs[-1] if output.seqs else cursor,
-            token_total=output.total, created_at=now,
-        )
-    )  # fmt: skip
+    # What an acknowledgement moves the cursor to: the last seq sent (a delta that sent no stored
+    # message leaves it where it is).
+    seqs = (output.seqs[0], output.seqs[-1]) if output.seqs else (None, cursor)
+    await compiles.insert_compile(db, compile_id, pk, mode, seqs, output.total, now)
     await db.commit()
     return Compilation(compile_id, profile, output, mode=mode, after_seq=cursor)
 

@@ -6,7 +6,7 @@ from collections.abc import Sequence
 from datetime import datetime
 from typing import Any
 
-from sqlalchemy import Row, String, case, delete, func, insert, null, or_, select, union_all, update
+from sqlalchemy import case, delete, func, or_, select, update
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from app.domain.sessions import SessionPk, TenantId
@@ -17,7 +17,6 @@ from app.storage.models import (
     MessageRow,
     SessionRow,
     TenantRow,
-    ToolPartRow,
 )
 
 
@@ -42,20 +41,6 @@ async def session_row(db: AsyncSession, tenant: TenantId, session_id: str) -> Se
     return await db.scalar(
         select(SessionRow).where(SessionRow.tenant_id == tenant, SessionRow.id == session_id)
     )
-
-
-async def session_and_tenant_name(
-    db: AsyncSession, tenant: TenantId, session_id: str
-) -> tuple[SessionRow, str] | None:
-    """The session row with its tenant's name, in one query."""
-    found = (
-        await db.execute(
-            select(SessionRow, TenantRow.name)
-            .join(TenantRow, TenantRow.id == SessionRow.tenant_id)
-            .where(SessionRow.tenant_id == tenant, SessionRow.id == session_id)
-        )
-    ).first()
-    return None if found is None else (found[0], found[1])
 
 
 async def session_rows(
@@ -139,70 +124,6 @@ async def keys_matching(db: AsyncSession, id_or_prefix: str) -> Sequence[ApiKeyR
     ).all()
 
 
-async def compile_rows(
-    db: AsyncSession, pk: SessionPk, after_seq: int, encoding: str
-) -> Sequence[Row[Any]]:
-    """The stored messages after ``after_seq`` (0: all), in seq order, as plain rows (no ORM
-    objects): ``seq, section, role, name, content, meta`` and ``tokens`` in ``encoding``."""
-    tokens = MessageRow.tokens_o200k if encoding == "o200k_base" else MessageRow.tokens_cl100k
-    query = (
-        select(
-            MessageRow.seq, MessageRow.section, MessageRow.role, MessageRow.name,
-            MessageRow.content, MessageRow.meta, tokens.label("tokens"),
-        )
-        .where(MessageRow.session_pk == pk, MessageRow.seq > after_seq)
-        .order_by(MessageRow.seq)
-    )  # fmt: skip
-    return (await db.execute(query)).all()
-
-
-# How far back from the cursor the last assistant message is looked for in one bounded read.
-ROUND_LOOKBACK = 64
-_NO_TEXT: Any = null().cast(String)  # a column one side of a union does not have
-
-
-async def open_calls(db: AsyncSession, pk: SessionPk, seq: int) -> frozenset[str]:
-    """The tool calls of the last assistant message at or before ``seq`` that no message up to
-    ``seq`` answers: what a provider session holding the history through ``seq`` waits on.
-
-    Roles and the tool part index are read as primary-key ranges, never message contents, so the
-    cost does not grow with the history; only a round longer than the look-back needs a second
-    query.
-    """
-    low = seq - ROUND_LOOKBACK
-    window = union_all(
-        select(MessageRow.seq, MessageRow.role, _NO_TEXT, _NO_TEXT).where(
-            MessageRow.session_pk == pk, MessageRow.seq > low, MessageRow.seq <= seq
-        ),
-        select(ToolPartRow.seq, _NO_TEXT, ToolPartRow.kind, ToolPartRow.call_id).where(
-            ToolPartRow.session_pk == pk, ToolPartRow.seq > low, ToolPartRow.seq <= seq
-        ),
-    )
-    rows = (await db.execute(window)).all()
-    starts = [at for at, role, _, _ in rows if role == "assistant"]
-    if starts:
-        return _unanswered(max(starts), [(at, kind, cid) for at, _, kind, cid in rows if kind])
-    first = await db.scalar(
-        select(func.max(MessageRow.seq)).where(
-            MessageRow.session_pk == pk, MessageRow.seq <= low, MessageRow.role == "assistant"
-        )
-    )
-    if first is None:
-        return frozenset()
-    parts = await db.execute(
-        select(ToolPartRow.seq, ToolPartRow.kind, ToolPartRow.call_id).where(
-            ToolPartRow.session_pk == pk, ToolPartRow.seq >= first, ToolPartRow.seq <= seq
-        )
-    )
-    return _unanswered(first, [(at, kind, cid) for at, kind, cid in parts])
-
-
-def _unanswered(start: int, parts: Sequence[tuple[int, str, str]]) -> frozenset[str]:
-    """The calls of the message at ``start`` minus the results after it."""
-    calls = {cid for at, kind, cid in parts if at == start and kind == "call"}
-    return frozenset(calls - {cid for at, kind, cid in parts if at > start and kind == "result"})
-
-
 async def advance_cursor(
     db: AsyncSession, pk: SessionPk, seq: int, provider_session_id: str | None
 ) -> None:
@@ -215,13 +136,6 @@ async def advance_cursor(
             (or_(moves, held.is_(None)), provider_session_id), else_=held
         )
     await db.execute(update(SessionRow).where(SessionRow.pk == pk).values(**values))
-
-
-async def insert_compile(db: AsyncSession, row: CompileRow) -> None:
-    """Insert ``row`` with one INSERT statement, outside the session's unit of work (the row is
-    never read back in the same transaction)."""
-    values = {c.key: getattr(row, c.key) for c in CompileRow.__table__.columns}
-    await db.execute(insert(CompileRow).values(values))
 
 
 async def compile_row(db: AsyncSession, pk: SessionPk, compile_id: str) -> CompileRow | None:
