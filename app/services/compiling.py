@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import uuid
+from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
 from datetime import datetime
 from typing import Any, Literal
@@ -35,6 +36,10 @@ from app.storage.db import autocommit
 
 # Without a spec of its own, a compile keeps the current trace and fits the context window.
 DEFAULT_COMPILE_SPEC = CompilerSpec(decorators=(Component(name="token_limit"),))
+# A session compile this small (a typical delta) runs on the event loop: it takes about a
+# millisecond, and a worker thread round trip costs a good part of that.
+LIGHT_MESSAGES = 64
+LIGHT_TOKENS = 16_384
 
 
 @dataclass(frozen=True)
@@ -180,7 +185,7 @@ async def compile_session(
                              metadata=row.meta, session_id=row.id)  # fmt: skip
         return compile_request(snapshot, compiler, target)
 
-    output = await anyio.to_thread.run_sync(work)
+    output = work() if _light(rows, target, options) else await anyio.to_thread.run_sync(work)
     output = replace(output, warnings=[*notes, *output.warnings])
     mode: Mode = "full" if cursor is None else "delta"
     compile_id = str(uuid.uuid4())
@@ -190,6 +195,14 @@ async def compile_session(
     await compiles.insert_compile(db, compile_id, pk, mode, seqs, output.total, now)
     await db.commit()
     return Compilation(compile_id, profile, output, mode=mode, after_seq=cursor)
+
+
+def _light(rows: Sequence[Row[Any]], target: Target, options: Options) -> bool:
+    """Whether the compile costs less than a worker thread round trip, so it may run on the event
+    loop: a few stored messages of few tokens (text is what costs), no ephemeral messages."""
+    texts = [f.text for f in target.fragments] + [m.text for m in target.context]
+    tokens = sum(r.tokens for r in rows) + sum(len(t) for t in texts) // 4  # ~4 chars a token
+    return len(rows) <= LIGHT_MESSAGES and tokens <= LIGHT_TOKENS and not options.ephemeral
 
 
 def _item(row: Row[Any]) -> Item:
