@@ -30,7 +30,7 @@ from app.api.routes import (
 from app.api.schemas import CompileRequest
 from app.services.cache import Lru, MessageCache
 from app.services.events import EventReader
-from app.services.keys import local_tenant
+from app.services.keys import KeyCache, local_tenant
 from app.services.plugins import load_registry
 from app.settings import Settings
 from app.storage.db import create_engine, create_sessionmaker
@@ -62,7 +62,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
             summarizer = summarizer_from_settings(settings, counter)
             state = AppState(
                 settings, engine, maker, counter, metrics, local, load_registry(), cache, answers,
-                summarizer, bus, EventReader(maker),
+                summarizer, bus, EventReader(maker), KeyCache(settings.key_cache_seconds),
             )  # fmt: skip
             yield {"ctxc": state}
         finally:

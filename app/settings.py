@@ -34,6 +34,13 @@ class Settings(BaseSettings):
     max_body_bytes: int = Field(
         16 * 1024 * 1024, ge=1024, description="Request bodies larger than this get a 413."
     )
+    key_cache_seconds: float = Field(
+        5.0,
+        ge=0,
+        description="How long a verified API key is remembered in the process: a revoked key "
+        "is refused by running servers within this many seconds (0: read the key on every "
+        "request).",
+    )
     idempotency_ttl_seconds: int = Field(
         86_400, ge=60, description="How long an Idempotency-Key is remembered."
     )

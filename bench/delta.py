@@ -47,19 +47,20 @@ def compile_and_ack(client: httpx.Client, sid: str, **ack: Any) -> tuple[dict[st
     return answer, took
 
 
-async def raw_reads(url: str, sid: str, after: list[int]) -> list[float]:
-    """The same rows read with asyncpg alone (one connection, prepared once)."""
+async def raw_reads(url: str, sid: str, reads: list[tuple[int, int]]) -> list[float]:
+    """The same rows read with asyncpg alone (one connection, prepared once): for each compile,
+    the messages after its cursor up to the last one stored then."""
     dsn = make_url(url).set(drivername="postgresql").render_as_string(hide_password=False)
     conn = await asyncpg.connect(dsn)
     try:
         pk = await conn.fetchval("SELECT pk FROM sessions WHERE id = $1", sid)
         query = await conn.prepare(
-            "SELECT * FROM messages WHERE session_pk = $1 AND seq > $2 ORDER BY seq"
+            "SELECT * FROM messages WHERE session_pk = $1 AND seq > $2 AND seq <= $3 ORDER BY seq"
         )
         times = []
-        for seq in after:
+        for after, last in reads:
             start = time.perf_counter()
-            await query.fetch(pk, seq)
+            await query.fetch(pk, after, last)
             times.append(time.perf_counter() - start)
         return times
     finally:
@@ -74,16 +75,16 @@ def sizes() -> None:
             sid = client.post("/v1/sessions", json={"provider": "codex-cli"}).json()["id"]
             fill(client, sid, rng, size)
             compile_and_ack(client, sid, provider_session_id="thread-1")  # the full start
-            times, after = [], []
+            times, reads = [], []
             for n in range(ROUNDS):
                 batch = {"messages": messages(rng, size + n * NEW, NEW)}
                 client.post(f"/v1/sessions/{sid}/messages", json=batch).raise_for_status()
-                cursor = client.get(f"/v1/sessions/{sid}").json()["cursor_seq"]
+                session = client.get(f"/v1/sessions/{sid}").json()
                 answer, took = compile_and_ack(client, sid)
                 assert answer["mode"] == "delta", answer["mode"]
                 times.append(took)
-                after.append(cursor)
-            raw = asyncio.run(raw_reads(url, sid, after))
+                reads.append((session["cursor_seq"], session["last_seq"]))
+            raw = asyncio.run(raw_reads(url, sid, reads))
             ratio = statistics.median(times) / statistics.median(raw)
             print(
                 f"  {size:>7,} stored: {describe(times)} | raw asyncpg read median "

@@ -52,6 +52,11 @@ async def _admin(sql: str) -> None:
         await conn.close()
 
 
+def admin(sql: str) -> None:
+    """Run ``sql`` on the Postgres server's admin database."""
+    asyncio.run(_admin(sql))
+
+
 @pytest.fixture(scope="session")
 def postgres_base() -> Iterator[str]:
     """A fresh Postgres database for this run, dropped at the end."""

@@ -38,9 +38,12 @@ class AppState:
     summarizer: Summarizer
     events: EventBus
     event_reader: EventReader
+    keys: keys.KeyCache
 
 
-def get_state(request: Request) -> AppState:
+async def get_state(request: Request) -> AppState:
+    # async, though it awaits nothing: FastAPI runs a plain function dependency in a worker
+    # thread, a thread round trip on every request.
     state: AppState = request.state.ctxc
     return state
 
@@ -63,14 +66,17 @@ def _unauthorized(detail: str) -> ProblemError:
     )
 
 
-async def get_tenant(request: Request, state: StateDep, db: DbDep) -> TenantId:
+async def get_tenant(request: Request, state: StateDep) -> TenantId:
     """The tenant of the Bearer key; in local mode, keyless loopback callers are `local`."""
     header = request.headers.get("authorization")
     if header is not None:
         scheme, _, key = header.partition(" ")
         if scheme.lower() != "bearer" or not key.strip():
             raise _unauthorized("use `Authorization: Bearer <key>`")
-        tenant = await keys.authenticate(db, key.strip())
+        # A session of its own: the key is read (when not remembered) outside the route's
+        # transaction, and its connection goes back to the pool at once.
+        async with state.sessionmaker() as db:
+            tenant = await keys.authenticate(db, key.strip(), state.keys)
         if tenant is None:
             raise _unauthorized("unknown or revoked API key")
         return tenant

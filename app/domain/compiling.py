@@ -89,17 +89,6 @@ def system_message(fragments: Sequence[PromptFragment]) -> Message | None:
     return Message(role="system", content=parts) if parts else None
 
 
-def open_calls(messages: Sequence[Message]) -> frozenset[str]:
-    """The tool calls of the last assistant message that no later message answers."""
-    pending: set[str] = set()
-    for message in messages:
-        if message.role == "assistant":
-            pending = {call.id for call in message.tool_calls}
-        else:
-            pending -= {result.call_id for result in message.tool_results}
-    return frozenset(pending)
-
-
 def with_request_fragments(
     fragments: Sequence[PromptFragment], given: Sequence[PromptFragment]
 ) -> tuple[PromptFragment, ...]:

@@ -4,11 +4,13 @@ from __future__ import annotations
 
 import json
 import uuid
+from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
 from datetime import datetime
 from typing import Any, Literal
 
 import anyio
+from sqlalchemy import Row
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from app.domain.compilers.base import Item, Snapshot
@@ -19,25 +21,27 @@ from app.domain.compiling import (
     Target,
     compile_request,
     context_messages,
-    open_calls,
     with_request_fragments,
 )
 from app.domain.errors import FormatError, InvalidInput
 from app.domain.formats.convert import Format
-from app.domain.messages import DEFAULT_SECTION
+from app.domain.messages import DEFAULT_SECTION, Message
 from app.domain.providers import ProviderProfile, get_profile
 from app.domain.sessions import PromptFragment, SessionPk, TenantId
 from app.domain.tokens import Encoder, count_message
 from app.services.cache import Entry, MessageCache
 from app.services.compaction import Compactor, Done, Report, compact_due
-from app.services.messages import stored_message
 from app.services.originals import keep_originals
-from app.services.sessions import require_session, session_profile
-from app.storage import queries
-from app.storage.models import CompileRow, MessageRow
+from app.services.sessions import require_session_and_tenant_name, session_profile
+from app.storage import compiles
+from app.storage.db import autocommit
 
 # Without a spec of its own, a compile keeps the current trace and fits the context window.
 DEFAULT_COMPILE_SPEC = CompilerSpec(decorators=(Component(name="token_limit"),))
+# A session compile this small (a typical delta) runs on the event loop: it takes about a
+# millisecond, and a worker thread round trip costs a good part of that.
+LIGHT_MESSAGES = 64
+LIGHT_TOKENS = 16_384
 
 
 @dataclass(frozen=True)
@@ -156,17 +160,21 @@ async def compile_session(
     (a session-stateful profile with an active provider session): the dynamic fragments as
     ``[System Context]: `` user messages and only the messages after the cursor (seeds/004).
     """
-    row = await require_session(db, tenant, session_id)
+    await autocommit(db)  # reads, then one INSERT
+    row, tenant_name = await require_session_and_tenant_name(db, tenant, session_id)
     pk = SessionPk(row.pk)
     profile = session_profile(row, options.provider)
     compacted: list[Done] = []
-    if compactor is not None:
+    if compactor is not None and (row.compaction_policy or options.compaction):
+        await db.commit()  # compactions need transactions of their own: out of autocommit
         reported = options.usage is not None or options.error_kind is not None
         report = Report.of(options.usage, options.error_kind, profile.output == "anthropic")
         compacted = await compact_due(compactor, row, profile, options.context_window,
                                       options.compaction, report if reported else None)  # fmt: skip
-        if compacted:  # re-read: a compaction may have ended the provider session
-            row = await require_session(db, tenant, session_id)
+        await db.commit()  # ends the reads that found nothing due
+        await autocommit(db)
+        # Read again: a compaction may have ended the provider session.
+        row, tenant_name = await require_session_and_tenant_name(db, tenant, session_id)
     encoder = cache.counter.encoder(profile.encoding)
     compiler = build(_spec(options.compiler, row.compiler), registry)
     stored = tuple(PromptFragment.model_validate(f) for f in row.system_prompt)
@@ -183,37 +191,27 @@ async def compile_session(
         profile, options.context_window or row.context_window or profile.context_window,
         fragments, row.response_format, _tools_tokens(options.tools, encoder),
     )  # fmt: skip
-    if cursor is None:
-        rows = await queries.all_messages(db, pk)
-    else:
-        rows = await queries.messages_after(db, pk, cursor)
-        held = await queries.last_round_before(db, pk, cursor)
-        prior = open_calls([stored_message(r, profile.encoding).message for r in held])
+    rows = await compiles.rows_after(db, pk, cursor or 0, profile.encoding)
+    if cursor is not None:
+        prior = await compiles.open_calls(db, pk, cursor)
         dynamic = [f for f in fragments if f.lifecycle == "dynamic"]
         target = replace(target, fragments=(), context=context_messages(dynamic),
                          prior_call_ids=prior)  # fmt: skip
-    tenant_name = await queries.tenant_name(db, tenant)
 
     def work() -> Output:
-        items = tuple(_item(r, profile.encoding) for r in rows)
+        items = tuple(_item(r) for r in rows)
         snapshot = _snapshot(items, cache, encoder, options, tenant=tenant_name, now=now,
                              metadata=row.meta, session_id=row.id)  # fmt: skip
         return compile_request(snapshot, compiler, target)
 
-    output = await anyio.to_thread.run_sync(work)
+    output = work() if _light(rows, target, options) else await anyio.to_thread.run_sync(work)
     output = replace(output, warnings=[*notes, *output.warnings])
     mode: Mode = "full" if cursor is None else "delta"
     compile_id = str(uuid.uuid4())
-    db.add(
-        CompileRow(
-            id=compile_id, session_pk=row.pk, mode=mode,
-            seq_from=output.seqs[0] if output.seqs else None,
-            # What an acknowledgement moves the cursor to: the last seq sent (a delta that sent
-            # no stored message leaves it where it is).
-            seq_to=output.seqs[-1] if output.seqs else cursor,
-            token_total=output.total, created_at=now,
-        )
-    )  # fmt: skip
+    # What an acknowledgement moves the cursor to: the last seq sent (a delta that sent no stored
+    # message leaves it where it is).
+    seqs = (output.seqs[0], output.seqs[-1]) if output.seqs else (None, cursor)
+    await compiles.insert_compile(db, compile_id, pk, mode, seqs, output.total, now)
     await keep_originals(db, pk, output.steps, now)
     await db.commit()
     if any(d.row.resets_provider_session for d in compacted):
@@ -224,5 +222,14 @@ async def compile_session(
                        compactions=tuple(compacted))  # fmt: skip
 
 
-def _item(row: MessageRow, encoding: str) -> Item:
-    return Item(row.seq, row.section, stored_message(row, encoding).message, row.tokens(encoding))
+def _light(rows: Sequence[Row[Any]], target: Target, options: Options) -> bool:
+    """Whether the compile costs less than a worker thread round trip, so it may run on the event
+    loop: a few stored messages of few tokens (text is what costs), no ephemeral messages."""
+    texts = [f.text for f in target.fragments] + [m.text for m in target.context]
+    tokens = sum(r.tokens for r in rows) + sum(len(t) for t in texts) // 4  # ~4 chars a token
+    return len(rows) <= LIGHT_MESSAGES and tokens <= LIGHT_TOKENS and not options.ephemeral
+
+
+def _item(row: Row[Any]) -> Item:
+    message = {"role": row.role, "content": row.content, "name": row.name, "metadata": row.meta}
+    return Item(row.seq, row.section, Message.model_validate(message), row.tokens)

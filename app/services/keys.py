@@ -4,7 +4,9 @@ from __future__ import annotations
 
 import hashlib
 import secrets
+import time
 import uuid
+from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import datetime
 
@@ -14,6 +16,7 @@ from app.domain.errors import Conflict, NotFound
 from app.domain.sessions import TenantId
 from app.settings import LOCAL_TENANT
 from app.storage import queries
+from app.storage.db import autocommit
 from app.storage.models import ApiKeyRow, TenantRow
 
 KEY_PREFIX = "ctxc_"
@@ -90,12 +93,55 @@ async def local_tenant(db: AsyncSession, now: datetime) -> TenantId:
     return tenant
 
 
-async def authenticate(db: AsyncSession, key: str) -> TenantId | None:
-    """The tenant of a valid, unrevoked key."""
-    row = await queries.key_by_hash(db, hash_key(key))
+class KeyCache:
+    """Valid keys (by hash) and their tenant, each remembered for ``ttl`` seconds.
+
+    Keys are revoked from another process (the CLI), so a revocation reaches a running server
+    only when its entry expires: the price of not reading the key on every request. Unknown and
+    revoked keys are never remembered. At most ``max_entries`` keys are kept (oldest out first).
+    """
+
+    def __init__(
+        self, ttl: float, max_entries: int = 10_000, clock: Callable[[], float] = time.monotonic
+    ) -> None:
+        self.ttl = ttl
+        self.max_entries = max_entries
+        self._clock = clock
+        self._entries: dict[str, tuple[TenantId, float]] = {}
+
+    def get(self, key_hash: str) -> TenantId | None:
+        found = self._entries.get(key_hash)
+        if found is None:
+            return None
+        if self._clock() >= found[1]:
+            self._entries.pop(key_hash, None)
+            return None
+        return found[0]
+
+    def put(self, key_hash: str, tenant: TenantId) -> None:
+        if self.ttl <= 0:
+            return
+        self._entries.pop(key_hash, None)
+        while len(self._entries) >= self.max_entries:
+            self._entries.pop(next(iter(self._entries)))
+        self._entries[key_hash] = (tenant, self._clock() + self.ttl)
+
+
+async def authenticate(
+    db: AsyncSession, key: str, cache: KeyCache | None = None
+) -> TenantId | None:
+    """The tenant of a valid, unrevoked key (as of ``cache.ttl`` seconds ago at most)."""
+    key_hash = hash_key(key)
+    if cache is not None and (tenant := cache.get(key_hash)) is not None:
+        return tenant
+    await autocommit(db)  # one read
+    row = await queries.key_by_hash(db, key_hash)
     if row is None or row.revoked_at is not None:
         return None
-    return TenantId(row.tenant_id)
+    tenant = TenantId(row.tenant_id)
+    if cache is not None:
+        cache.put(key_hash, tenant)
+    return tenant
 
 
 def _info(row: ApiKeyRow, tenant: str) -> KeyInfo:

@@ -15,7 +15,7 @@ from sqlalchemy.orm.exc import StaleDataError
 from app.domain.errors import Conflict, NotFound
 from app.domain.providers import ProviderProfile, get_profile, with_overrides
 from app.domain.sessions import SESSION_ID_RE, SessionPk, TenantId
-from app.storage import queries
+from app.storage import compiles, queries
 from app.storage.models import SessionRow
 
 
@@ -41,6 +41,18 @@ async def require_session(db: AsyncSession, tenant: TenantId, session_id: str) -
     if row is None:
         raise NotFound("session", session_id)
     return row
+
+
+async def require_session_and_tenant_name(
+    db: AsyncSession, tenant: TenantId, session_id: str
+) -> tuple[SessionRow, str]:
+    """``require_session`` and the tenant's name, in one query."""
+    found = None
+    if SESSION_ID_RE.match(session_id):
+        found = await compiles.session_and_tenant_name(db, tenant, session_id)
+    if found is None:
+        raise NotFound("session", session_id)
+    return found
 
 
 async def views(db: AsyncSession, rows: Sequence[SessionRow]) -> list[SessionView]:

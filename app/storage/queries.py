@@ -132,50 +132,6 @@ async def keys_matching(db: AsyncSession, id_or_prefix: str) -> Sequence[ApiKeyR
     ).all()
 
 
-async def all_messages(db: AsyncSession, pk: SessionPk) -> Sequence[MessageRow]:
-    """Every stored message of a session, in seq order."""
-    query = select(MessageRow).where(MessageRow.session_pk == pk).order_by(MessageRow.seq)
-    return (await db.scalars(query)).all()
-
-
-async def messages_after(db: AsyncSession, pk: SessionPk, after_seq: int) -> Sequence[MessageRow]:
-    """The stored messages after ``after_seq``, in seq order (a delta compile's rows)."""
-    query = (
-        select(MessageRow)
-        .where(MessageRow.session_pk == pk, MessageRow.seq > after_seq)
-        .order_by(MessageRow.seq)
-    )
-    return (await db.scalars(query)).all()
-
-
-# How far back from the cursor the last round is looked for in one bounded range read.
-ROUND_LOOKBACK = 256
-
-
-async def last_round_before(db: AsyncSession, pk: SessionPk, seq: int) -> Sequence[MessageRow]:
-    """The messages from the last assistant message at or before ``seq`` up to ``seq``: where the
-    tool calls still open at ``seq`` are. Read as a primary-key range (its cost does not grow with
-    the history); only a round longer than the look-back needs a second query."""
-
-    def between(first: Any) -> Any:
-        return (
-            select(MessageRow)
-            .where(MessageRow.session_pk == pk, MessageRow.seq >= first, MessageRow.seq <= seq)
-            .order_by(MessageRow.seq)
-        )
-
-    rows = (await db.scalars(between(seq - ROUND_LOOKBACK))).all()
-    starts = [n for n, row in enumerate(rows) if row.role == "assistant"]
-    if starts:
-        return rows[starts[-1] :]
-    start = (
-        select(func.max(MessageRow.seq))
-        .where(MessageRow.session_pk == pk, MessageRow.seq <= seq, MessageRow.role == "assistant")
-        .scalar_subquery()
-    )
-    return (await db.scalars(between(start))).all()
-
-
 async def advance_cursor(
     db: AsyncSession, pk: SessionPk, seq: int, provider_session_id: str | None
 ) -> None:
@@ -202,6 +158,12 @@ async def tenant_name(db: AsyncSession, tenant: TenantId) -> str:
 
 async def idempotency_row(db: AsyncSession, tenant: TenantId, key: str) -> IdempotencyKeyRow | None:
     return await db.get(IdempotencyKeyRow, (tenant, key))
+
+
+async def all_messages(db: AsyncSession, pk: SessionPk) -> Sequence[MessageRow]:
+    """Every stored message of a session, in seq order."""
+    query = select(MessageRow).where(MessageRow.session_pk == pk).order_by(MessageRow.seq)
+    return (await db.scalars(query)).all()
 
 
 async def tool_parts(db: AsyncSession, pk: SessionPk, call_id: str) -> Sequence[ToolPartRow]:

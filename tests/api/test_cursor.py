@@ -283,6 +283,21 @@ def test_a_delta_may_open_with_results_of_calls_the_provider_holds(
         assert [b["type"] for b in turn["content"]] == ["tool_result", "text"]
 
 
+def test_a_round_longer_than_the_look_back_still_pairs_its_results(client: httpx.Client) -> None:
+    sid, _ = started(client)
+    ids = [f"p{n}" for n in range(80)]  # one turn of parallel calls, answered one by one
+    function = {"name": "read_file", "arguments": "{}"}
+    calls = [{"id": i, "type": "function", "function": function} for i in ids]
+    append(client, sid, {"role": "assistant", "content": None, "tool_calls": calls})
+    append(client, sid, *[result(i) for i in ids[:-1]])
+    held = compile_(client, sid)  # the round is not complete: nothing of it is sent yet
+    assert ack(client, sid, held["compile_id"], through_seq=82)["cursor_seq"] == 82
+    append(client, sid, result(ids[-1], "last"))
+    delta = compile_(client, sid, frozenset({ids[-1]}))
+    assert delta["seq_range"] == [83, 83]
+    assert delta["messages"][0] == result(ids[-1], "last")
+
+
 def test_a_session_defines_its_own_stateful_profile(client: httpx.Client) -> None:
     sid = new_session(client, provider="gpt-4o", system_prompt=FRAGMENTS,
                       profile={"session_resumption": True, "context_window": 50_000})  # fmt: skip

@@ -13,13 +13,22 @@ from pathlib import Path
 
 import httpx
 import pytest
+from sqlalchemy.engine import make_url
 from starlette.testclient import TestClient
 
 from app.adapters.summarizers.resilient import Resilient
 from app.main import create_app
 from app.settings import Settings
 from app.storage.migrate import upgrade
-from tests.conftest import Api, LiveServer, free_port, fresh_database, make_key, new_session
+from tests.conftest import (
+    Api,
+    LiveServer,
+    admin,
+    free_port,
+    fresh_database,
+    make_key,
+    new_session,
+)
 
 CTXC = [sys.executable, "-m", "app.cli"]
 
@@ -150,6 +159,24 @@ def serve(url: str) -> Iterator[str]:
         proc.wait(timeout=30)
         if proc.stderr:
             proc.stderr.close()
+
+
+def test_connections_the_database_closed_are_replaced_not_answered_500(
+    tmp_path: Path, request: pytest.FixtureRequest
+) -> None:
+    url = fresh_database("postgres", tmp_path, request)
+    upgrade(url)
+    key = make_key(url, "acme")
+    headers = {"Authorization": f"Bearer {key}"}
+    settings = Settings(database_url=url, auth="keys", key_cache_seconds=0)
+    with LiveServer(settings) as server, httpx.Client(base_url=server.url, headers=headers) as c:
+        sid = new_session(c)
+        # The pool's idle connections end as in a database restart (this waits until they have).
+        admin(
+            "SELECT pg_terminate_backend(pid, 10000) FROM pg_stat_activity"
+            f" WHERE datname = '{make_url(url).database}' AND pid <> pg_backend_pid()"
+        )
+        assert [c.get(f"/v1/sessions/{sid}").status_code for _ in range(3)] == [200] * 3
 
 
 @pytest.mark.parametrize("kind", ["sqlite", "postgres"])

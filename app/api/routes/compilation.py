@@ -96,9 +96,7 @@ def _answer(done: Compilation) -> bytes:
     "/v1/compile", responses=ANSWERS, operation_id="compile", response_model=CompileResult,
     openapi_extra=json_body(CompileRequest),
 )  # fmt: skip
-async def compile_posted(
-    request: Request, state: StateDep, db: DbDep, tenant: TenantDep
-) -> Response:
+async def compile_posted(request: Request, state: StateDep, tenant: TenantDep) -> Response:
     """Compile a whole posted history (OpenAI, Anthropic or canonical shape) into the messages
     to send: selected, trimmed to the budget, provider-valid. Nothing is stored.
 
@@ -107,16 +105,20 @@ async def compile_posted(
     (same tenant, a compiler that reads no clock and no plug-in) gets the remembered answer with
     a new compile id.
     """
-    raw = await request.body()
-    key = xxhash.xxh3_128_digest(raw) + str(tenant).encode()
+    # Hashed as it arrives; a remembered answer never needs the body joined into one string.
+    chunks, hasher = [], xxhash.xxh3_128()
+    async for chunk in request.stream():
+        chunks.append(chunk)
+        hasher.update(chunk)
+    key = hasher.digest() + str(tenant).encode()
     known = state.answers.get(key)
     if known is not None:
         state.metrics.answers.labels("remembered").inc()
         return Response(ID_FIELD + str(uuid.uuid4()).encode() + known, media_type=JSON)
-    body = parse_body(CompileRequest, raw)
+    body = parse_body(CompileRequest, b"".join(chunks))
     check_body(body)
-    tenant_name = await queries.tenant_name(db, tenant)
-    await db.close()
+    async with state.sessionmaker() as db:  # only a compile opens a database session
+        tenant_name = await queries.tenant_name(db, tenant)
 
     def run() -> tuple[Compilation, bytes]:
         done = compiling.compile_posted(

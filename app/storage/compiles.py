@@ -1,0 +1,139 @@
+"""The statements a session compile runs on every request.
+
+They are built once, here: building a statement costs about as much as running it, and a delta
+compile runs four. Core statements on the tables (the session row aside), so no ORM objects are
+made for the messages.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from datetime import datetime
+from typing import Any, cast
+
+from sqlalchemy import (
+    BindParameter,
+    Row,
+    String,
+    Table,
+    bindparam,
+    func,
+    insert,
+    null,
+    select,
+    union_all,
+)
+from sqlalchemy.ext.asyncio import AsyncSession
+
+from app.domain.sessions import SessionPk, TenantId
+from app.storage.models import CompileRow, MessageRow, SessionRow, TenantRow, ToolPartRow
+
+_MESSAGES = MessageRow.__table__.c
+_PARTS = ToolPartRow.__table__.c
+_PK: BindParameter[Any] = bindparam("pk")
+_AFTER: BindParameter[Any] = bindparam("after")
+_SEQ: BindParameter[Any] = bindparam("seq")
+_LOW: BindParameter[Any] = bindparam("low")
+
+_SESSION = (
+    select(SessionRow, TenantRow.name)
+    .join(TenantRow, TenantRow.id == SessionRow.tenant_id)
+    .where(SessionRow.tenant_id == bindparam("tenant"), SessionRow.id == bindparam("id"))
+)
+
+
+def _rows_after(tokens: Any) -> Any:
+    return (
+        select(
+            _MESSAGES.seq, _MESSAGES.section, _MESSAGES.role, _MESSAGES.name, _MESSAGES.content,
+            _MESSAGES.metadata.label("meta"), tokens.label("tokens"),
+        )
+        .where(_MESSAGES.session_pk == _PK, _MESSAGES.seq > _AFTER)
+        .order_by(_MESSAGES.seq)
+    )  # fmt: skip
+
+
+_ROWS_AFTER = {
+    "o200k_base": _rows_after(_MESSAGES.tokens_o200k),
+    "cl100k_base": _rows_after(_MESSAGES.tokens_cl100k),
+}
+
+_NO_TEXT: Any = null().cast(String)  # a column one side of a union does not have
+# The roles and tool parts of the messages in (low, seq].
+_WINDOW = union_all(
+    select(_MESSAGES.seq, _MESSAGES.role, _NO_TEXT, _NO_TEXT).where(
+        _MESSAGES.session_pk == _PK, _MESSAGES.seq > _LOW, _MESSAGES.seq <= _SEQ
+    ),
+    select(_PARTS.seq, _NO_TEXT, _PARTS.kind, _PARTS.call_id).where(
+        _PARTS.session_pk == _PK, _PARTS.seq > _LOW, _PARTS.seq <= _SEQ
+    ),
+)
+_LAST_ASSISTANT = select(func.max(_MESSAGES.seq)).where(
+    _MESSAGES.session_pk == _PK, _MESSAGES.seq <= _LOW, _MESSAGES.role == "assistant"
+)
+_PARTS_FROM = select(_PARTS.seq, _PARTS.kind, _PARTS.call_id).where(
+    _PARTS.session_pk == _PK, _PARTS.seq >= bindparam("first"), _PARTS.seq <= _SEQ
+)
+_INSERT = insert(cast(Table, CompileRow.__table__))
+
+# How far back from the cursor the last assistant message is looked for in one bounded read.
+ROUND_LOOKBACK = 64
+
+
+async def session_and_tenant_name(
+    db: AsyncSession, tenant: TenantId, session_id: str
+) -> tuple[SessionRow, str] | None:
+    """The tenant's session row with the tenant's name, in one query."""
+    found = (await db.execute(_SESSION, {"tenant": tenant, "id": session_id})).first()
+    return None if found is None else (found[0], found[1])
+
+
+async def rows_after(
+    db: AsyncSession, pk: SessionPk, after_seq: int, encoding: str
+) -> Sequence[Row[Any]]:
+    """The stored messages after ``after_seq`` (0: all), in seq order, as plain rows:
+    ``seq, section, role, name, content, meta`` and ``tokens`` in ``encoding``."""
+    return (await db.execute(_ROWS_AFTER[encoding], {"pk": pk, "after": after_seq})).all()
+
+
+async def open_calls(db: AsyncSession, pk: SessionPk, seq: int) -> frozenset[str]:
+    """The tool calls of the last assistant message at or before ``seq`` that no message up to
+    ``seq`` answers: what a provider session holding the history through ``seq`` waits on.
+
+    Roles and the tool part index are read as primary-key ranges, never message contents, so the
+    cost does not grow with the history; only a round longer than the look-back needs a second
+    query.
+    """
+    low = seq - ROUND_LOOKBACK
+    rows = (await db.execute(_WINDOW, {"pk": pk, "low": low, "seq": seq})).all()
+    starts = [at for at, role, _, _ in rows if role == "assistant"]
+    if starts:
+        return _unanswered(max(starts), [(at, kind, cid) for at, _, kind, cid in rows if kind])
+    first = await db.scalar(_LAST_ASSISTANT, {"pk": pk, "low": low})
+    if first is None:
+        return frozenset()
+    parts = await db.execute(_PARTS_FROM, {"pk": pk, "first": first, "seq": seq})
+    return _unanswered(first, [(at, kind, cid) for at, kind, cid in parts])
+
+
+def _unanswered(start: int, parts: Sequence[tuple[int, str, str]]) -> frozenset[str]:
+    """The calls of the message at ``start`` minus the results after it."""
+    calls = {cid for at, kind, cid in parts if at == start and kind == "call"}
+    return frozenset(calls - {cid for at, kind, cid in parts if at > start and kind == "result"})
+
+
+async def insert_compile(
+    db: AsyncSession,
+    compile_id: str,
+    pk: SessionPk,
+    mode: str,
+    seqs: tuple[int | None, int | None],
+    token_total: int,
+    created_at: datetime,
+) -> None:
+    """Record a compile (``seqs``: the first and last seq it sent) with one INSERT."""
+    values = {
+        "id": compile_id, "session_pk": pk, "mode": mode, "seq_from": seqs[0], "seq_to": seqs[1],
+        "token_total": token_total, "created_at": created_at,
+    }  # fmt: skip
+    await db.execute(_INSERT, values)
