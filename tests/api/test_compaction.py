@@ -3,12 +3,26 @@ what it leaves, the summary, the stateful-profile reset and one compaction at a 
 
 from __future__ import annotations
 
+import asyncio
 import json
+from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
+from datetime import UTC, datetime
 from typing import Any
 
 import httpx
 
+from app.adapters.summarizers import Summary
+from app.adapters.summarizers.extractive import Extractive
+from app.adapters.tokenizers import load_counter
+from app.domain.compilers.registry import BUILTINS
+from app.domain.messages import Message
+from app.domain.summaries import Reason
+from app.services import compiling
+from app.services.cache import MessageCache
+from app.services.compaction import Compactor, compact_now
+from app.services.keys import authenticate
+from app.storage.db import create_engine, create_sessionmaker
 from tests.api.sse import stream
 from tests.api.test_compile import valid
 from tests.conftest import Api, new_session, row_counts
@@ -328,3 +342,55 @@ def test_a_compile_from_before_a_resetting_compaction_cannot_revive_the_session(
     assert client.post(f"/v1/sessions/{sid}/cursor", json=late).json()["advanced"] is False
     session = client.get(f"/v1/sessions/{sid}").json()
     assert session["cursor_seq"] is None and session["provider_session_id"] is None
+
+
+class HeldSummarizer:
+    """Our summariser interface, holding each summary until released: two compactions of one
+    session can then be made to race (the summariser is the only stand-in here)."""
+
+    def __init__(self) -> None:
+        self.waiting = asyncio.Event()
+        self.release = asyncio.Event()
+
+    async def summarize(self, messages: Sequence[Message], reason: Reason) -> Summary:
+        self.waiting.set()
+        await self.release.wait()
+        return Summary(f"{len(messages)} messages about src/pkg", "held")
+
+    async def aclose(self) -> None:
+        return None
+
+
+def test_a_compile_that_loses_a_compaction_race_still_compiles(
+    api: Api, client: httpx.Client
+) -> None:
+    sid = session_with(client, rounds=20, compaction=POLICY)
+
+    async def race() -> tuple[int, int]:
+        engine = create_engine(api.database_url)
+        maker = create_sessionmaker(engine)
+        counter = load_counter()
+        held = HeldSummarizer()
+        try:
+            async with maker() as slow_db, maker() as fast_db:
+                async with maker() as keys_db:
+                    tenant = await authenticate(keys_db, api.key_a)
+                assert tenant is not None
+                now = datetime.now(UTC)
+                slow = Compactor(slow_db, counter, held, now)
+                compile_task = asyncio.create_task(compiling.compile_session(
+                    slow_db, MessageCache(counter, 1 << 20), BUILTINS, tenant, sid,
+                    compiling.Options(), now, slow))  # fmt: skip
+                await held.waiting.wait()  # the compile's compaction is summarising...
+                extractive = Extractive(counter.encoder("o200k_base").count, 2_000)
+                fast = Compactor(fast_db, counter, extractive, now)
+                done = await compact_now(fast, tenant, sid, "session", None)  # ... this wins
+                held.release.set()
+                compiled = await compile_task
+                return len(compiled.compactions), done.messages_before
+        finally:
+            await engine.dispose()
+
+    compacted, _ = asyncio.run(race())
+    assert compacted == 0  # it wrote nothing, and compiled from what the winner left
+    assert len(client.get(f"/v1/sessions/{sid}/compactions").json()["items"]) == 1
