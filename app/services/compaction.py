@@ -86,6 +86,14 @@ class Where:
     stateful: bool
     output: str = "openai"
 
+    @classmethod
+    def of(
+        cls, session: SessionRow, profile: ProviderProfile, context_window: int | None = None
+    ) -> Where:
+        """For ``session`` compiled for ``profile`` (a request's context window first)."""
+        window = context_window or session.context_window or profile.context_window
+        return cls(profile.encoding, window, profile.session_resumption, profile.output)
+
     def pct(self, tokens: int) -> float:
         return round(100 * tokens / self.context_window, 2)
 
@@ -194,7 +202,8 @@ class Report:
         return cls(prompt, error_kind == "prompt_too_long")
 
 
-def _items(rows: Sequence[MessageRow], encoding: str) -> list[Item]:
+def stored_items(rows: Sequence[MessageRow], encoding: str) -> list[Item]:
+    """Stored rows as compiler items, counted in ``encoding``."""
     return [
         Item(r.seq, r.section, stored_message(r, encoding).message, r.tokens(encoding))
         for r in rows
@@ -282,7 +291,7 @@ class Compactor:
 
     async def _items(self, pk: SessionPk, where: Where) -> list[Item]:
         rows = await queries.all_messages(self.db, pk)
-        return await anyio.to_thread.run_sync(_items, rows, where.encoding)
+        return await anyio.to_thread.run_sync(stored_items, rows, where.encoding)
 
     async def _attempt(self, session: SessionRow, plan: Plan, where: Where) -> list[Done]:
         """``run``, where a compaction that wrote nothing is no error (the compile goes on)."""
@@ -316,15 +325,15 @@ async def compact_now(
     session = await require_session(db, tenant, session_id)
     profile = session_profile(session)
     policy = policy_of(session.compaction_policy, override, "policy") or CompactionPolicy()
-    items = _items(await queries.all_messages(db, SessionPk(session.pk)), profile.encoding)
+    rows = await queries.all_messages(db, SessionPk(session.pk))
+    items = stored_items(rows, profile.encoding)
     plan = (
         plan_session(items, policy, now=True) if kind == "session" else PLANS[kind](items, policy)
     )
     if plan is None:
         raise Conflict("nothing to compact: no API round may be summarised (recent, pinned, "
                        "the current prompt, or too few messages)")  # fmt: skip
-    window = session.context_window or profile.context_window
-    where = Where(profile.encoding, window, profile.session_resumption, profile.output)
+    where = Where.of(session, profile)
     return await compactor.run(session, plan, where)
 
 
@@ -340,6 +349,5 @@ async def compact_due(
     policy = policy_of(session.compaction_policy, override)
     if policy is None or not policy.enabled:
         return []
-    window = context_window or session.context_window or profile.context_window
-    where = Where(profile.encoding, window, profile.session_resumption, profile.output)
+    where = Where.of(session, profile, context_window)
     return await compactor.due(session, policy, where, report)

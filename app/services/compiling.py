@@ -167,10 +167,11 @@ async def compile_session(
     compacted: list[Done] = []
     if compactor is not None and (row.compaction_policy or options.compaction):
         await db.commit()  # compactions need transactions of their own: out of autocommit
-        reported = options.usage is not None or options.error_kind is not None
-        report = Report.of(options.usage, options.error_kind, profile.output == "anthropic")
+        report = None
+        if options.usage is not None or options.error_kind is not None:
+            report = Report.of(options.usage, options.error_kind, profile.output == "anthropic")
         compacted = await compact_due(compactor, row, profile, options.context_window,
-                                      options.compaction, report if reported else None)  # fmt: skip
+                                      options.compaction, report)  # fmt: skip
         await db.commit()  # ends the reads that found nothing due
         await autocommit(db)
         # Read again: a compaction may have ended the provider session.

@@ -16,15 +16,14 @@ from typing import Any
 
 import anyio
 
-from app.domain.compilers.base import Compiler, Item, Snapshot
+from app.domain.compilers.base import Compiler, Snapshot
 from app.domain.compilers.registry import build
 from app.domain.compilers.spec import parse_spec
 from app.domain.errors import Conflict, InvalidInput, NotFound, Path
 from app.domain.sessions import SessionPk, TenantId
 from app.domain.tokens import count_message
 from app.services import events
-from app.services.compaction import Compactor, Done, archived
-from app.services.messages import stored_message
+from app.services.compaction import Compactor, Done, Where, archived, stored_items
 from app.services.originals import keep_originals
 from app.services.sessions import require_session, session_profile
 from app.storage import queries
@@ -74,12 +73,7 @@ async def compact_payloads_now(
     if not await queries.lock_session(db, pk):
         raise NotFound("session", session_id)
     rows = {r.seq: r for r in await queries.all_messages(db, pk)}
-    items = tuple(
-        Item(
-            seq, r.section, stored_message(r, profile.encoding).message, r.tokens(profile.encoding)
-        )
-        for seq, r in rows.items()
-    )
+    items = tuple(stored_items(list(rows.values()), profile.encoding))
     snapshot = Snapshot(items=items, tenant=tenant, now=now, session_id=session.id,
                         count=lambda m: count_message(m, encoder))  # fmt: skip
     compiled = await anyio.to_thread.run_sync(compiler, snapshot)
@@ -95,9 +89,7 @@ async def compact_payloads_now(
             row.tokens_o200k, row.tokens_cl100k = counts["o200k_base"], counts["cl100k_base"]
     after = sum(i.tokens for i in compiled.items)
     await keep_originals(db, pk, compiled.steps, now)
-    resets = profile.session_resumption and (
-        session.cursor_seq is not None or session.provider_session_id is not None
-    )
+    resets = profile.session_resumption and await queries.has_provider_session(db, pk)
     if resets:
         await queries.end_provider_session(db, pk)
     record = CompactionRow(
@@ -110,8 +102,7 @@ async def compact_payloads_now(
     db.add(record)
     data = {"kind": KIND, "reason": KIND, "compaction_id": record.id, "tokens_before": before,
             "tokens_after": after, "messages_before": len(items), "messages_after": len(items),
-            "budget_used_pct": round(100 * after / (session.context_window or
-                                                     profile.context_window), 2),
+            "budget_used_pct": Where.of(session, profile).pct(after),
             "resets_provider_session": resets}  # fmt: skip
     await events.emit(db, pk, events.COMPACTION, data, now)
     await db.commit()

@@ -41,6 +41,7 @@ from app.domain.messages import (
     TextPart,
     ToolCallPart,
     ToolResultPart,
+    result_text,
 )
 
 OMITTED = "[omitted]"
@@ -235,11 +236,14 @@ def _refuse(constant: str) -> Any:
 
 def textual(part: ToolResultPart) -> str | None:
     """A result's text; None when it holds more than text (images, documents)."""
-    if isinstance(part.content, str):
-        return part.content
-    if all(isinstance(item, TextPart) for item in part.content):
-        return "\n".join(item.text for item in part.content if isinstance(item, TextPart))
+    if isinstance(part.content, str) or all(isinstance(i, TextPart) for i in part.content):
+        return result_text(part)
     return None
+
+
+def fresh_text(part: ToolResultPart) -> str | None:
+    """The text of a textual result no compaction step has rewritten yet (None otherwise)."""
+    return None if compacted(part) else textual(part)
 
 
 def _replaced(part: ToolResultPart, text: str, meta: JSONObject) -> ToolResultPart:
@@ -307,7 +311,7 @@ def dedupe_results(
             part, call = parts[i][j], places.get((i, j))
             if not isinstance(part, ToolResultPart) or call is None:
                 continue
-            text = None if call.name in rules.excluded_tools else _untouched_text(part)
+            text = None if call.name in rules.excluded_tools else fresh_text(part)
             if not text:
                 continue
             sha = payload_sha256(text)
@@ -319,10 +323,6 @@ def dedupe_results(
             parts[i][j] = _replaced(part, same_as(call.name, part.call_id, newer), meta)
             omitted.setdefault(i, []).append(lost)
     return _compaction(messages, parts, omitted)
-
-
-def _untouched_text(part: ToolResultPart) -> str | None:
-    return None if compacted(part) else textual(part)
 
 
 def compacted(part: ToolResultPart) -> bool:

@@ -17,10 +17,9 @@ from app.domain.compaction.payloads import (
     PREVIEW_KEY,
     Compaction,
     Omitted,
-    compacted,
+    fresh_text,
     payload_sha256,
     payload_size,
-    textual,
 )
 from app.domain.messages import Message, Part, ToolResultPart
 
@@ -88,7 +87,7 @@ def _previewed(
 ) -> tuple[Part, Omitted | None]:
     if not isinstance(part, ToolResultPart):
         return part, None
-    text = _text(part)
+    text = fresh_text(part)
     # A token is at least one byte: most results are ruled out without counting.
     if text is None or len(text.encode()) <= rules.max_tokens:
         return part, None
@@ -101,8 +100,3 @@ def _previewed(
     meta = {"tokens": tokens, "bytes": lost.bytes, "sha256": lost.sha256}
     metadata = {**part.metadata, PREVIEW_KEY: meta}
     return part.model_copy(update={"content": shown, "metadata": metadata}), lost
-
-
-def _text(part: ToolResultPart) -> str | None:
-    """The text of a textual result not compacted yet (None otherwise)."""
-    return None if compacted(part) else textual(part)
