@@ -17,7 +17,7 @@ from app.domain.compilers.base import (
 )
 from app.domain.errors import DomainError, InvalidInput
 from app.domain.formats.anthropic import System
-from app.domain.messages import JSONObject, Message, TextPart
+from app.domain.messages import DEFAULT_SECTION, JSONObject, Message, TextPart
 from app.domain.providers import ProviderProfile, estimate_note
 from app.domain.sessions import PromptFragment
 from app.domain.tokens import REPLY_PRIMING
@@ -143,9 +143,10 @@ def compile_request(snapshot: Snapshot, compiler: Compiler, target: Target) -> O
         prior_call_ids=prior,
     )  # fmt: skip
     compiled = compiler(scoped)
+    view = _system_prompt_first(compiled.items)
     # Results that answer calls the provider holds must come first, before the context.
-    lead = len(_continued(scoped, compiled.items))
-    items = [*head, *compiled.items[:lead], *context, *compiled.items[lead:]]
+    lead = len(_continued(scoped, view))
+    items = [*head, *view[:lead], *context, *view[lead:]]
     entries, warnings = repair([i.message for i in items], output, prior)
     system_out, messages = shape(entries, output, warnings)
     if not messages:
@@ -173,6 +174,23 @@ def compile_request(snapshot: Snapshot, compiler: Compiler, target: Target) -> O
                                                           *format_warnings],
         seqs=seqs, steps=tuple(step.within(set(seqs)) for step in compiled.steps),
     )  # fmt: skip
+
+
+def _system_prompt_first(items: Sequence[Item]) -> list[Item]:
+    """The view with the system prompt a history carries (the system messages that open its
+    conversation) first, before a summary or buffer the section order put ahead of them, as
+    the Anthropic shape sends it anyway."""
+    opening: list[Item] = []
+    for item in items:
+        if item.section != DEFAULT_SECTION:
+            continue
+        if item.message.role != "system":
+            break
+        opening.append(item)
+    if not opening or items[0] is opening[0]:
+        return list(items)
+    moved = {id(item) for item in opening}
+    return [*opening, *(item for item in items if id(item) not in moved)]
 
 
 def _continued(snapshot: Snapshot, items: Sequence[Item]) -> list[Item]:

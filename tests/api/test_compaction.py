@@ -74,38 +74,39 @@ def test_a_full_compaction_archives_exactly_what_it_summarised(client: httpx.Cli
     assert done.status_code == 201, done.text
     record = done.json()
     assert record["kind"] == "full" and record["reason"] == "reactive_full"
-    # Everything but the newest two API rounds (the last read, the closing remark) and the
-    # current prompt: 1..23 of 27.
-    assert (record["seq_from"], record["seq_to"], record["summary_seq"]) == (1, 23, 23)
+    # Everything but the opening task, the newest two API rounds (the last read, the closing
+    # remark) and the current prompt: 2..23 of 27.
+    assert (record["seq_from"], record["seq_to"], record["summary_seq"]) == (2, 23, 23)
     detail = client.get(f"/v1/sessions/{sid}/compactions/{record['id']}").json()
     archived = [{k: a[k] for k in ("seq", "section", "created_at", "message")}
                 for a in detail["archived"]]  # fmt: skip
     expected = [{k: m[k] for k in ("seq", "section", "created_at", "message")}
-                for m in before[:23]]  # fmt: skip
+                for m in before[1:23]]  # fmt: skip
     assert archived == expected
-    assert record["messages"] == 23
+    assert record["messages"] == 22
     after = canonical(client, sid)
-    assert [m["seq"] for m in after] == [23, 24, 25, 26, 27]
-    summary = after[0]
+    assert [m["seq"] for m in after] == [1, 23, 24, 25, 26, 27]
+    assert after[0]["message"] == before[0]["message"]  # the task, as it was
+    summary = after[1]
     assert summary["section"] == "summary"
     text = summary["message"]["content"][0]["text"]
     assert text.startswith("[Summary of the earlier conversation]")
     for n in range(11):  # every file path of the summarised part is in the summary
         assert f"src/pkg/module_{n}.py" in text
-    assert "tests/test_sync.py" in text
-    assert record["tokens_removed"] == sum(m["tokens"] for m in before[:23])
+    assert record["tokens_removed"] == sum(m["tokens"] for m in before[1:23])
     assert (
         record["tokens_after"]
         == record["tokens_before"] - record["tokens_removed"] + (record["summary_tokens"])
     )
     assert record["summary_tokens"] == summary["tokens"]
-    assert record["cache_rewrite_tokens"] == sum(m["tokens"] for m in after)
+    assert record["cache_rewrite_tokens"] == sum(m["tokens"] for m in after[1:])
     assert record["summarizer"] == "extractive"
     listed = client.get(f"/v1/sessions/{sid}/compactions").json()["items"]
     assert [c["id"] for c in listed] == [record["id"]]
-    # The compiled view opens with the summary and stays provider-valid.
+    # The compiled view opens with the summary, then the task, and stays provider-valid.
     answer = valid(client.post(f"/v1/sessions/{sid}/compile", json={}).json())
     assert answer["messages"][0]["content"].startswith("[Summary of the earlier conversation]")
+    assert answer["messages"][1]["content"] == before[0]["message"]["content"][0]["text"]
     # An archived call's original is still found by its id.
     found = client.get(f"/v1/sessions/{sid}/tool-calls/call_3").json()
     assert found["arguments"] == {"path": "src/pkg/module_3.py"} and found["result"]["seq"] == 9
@@ -116,11 +117,11 @@ def test_micro_takes_the_oldest_rounds_and_a_second_compaction_folds_the_first(
 ) -> None:
     sid = session_with(client, compaction=POLICY)
     first = compact(client, sid, kind="micro").json()
-    # The opening prompt, then two API rounds (a read with its result each): seqs 1-5.
-    assert (first["seq_from"], first["seq_to"]) == (1, 5)
+    # Two API rounds (a read with its result each) after the opening task: seqs 2-5.
+    assert (first["seq_from"], first["seq_to"]) == (2, 5)
     second = compact(client, sid, kind="micro", policy={"micro_batch_groups": 3}).json()
     assert second["seq_from"] == 5  # the first summary is summarised again
-    summary = canonical(client, sid)[0]
+    summary = canonical(client, sid)[1]
     assert summary["seq"] == second["seq_to"]
     assert "src/pkg/module_0.py" in summary["message"]["content"][0]["text"]
 
@@ -214,7 +215,7 @@ def test_a_reactive_kind_is_announced_as_one_compaction_event(client: httpx.Clie
         [event] = events.read(1)
     assert event.event == "compaction"
     assert event.data["compaction_id"] == record["id"] and event.data["kind"] == "micro"
-    assert (event.data["messages_before"], event.data["messages_after"]) == (27, 23)
+    assert (event.data["messages_before"], event.data["messages_after"]) == (27, 24)
     assert event.data["tokens_before"] == record["tokens_before"]
 
 
@@ -299,7 +300,7 @@ def test_originals_survive_chained_compactions(client: httpx.Client) -> None:
     assert found["arguments"] == {"path": "src/pkg/module_0.py"}
     assert found["result"]["content"].startswith("def handler_0_0(event):")
     listed = client.get(f"/v1/sessions/{sid}/compactions").json()["items"]
-    assert [c["seq_from"] for c in listed] == [1, 5]  # in the order they ran
+    assert [c["seq_from"] for c in listed] == [2, 5]  # in the order they ran
 
 
 def test_a_summary_no_smaller_than_what_it_replaces_is_not_written(

@@ -98,17 +98,34 @@ def test_token_limit_leaves_out_old_rounds_and_says_so(client: httpx.Client) -> 
     assert answer["tokens"]["total"] <= 3_000 - 500
     [left] = answer["left_out"]
     assert left["reason"] == "token_limit" and left["count"] > 0
-    assert left["seq_ranges"][0][0] == 1
+    assert left["seq_ranges"][0][0] == 2  # the opening task (seq 1) is kept
+    assert answer["messages"][0] == history[0]
     assert answer["seq_range"][1] == 200
     assert answer["messages"][-1] == history[-1]
 
 
 def test_a_budget_smaller_than_the_newest_round_is_a_422_with_figures(client: httpx.Client) -> None:
     history = [{"role": "user", "content": "word " * 3000}]
-    response = client.post("/v1/compile", json={"messages": history, "context_window": 5000})
+    response = client.post("/v1/compile", json={"messages": history, "context_window": 3500})
     assert response.status_code == 422
     problem = response.json()
     assert problem["title"] == "Budget too small" and problem["needed"] > problem["budget"]
+    # The default reserve of a small window is a quarter of it; the message says so.
+    assert problem["budget"] == 3500 - 875
+    assert (
+        "the context window, 3500, minus token_limit's reserve by default, 875"
+        in (problem["detail"])
+    )
+
+
+def test_a_reserve_larger_than_the_window_is_a_422_naming_it(client: httpx.Client) -> None:
+    history = [{"role": "user", "content": "hi"}]
+    limit = {"name": "token_limit", "params": {"reserve": 4096}}
+    response = client.post("/v1/compile", json={"messages": history, "context_window": 3594,
+                                                "compiler": {"decorators": [limit]}})  # fmt: skip
+    assert response.status_code == 422
+    [error] = response.json()["errors"]
+    assert error["path"] == "body.compiler" and "reserve (4096 tokens)" in error["message"]
 
 
 def test_unknown_compiler_names_list_the_available_ones(client: httpx.Client) -> None:
@@ -305,3 +322,56 @@ def test_every_real_transcript_compiles_to_valid_output(
         response = client.post("/v1/compile", json=body)
         assert response.status_code == 200, (path.name, response.text[:500])
         valid(response.json())
+
+
+def _first_prompt_text(messages: list[dict[str, Any]]) -> str | None:
+    for message in messages:
+        content = message.get("content")
+        if message.get("role") != "user" or not content:
+            continue
+        if isinstance(content, str):
+            return content
+        texts = [b.get("text", "") for b in content if b.get("type") == "text"]
+        if any(t.strip() for t in texts):
+            return next(t for t in texts if t.strip())
+    return None
+
+
+@pytest.mark.skipif(
+    not TRANSCRIPTS.exists(), reason="real transcripts are not beside this checkout"
+)
+@pytest.mark.parametrize("provider", ["gpt-4o", "anthropic"])
+def test_real_transcripts_under_budget_keep_their_system_prompt_and_task(
+    client: httpx.Client, provider: str
+) -> None:
+    kept = refused = 0
+    for path in sorted(TRANSCRIPTS.glob("*/*.json")):
+        doc = json.loads(path.read_text())
+        body: dict[str, Any] = {"messages": doc["messages"], "provider": provider,
+                                "tools": doc.get("tools")}  # fmt: skip
+        if path.parent.name == "anthropic":
+            body |= {"format": "anthropic", "system": doc.get("system")}
+            system = doc.get("system")
+        else:
+            system = next((m["content"] for m in doc["messages"] if m["role"] == "system"), None)
+        task = _first_prompt_text(doc["messages"])
+        size = compile_posted(client, **body)["tokens"]["total"]
+        for share in (0.1, 0.3, 0.6):
+            response = client.post("/v1/compile", json=body | {"context_window": int(size * share)})
+            if response.status_code == 422:
+                # What must be sent does not fit: said plainly, never sent without it.
+                assert response.json()["type"].endswith("budget-too-small"), response.text
+                refused += 1
+                continue
+            assert response.status_code == 200, (path.name, share, response.text[:300])
+            answer = valid(response.json())
+            sent = json.dumps([answer["system"], answer["messages"]])
+            if system:
+                first = answer["messages"][0]
+                assert answer["system"] if provider == "anthropic" else first["role"] == "system"
+                probe = system if isinstance(system, str) else system[0]["text"]
+                assert json.dumps(probe[:200])[1:-1] in sent, (path.name, share)
+            if task and not any("opening task" in w for w in answer["warnings"]):
+                assert json.dumps(task[:200])[1:-1] in sent, (path.name, share)
+            kept += 1
+    assert kept > refused

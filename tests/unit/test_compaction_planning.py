@@ -14,7 +14,7 @@ from app.domain.compaction.planning import (
     reactive_kind,
 )
 from app.domain.compilers.base import Item
-from tests.unit.compiler_builders import assistant, items, tool, user
+from tests.unit.compiler_builders import assistant, items, system, tool, user
 
 
 def turns(n: int, pinned: int | None = None) -> tuple[Item, ...]:
@@ -26,8 +26,10 @@ def turns(n: int, pinned: int | None = None) -> tuple[Item, ...]:
     return items(*out, tokens=10)
 
 
+# Without the opening task's protection, so the figures are those of plain rounds.
 POLICY = CompactionPolicy(trigger_tokens=200, target_tokens=150, min_messages=10,
-                          summary_tokens=64, preserve_recent_api_rounds=2)  # fmt: skip
+                          summary_tokens=64, preserve_recent_api_rounds=2,
+                          keep_task=False)  # fmt: skip
 
 
 def taken(plan: object) -> list[int]:
@@ -135,3 +137,19 @@ def test_the_source_defaults_and_a_consistent_policy() -> None:
         CompactionPolicy(trigger_tokens=100, target_tokens=100)
     with pytest.raises(ValidationError):
         CompactionPolicy(micro_trigger_pct=95, full_trigger_pct=90)
+
+
+def test_system_messages_and_the_opening_task_are_never_summarised() -> None:
+    history = items(system("rules"), *(i.message for i in turns(10)), tokens=10)
+    policy = POLICY.model_copy(update={"keep_task": True})
+    for plan in (plan_full(history, policy), plan_session(history, policy)):
+        assert plan is not None and not {1, 2} & set(taken(plan))
+        assert taken(plan)[0] == 3
+    assert taken(plan_full(history, POLICY))[0] == 2  # keep_task off: the task may go
+
+
+def test_a_system_message_in_the_middle_stays_where_it_is() -> None:
+    messages = [i.message for i in turns(10)]
+    history = items(*messages[:6], system("note"), *messages[6:], tokens=10)
+    plan = plan_full(history, POLICY)
+    assert 7 not in taken(plan) and 7 in [i.seq for i in plan.left]  # type: ignore[union-attr]

@@ -106,8 +106,8 @@ def test_the_report_covers_only_what_is_sent() -> None:
     snapshot = Snapshot(items=stored, tenant="acme", now=NOW, count=count)
     # Only the newest round fits: c1 and c2 are compacted, then trimmed away.
     budget = sum(i.tokens for i in stored[5:]) + 10
-    spec = parse_spec({"base": "all_sections", "decorators": [
-        "tool_compaction", {"name": "token_limit", "params": {"max_tokens": budget}}]})  # fmt: skip
+    limit = {"name": "token_limit", "params": {"max_tokens": budget, "keep_task": False}}
+    spec = parse_spec({"base": "all_sections", "decorators": ["tool_compaction", limit]})
     output = compile_request(snapshot, build(spec), Target(PROFILES["gpt-4o"], 128_000))
     assert output.seqs == [6, 7, 8]
     [report] = output.steps

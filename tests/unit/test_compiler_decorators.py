@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import pytest
 
 from app.domain.compilers.base import LeftOut, api_rounds, left_out_by_reason, seq_ranges
@@ -83,7 +85,7 @@ def test_left_out_seqs_come_per_reason_and_as_ranges() -> None:
 
 def test_a_tool_round_is_kept_or_dropped_whole() -> None:
     stored = items(user("q"), assistant("", "a"), tool("a"), user("next"), tokens=10)
-    compiled = token_limit(BASE, max_tokens=25)(snapshot(stored))
+    compiled = token_limit(BASE, keep_task=False, max_tokens=25)(snapshot(stored))
     assert seqs(compiled) == [4]
     assert left(compiled, "token_limit") == [1, 2, 3]
 
@@ -129,10 +131,25 @@ def test_an_old_round_that_does_not_fit_is_only_dropped() -> None:
 
 
 def test_the_budget_defaults_to_the_snapshot_budget_minus_the_reserve() -> None:
+    stored = items(*(user(f"m{n}") for n in range(20)), tokens=1000)
+    compiled = token_limit(BASE, keep_task=False)(snapshot(stored, budget=18096))
+    assert len(compiled.items) == 14
+    limit = token_limit(BASE, keep_task=False, reserve=0)
+    assert len(limit(snapshot(stored, budget=18096)).items) == 18
+
+
+def test_a_window_smaller_than_four_reserves_keeps_three_quarters_of_it_by_default() -> None:
     stored = items(*(user(f"m{n}") for n in range(10)), tokens=1000)
-    compiled = token_limit(BASE)(snapshot(stored, budget=8096))
-    assert len(compiled.items) == 4
-    assert len(token_limit(BASE, reserve=0)(snapshot(stored, budget=8096)).items) == 8
+    compiled = token_limit(BASE, keep_task=False)(snapshot(stored, budget=8000))
+    assert len(compiled.items) == 6  # a reserve of 2000 tokens, a quarter of the window
+
+
+def test_a_reserve_that_leaves_no_budget_is_refused_by_name() -> None:
+    stored = items(user("a"), tokens=10)
+    with pytest.raises(InvalidInput) as caught:
+        token_limit(BASE, reserve=4096)(snapshot(stored, budget=3594))
+    message = caught.value.problems[0][1]
+    assert "reserve (4096 tokens)" in message and "3594" in message and "-" not in message
 
 
 def test_without_any_budget_nothing_is_trimmed_and_a_warning_says_so() -> None:
@@ -144,20 +161,22 @@ def test_without_any_budget_nothing_is_trimmed_and_a_warning_says_so() -> None:
 
 def test_claimed_tokens_such_as_the_system_prompt_count_against_the_budget() -> None:
     stored = items(user("a"), user("b"), user("c"), tokens=10)
-    assert seqs(token_limit(BASE, max_tokens=30)(snapshot(stored, claimed=10))) == [2, 3]
+    assert seqs(
+        token_limit(BASE, keep_task=False, max_tokens=30)(snapshot(stored, claimed=10))
+    ) == [2, 3]
 
 
 def test_injected_messages_count_when_the_limit_wraps_them() -> None:
     stored = items(user("a"), user("b"), user("c"), tokens=10)
     snap = snapshot(stored, ephemeral=(user("one two three four five six"),))  # 10 tokens
-    compiled = token_limit(inject(BASE), max_tokens=30)(snap)
+    compiled = token_limit(inject(BASE), keep_task=False, max_tokens=30)(snap)
     assert [i.seq for i in compiled.items] == [0, 2, 3]
 
 
 def test_injected_messages_are_claimed_when_they_wrap_the_limit() -> None:
     stored = items(user("a"), user("b"), user("c"), tokens=10)
     snap = snapshot(stored, ephemeral=(user("one two three four five six"),))
-    compiled = inject(token_limit(BASE, max_tokens=30))(snap)
+    compiled = inject(token_limit(BASE, keep_task=False, max_tokens=30))(snap)
     assert [i.seq for i in compiled.items] == [0, 2, 3]
     assert compiled.tokens == 30
 
@@ -193,7 +212,9 @@ def cuts(low_water: float | None, turns: int = 60) -> list[int]:
     found = []
     for n in range(1, turns + 1):
         stored = items(*(user(f"m{k}") for k in range(n)), tokens=10)
-        compiled = token_limit(BASE, max_tokens=200, low_water=low_water)(snapshot(stored))
+        compiled = token_limit(BASE, max_tokens=200, keep_task=False, low_water=low_water)(
+            snapshot(stored)
+        )
         found.append(compiled.items[0].seq)
     return found
 
@@ -215,20 +236,20 @@ def test_low_water_still_keeps_a_newest_round_above_low_water() -> None:
 
 def test_window_keeps_the_last_n_rounds() -> None:
     stored = items(user("q"), assistant("", "a"), tool("a"), user("r"), assistant("done"))
-    compiled = window(BASE, rounds=2)(snapshot(stored))
+    compiled = window(BASE, keep_task=False, rounds=2)(snapshot(stored))
     assert seqs(compiled) == [4, 5]
     assert left(compiled, "window") == [1, 2, 3]
 
 
 def test_window_of_messages_never_splits_a_round() -> None:
     stored = items(user("q"), assistant("", "a", "b"), tool("a"), tool("b"), user("r"))
-    assert seqs(window(BASE, messages=3)(snapshot(stored))) == [5]
-    assert seqs(window(BASE, messages=4)(snapshot(stored))) == [2, 3, 4, 5]
+    assert seqs(window(BASE, keep_task=False, messages=3)(snapshot(stored))) == [5]
+    assert seqs(window(BASE, keep_task=False, messages=4)(snapshot(stored))) == [2, 3, 4, 5]
 
 
 def test_window_keeps_a_newest_round_larger_than_the_window_and_warns() -> None:
     stored = items(user("q"), assistant("", "a", "b"), tool("a"), tool("b"))
-    compiled = window(BASE, messages=2)(snapshot(stored))
+    compiled = window(BASE, keep_task=False, messages=2)(snapshot(stored))
     assert seqs(compiled) == [2, 3, 4]
     assert "3 messages" in compiled.warnings[0]
 
@@ -245,3 +266,60 @@ def test_window_needs_exactly_one_of_messages_or_rounds() -> None:
         window(BASE)
     with pytest.raises(InvalidInput):
         window(BASE, messages=1, rounds=1)
+
+
+# --- the system prompt and the opening task ---------------------------------------------------
+
+
+def test_system_messages_are_kept_at_any_budget_like_pinned_ones() -> None:
+    stored = items(system("rules"), user("task"), user("a"), user("b"), user("c"), tokens=10)
+    compiled = token_limit(BASE, max_tokens=30, keep_task=False)(snapshot(stored))
+    assert texts(compiled) == ["rules", "b", "c"]
+    assert left(compiled, "token_limit") == [2, 3]
+
+
+def test_the_opening_task_is_kept_where_the_budget_allows() -> None:
+    stored = items(system("rules"), user("task"), user("a"), user("b"), user("c"), tokens=10)
+    assert texts(token_limit(BASE, max_tokens=30)(snapshot(stored))) == ["rules", "task", "c"]
+    assert texts(token_limit(BASE, max_tokens=40)(snapshot(stored))) == [
+        "rules",
+        "task",
+        "b",
+        "c",
+    ]
+
+
+def test_an_opening_task_that_does_not_fit_is_left_out_with_a_warning() -> None:
+    stored = items(system("rules"), user("task"), user("a"), user("now"), tokens=[10, 50, 5, 10])
+    compiled = token_limit(BASE, max_tokens=30)(snapshot(stored))
+    assert texts(compiled) == ["rules", "a", "now"]
+    assert "opening task (seq 2" in compiled.warnings[0]
+
+
+def test_the_opening_task_is_the_first_user_prompt_after_a_greeting() -> None:
+    stored = items(assistant("hello"), user("task"), assistant("", "a"), tool("a"), tokens=10)
+    assert seqs(token_limit(BASE, max_tokens=35)(snapshot(stored))) == [2, 3, 4]
+    assert seqs(token_limit(BASE, max_tokens=25)(snapshot(stored))) == [3, 4]
+
+
+def test_a_summary_older_than_the_first_prompt_means_the_task_was_summarised() -> None:
+    stored = items(user("a"), user("b"), tokens=10)
+    summarised = (*stored, replace(stored[0], seq=0, section="summary"))
+    summary = replace(summarised[-1], seq=1)
+    later = tuple(replace(i, seq=i.seq + 1) for i in stored)
+    compiled = token_limit(current_tool_trace(), max_tokens=20)(snapshot((summary, *later)))
+    assert seqs(compiled) == [1, 3]
+
+
+def test_when_the_system_messages_alone_do_not_fit_the_error_says_what_they_need() -> None:
+    stored = items(system("rules"), user("a"), tokens=[40, 10])
+    with pytest.raises(BudgetTooSmall) as caught:
+        token_limit(BASE, max_tokens=30)(snapshot(stored))
+    assert "system messages 40" in str(caught.value)
+    assert "the newest API round 10" in str(caught.value)
+
+
+def test_window_keeps_the_system_prompt_and_the_opening_task_outside_the_count() -> None:
+    stored = items(system("rules"), user("task"), user("a"), user("b"), user("c"))
+    assert texts(window(BASE, messages=1)(snapshot(stored))) == ["rules", "task", "c"]
+    assert texts(window(BASE, messages=1, keep_task=False)(snapshot(stored))) == ["rules", "c"]

@@ -10,7 +10,12 @@ from hypothesis import strategies as st
 
 from app.domain.compilers.base import Compiled, Compiler, Item, api_rounds
 from app.domain.compilers.builtins import all_sections, current_tool_trace
-from app.domain.compilers.decorators import BudgetTooSmall, kept_always, token_limit
+from app.domain.compilers.decorators import (
+    BudgetTooSmall,
+    kept_always,
+    opening_task,
+    token_limit,
+)
 from app.domain.compilers.registry import build
 from app.domain.compilers.spec import parse_spec
 from app.domain.messages import Message
@@ -152,7 +157,12 @@ def test_token_limit_keeps_the_newest_suffix_that_fits_or_says_the_budget_is_too
         return
     assert compiled.tokens + claimed <= budget
     check_view(compiled, view)
-    free = [r for r in grouped if not kept_always(r)]
+    task = opening_task(grouped)
+    if task is not None and not kept_always(grouped[task]) and task != len(grouped) - 1:
+        # The opening task is kept exactly when it fits beside what must be sent.
+        fits = claimed + must_keep_and_newest(grouped) + sum(i.tokens for i in grouped[task])
+        assert (grouped[task][0] in compiled.items) == (fits <= budget)
+    free = [r for n, r in enumerate(grouped) if not kept_always(r) and n != task]
     flags = [r[0] in compiled.items for r in free]
     assert flags == sorted(flags)  # dropped rounds are all older than kept ones: a suffix
     if low_water is None and False in flags:
@@ -165,8 +175,11 @@ def test_token_limit_keeps_the_newest_suffix_that_fits_or_says_the_budget_is_too
 def test_as_a_conversation_grows_what_was_trimmed_stays_trimmed(
     stored: tuple[Item, ...], budget: int, low_water: float | None
 ) -> None:
-    # Seq order: a message appended to an earlier section would not come last.
-    compiler = token_limit(all_sections("seq"), max_tokens=budget, low_water=low_water)
+    # Seq order: a message appended to an earlier section would not come last. The opening task
+    # comes and goes with the room the newest round leaves, so it is not kept here.
+    compiler = token_limit(
+        all_sections("seq"), max_tokens=budget, low_water=low_water, keep_task=False
+    )
     dropped: set[int] = set()
     for n in range(1, len(stored) + 1):
         try:

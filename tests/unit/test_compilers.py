@@ -137,6 +137,7 @@ def test_selected_sections_does_not_filter_traces() -> None:
 
 
 # --- seeds/000: custom compilers and decorators -----------------------------------------------
+# The source's trimming decorators have no opening task: these examples turn keep_task off.
 
 
 def recent_messages(max_messages: int = 20) -> Compiler:
@@ -158,13 +159,15 @@ def test_a_custom_compiler_is_registered_and_chosen_by_name() -> None:
 
 def test_the_recent_messages_example_is_a_window_of_the_last_n_messages() -> None:
     stored = items(*(user(f"m{n}") for n in range(30)))
-    spec = {"decorators": [{"name": "window", "params": {"messages": 20}}]}
+    spec = {"decorators": [{"name": "window", "params": {"messages": 20, "keep_task": False}}]}
     assert seqs(compile_spec(spec, snapshot(stored))) == list(range(11, 31))
 
 
 def test_the_token_limit_example_keeps_the_newest_messages_that_fit() -> None:
     stored = items(user("a"), user("b"), user("c"), user("d"), tokens=[3000, 1000, 2000, 1500])
-    spec = {"decorators": [{"name": "token_limit", "params": {"max_tokens": 4000}}]}
+    spec = {
+        "decorators": [{"name": "token_limit", "params": {"max_tokens": 4000, "keep_task": False}}]
+    }
     compiled = compile_spec(spec, snapshot(stored))
     assert texts(compiled) == ["c", "d"]
     assert left(compiled, "token_limit") == [1, 2]
@@ -172,7 +175,9 @@ def test_the_token_limit_example_keeps_the_newest_messages_that_fit() -> None:
 
 def test_the_token_limit_stops_at_the_first_message_that_does_not_fit() -> None:
     stored = items(user("small old"), user("big"), user("new"), tokens=[100, 5000, 1000])
-    spec = {"decorators": [{"name": "token_limit", "params": {"max_tokens": 2000}}]}
+    spec = {
+        "decorators": [{"name": "token_limit", "params": {"max_tokens": 2000, "keep_task": False}}]
+    }
     assert texts(compile_spec(spec, snapshot(stored))) == ["new"]
 
 
@@ -195,8 +200,8 @@ def test_stacked_window_and_token_limit_apply_in_list_order() -> None:
     stored = items(*(user(f"m{n}") for n in range(10)), tokens=10)
     spec = {
         "decorators": [
-            {"name": "window", "params": {"messages": 5}},
-            {"name": "token_limit", "params": {"max_tokens": 30}},
+            {"name": "window", "params": {"messages": 5, "keep_task": False}},
+            {"name": "token_limit", "params": {"max_tokens": 30, "keep_task": False}},
         ]
     }
     compiled = compile_spec(spec, snapshot(stored))

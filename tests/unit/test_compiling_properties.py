@@ -26,6 +26,7 @@ from app.domain.sessions import PromptFragment
 from app.domain.tokens import REPLY_PRIMING, Encoder, count_message
 from app.domain.validity import anthropic_problems, openai_problems
 from tests.unit.compiler_builders import NOW, assistant, tool, user
+from tests.unit.compiler_builders import system as system_
 from tests.unit.strategies import messy_text
 from tests.unit.test_compiler_properties import ephemerals, sections, texts, traces
 from tests.unit.test_compiler_properties import rounds as tidy_rounds
@@ -75,7 +76,13 @@ def failed_round(draw: st.DrawFn, n: int) -> list[tuple[str, Message]]:
 
 @st.composite
 def stored_entries(draw: st.DrawFn) -> list[tuple[str, Message]]:
-    entries: list[tuple[str, Message]] = []
+    # Half the histories open with the system prompt they carry, as OpenAI-shaped ones do.
+    prompt = draw(st.none() | st.sampled_from(["You are a careful agent.", "Rules: " * 40]))
+    entries: list[tuple[str, Message]] = (
+        []
+        if prompt is None
+        else [("messages", Message(role="system", content=(TextPart(text=prompt),)))]
+    )
     for n, kind in enumerate(draw(st.lists(st.integers(0, 4), min_size=1, max_size=14))):
         if kind < 2:
             entries += draw(tidy_rounds(n))
@@ -372,6 +379,20 @@ def test_order_is_preserved_and_pinned_messages_are_kept(case: Case) -> None:
 
 @SETTINGS
 @given(cases())
+def test_no_output_lacks_a_system_prompt_the_view_had(case: Case) -> None:
+    result = run(case)  # None: a 422 (they alone do not fit), never an output without them
+    if result is None:
+        return
+    system = {i.seq for i in result.base if i.message.role == "system" and i.message.text.strip()}
+    assert system <= set(result.output.seqs)
+    if case.target.profile.output == "openai" and system:
+        assert result.output.messages[0]["role"] == "system"
+    elif system:
+        assert result.output.system
+
+
+@SETTINGS
+@given(cases())
 def test_no_api_round_is_split(case: Case) -> None:
     result = run(case)
     if result is None:
@@ -380,3 +401,21 @@ def test_no_api_round_is_split(case: Case) -> None:
     for round_ in result.rounds:
         members = seqs_of(round_)
         assert members <= sent or members.isdisjoint(sent), sorted(members)
+
+
+def test_the_system_prompt_of_the_history_goes_before_a_summary() -> None:
+    profile = PROFILES["gpt-4o"]
+    count = counted(COUNTER.encoder(profile.encoding))
+    entries = [
+        ("messages", system_("You are terse.")),
+        ("messages", user(ASK)),
+        ("summary", user("Summary: the build was fixed.")),
+        ("messages", user("thanks")),
+    ]
+    stored = tuple(Item(n + 1, s, m, count(m)) for n, (s, m) in enumerate(entries))
+    snapshot = Snapshot(items=stored, tenant="acme", now=NOW, count=count)
+    compiler = build(parse_spec({"base": "current_tool_trace"}))
+    output = compile_request(snapshot, compiler, Target(profile, 1000))
+    assert [m["role"] for m in output.messages] == ["system", "user", "user", "user"]
+    assert output.messages[1]["content"] == "Summary: the build was fixed."
+    assert output.messages[2]["content"] == ASK

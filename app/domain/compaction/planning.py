@@ -2,9 +2,10 @@
 
 A plan splits a session's stored items into the part to summarise (and archive) and the part
 that stays. Compaction works on whole API rounds (``api_rounds``) and never takes: a round
-holding a pinned message, the newest ``preserve_recent_api_rounds`` API rounds (assistant turns
-with what answers them), the current user prompt, a tool call still waiting for its result (or a
-result whose call stays), or what the default compilers do not show (other sections, traces).
+holding a system or pinned message, the opening task (with ``keep_task``), the newest
+``preserve_recent_api_rounds`` API rounds (assistant turns with what answers them), the current
+user prompt, a tool call still waiting for its result (or a result whose call stays), or what
+the default compilers do not show (other sections, traces).
 Rounds are taken oldest first; those kept stay where they are, and the summary takes the place
 of the last message taken.
 
@@ -24,6 +25,7 @@ from typing import Annotated, Literal
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from app.domain.compilers.base import Item, api_rounds
+from app.domain.compilers.decorators import must_keep, opening_task
 from app.domain.messages import DEFAULT_SECTION, SUMMARY_SECTION
 from app.domain.summaries import Reason
 
@@ -54,6 +56,10 @@ class CompactionPolicy(BaseModel):
     preserve_recent_api_rounds: int = Field(2, ge=0)
     micro_batch_groups: int = Field(2, ge=1)
     max_reactive_compactions_per_request: int = Field(3, ge=0, le=10)
+    keep_task: bool = Field(
+        True, description="The opening task (the conversation's first user prompt) stays as "
+        "it was, never summarised."
+    )  # fmt: skip
 
     @model_validator(mode="after")
     def _ordered(self) -> CompactionPolicy:
@@ -171,14 +177,16 @@ def compactable(items: Sequence[Item], policy: CompactionPolicy) -> tuple[list[R
     first, and all the history's rounds.
 
     Never taken: the newest ``preserve_recent_api_rounds`` API rounds, the current user prompt,
-    rounds holding a pinned message or anything out of scope (other sections, traces), and
-    rounds tied by a call id to one of those or to a call still waiting for its result.
+    the opening task (with ``keep_task``), rounds holding a system or pinned message or anything
+    out of scope (other sections, traces), and rounds tied by a call id to one of those or to a
+    call still waiting for its result.
     """
     rounds = api_rounds(items)
     end, prompt = _recent(rounds, policy.preserve_recent_api_rounds), _current_prompt(rounds)
+    task = opening_task(rounds) if policy.keep_task else None
     free = {
         n for n, r in enumerate(rounds[:end])
-        if n != prompt and all(_in_scope(i) and not i.pinned for i in r)
+        if n not in (prompt, task) and all(_in_scope(i) and not must_keep(i) for i in r)
     }  # fmt: skip
     return _units(rounds, free), rounds
 

@@ -1,24 +1,27 @@
 """Trimming decorators: ``token_limit`` and ``window``.
 
 Both work on API rounds (see ``api_rounds``) and keep or drop a round whole. Some rounds are
-always kept and never count against a window: a round holding a pinned message
-(``metadata.pinned`` truthy), a ``summary`` message, or an injected message (ephemeral documents
-and context providers, seq 0). Of the other rounds both keep an order-preserving suffix: walking
-back from the newest, they stop at the first round that does not fit, never skipping a big round
-to keep older small ones. Output keeps the inner compiler's order.
+always kept and never count against a window: a round holding a system message (the system
+prompt a history carries), a pinned message (``metadata.pinned`` truthy), a ``summary`` message,
+or an injected message (ephemeral documents and context providers, seq 0). Next comes the
+opening task (``opening_task``), kept with ``keep_task`` (the default) where the budget allows.
+Of the other rounds both keep an order-preserving suffix: walking back from the newest, they
+stop at the first round that does not fit, never skipping a big round to keep older small ones.
+Output keeps the inner compiler's order.
 """
 
 from __future__ import annotations
 
 import math
 from collections.abc import Sequence
+from dataclasses import dataclass
 from typing import Annotated
 
 from pydantic import Field
 
 from app.domain.compilers.base import Compiled, Compiler, Item, LeftOut, Snapshot
 from app.domain.errors import DomainError, InvalidInput
-from app.domain.messages import SUMMARY_SECTION
+from app.domain.messages import DEFAULT_SECTION, SUMMARY_SECTION
 from app.domain.validity.anthropic_turns import CONTINUATION, opens_with_assistant
 
 Round = list[Item]
@@ -27,18 +30,49 @@ Round = list[Item]
 class BudgetTooSmall(DomainError):
     """Even the newest API round, with what must be kept, does not fit the token budget."""
 
-    def __init__(self, needed: int, budget: int) -> None:
+    def __init__(self, needed: int, budget: int, detail: str = "", of: str = "") -> None:
+        what = f" ({detail})" if detail else ""
         super().__init__(
-            f"the newest API round and the messages that must be kept need {needed} tokens; "
-            f"the budget is {budget}"
+            f"the messages that must be sent need {needed} tokens{what}; "
+            f"the budget is {budget} tokens{of}"
         )
         self.needed = needed
         self.budget = budget
 
 
+def must_keep(item: Item) -> bool:
+    """True for a message trimming and compaction never take: a system message, a pinned one."""
+    return item.pinned or item.message.role == "system"
+
+
 def kept_always(round_: Round) -> bool:
-    """True for a round trimming never drops: it holds a pinned, summary or injected message."""
-    return any(i.pinned or i.injected or i.section == SUMMARY_SECTION for i in round_)
+    """True for a round trimming never drops: it holds a system, pinned, summary or injected
+    message."""
+    return any(must_keep(i) or i.injected or i.section == SUMMARY_SECTION for i in round_)
+
+
+def is_prompt(item: Item) -> bool:
+    """True for a user message of the conversation with more than tool results in it."""
+    message = item.message
+    return (
+        message.role == "user"
+        and item.section == DEFAULT_SECTION
+        and not item.injected
+        and any(part.type != "tool_result" for part in message.content)
+    )
+
+
+def opening_task(rounds: Sequence[Round]) -> int | None:
+    """Index of the round holding the opening task: the conversation's first user prompt, unless
+    a summary older than it stands in the view (the opening was summarised; none then)."""
+    summaries = [i.seq for r in rounds for i in r if i.section == SUMMARY_SECTION]
+    oldest_summary = min(summaries, default=None)
+    for n, round_ in enumerate(rounds):
+        for item in round_:
+            if is_prompt(item):
+                older = oldest_summary is not None and oldest_summary < item.seq
+                return None if older else n
+    return None
 
 
 def _tokens(rounds: Sequence[Round]) -> int:
@@ -70,21 +104,56 @@ def trim_target(total: int, budget: int, low_water: float | None) -> int:
     return total - math.ceil((total - budget) / step) * step
 
 
+@dataclass(frozen=True)
+class Trim:
+    """What ``trim_rounds`` kept, and whether it had to leave out the opening task."""
+
+    keep: set[int]
+    task_left_out: int | None = None  # the task's round, when it did not fit
+
+
+def _needs(rounds: Sequence[Round], keep: set[int], newest: int | None, claimed: int) -> str:
+    """What the rounds that must be sent are made of, for a ``BudgetTooSmall`` message."""
+    kept = [i for n in keep for i in rounds[n]]
+    system = sum(i.tokens for i in kept if i.message.role == "system")
+    parts = [
+        ("system messages", system),
+        ("pinned, summary and injected messages", sum(i.tokens for i in kept) - system),
+        ("the newest API round", _tokens([rounds[newest]]) if newest is not None else 0),
+        ("the system prompt, tools, reply priming and other claimed tokens", claimed),
+    ]
+    return ", ".join(f"{name} {tokens}" for name, tokens in parts if tokens)
+
+
 def trim_rounds(
-    rounds: Sequence[Round], budget: int, claimed: int = 0, low_water: float | None = None
-) -> set[int]:
-    """Indexes of the rounds kept within ``budget`` (``claimed`` tokens are already spent)."""
+    rounds: Sequence[Round],
+    budget: int,
+    claimed: int = 0,
+    low_water: float | None = None,
+    task: int | None = None,
+    of: str = "",
+) -> Trim:
+    """The rounds kept within ``budget`` (``claimed`` tokens are already spent): those always
+    kept, the newest, the ``task`` round where it fits beside them, then the newest that fit."""
     free = _free(rounds)
     keep = set(range(len(rounds))) - set(free)
     total = claimed + _tokens(rounds)
     if total <= budget:
-        return set(range(len(rounds)))
+        return Trim(set(range(len(rounds))))
     used = claimed + _tokens([rounds[n] for n in keep])
     # The newest round must be sent (it is the turn being answered), unless it is kept anyway.
     newest = free[0] if free and free[0] == len(rounds) - 1 else None
     needed = used + (_tokens([rounds[newest]]) if newest is not None else 0)
     if needed > budget:
-        raise BudgetTooSmall(needed, budget)
+        raise BudgetTooSmall(needed, budget, _needs(rounds, keep, newest, claimed), of)
+    task_left_out = None
+    if task is not None and task in free and task != newest:
+        free.remove(task)
+        if needed + _tokens([rounds[task]]) <= budget:
+            keep.add(task)
+            used += _tokens([rounds[task]])
+        else:
+            task_left_out = task
     target = trim_target(total, budget, low_water)
     for n in free:
         cost = _tokens([rounds[n]])
@@ -92,7 +161,15 @@ def trim_rounds(
             break
         keep.add(n)
         used += cost
-    return keep
+    return Trim(keep, task_left_out)
+
+
+def _task_warning(name: str, round_: Round) -> str:
+    seq = next(i.seq for i in round_ if is_prompt(i))
+    return (
+        f"{name}: the opening task (seq {seq}, {_tokens([round_])} tokens with its round) does "
+        "not fit beside the messages that must be sent; it was left out"
+    )
 
 
 def continuation_tokens(snapshot: Snapshot) -> int:
@@ -101,37 +178,67 @@ def continuation_tokens(snapshot: Snapshot) -> int:
     return snapshot.count(CONTINUATION) if snapshot.target == "anthropic" else 0
 
 
-def _budget(snapshot: Snapshot, max_tokens: int | None, reserve: int) -> int | None:
+# Room left for the reply when token_limit trims to a context window: 4096 tokens, or a quarter
+# of a smaller window (so an 8k local model keeps 6k of history, not half of its window).
+DEFAULT_RESERVE = 4096
+
+
+def default_reserve(context_window: int) -> int:
+    """The reserve ``token_limit`` leaves for the reply in ``context_window`` when none is set."""
+    return min(DEFAULT_RESERVE, context_window // 4)
+
+
+def _budget(snapshot: Snapshot, max_tokens: int | None, reserve: int | None) -> tuple[int, str]:
+    """The budget, with what it is made of (for messages); the snapshot has a budget."""
     if max_tokens is not None:
-        return max_tokens
-    return None if snapshot.budget is None else snapshot.budget - reserve
+        return max_tokens, " (token_limit's max_tokens)"
+    window = snapshot.budget
+    assert window is not None
+    given = reserve is not None
+    reserve = default_reserve(window) if reserve is None else reserve
+    if reserve >= window:
+        raise InvalidInput([(("compiler",), (
+            f"token_limit's reserve ({reserve} tokens) leaves no budget in a context window of "
+            f"{window} tokens; give a smaller reserve"
+        ))])  # fmt: skip
+    default = "" if given else " by default"
+    return window - reserve, (
+        f" (the context window, {window}, minus token_limit's reserve{default}, {reserve})"
+    )
 
 
 def token_limit(
     inner: Compiler,
     max_tokens: Annotated[int, Field(ge=1)] | None = None,
-    reserve: Annotated[int, Field(ge=0)] = 4096,
+    reserve: Annotated[int, Field(ge=0)] | None = None,
     low_water: Annotated[float, Field(gt=0, lt=1)] | None = None,
+    keep_task: bool = True,
 ) -> Compiler:
-    """Keep the newest rounds that fit ``max_tokens`` (or the snapshot budget minus ``reserve``).
+    """Keep the newest rounds that fit ``max_tokens`` (or the snapshot budget minus ``reserve``,
+    by default 4096 or a quarter of a smaller window).
 
     Everything in the inner view counts, injected messages included, plus ``snapshot.claimed``
     and the turn the target adds when the view opens with an assistant turn (claimed whenever
-    trimming, since which round ends up first is not known in advance).
+    trimming, since which round ends up first is not known in advance). System, pinned, summary
+    and injected messages are always kept; with ``keep_task``, so is the opening task where it
+    fits beside them and the newest round.
     """
 
     def compile_token_limit(snapshot: Snapshot) -> Compiled:
         compiled = inner(snapshot)
-        budget = _budget(snapshot, max_tokens, reserve)
-        if budget is None:
+        if max_tokens is None and snapshot.budget is None:
             return compiled.then(compiled.items, warnings=["token_limit: no budget; kept all"])
+        budget, of = _budget(snapshot, max_tokens, reserve)
         lead = continuation_tokens(snapshot)
         opening = lead if opens_with_assistant(i.message for i in compiled.items) else 0
         if snapshot.claimed + opening + compiled.tokens <= budget:
             return compiled  # the common case: no need to group rounds
         rounds = snapshot.rounds(compiled.items)
-        keep = trim_rounds(rounds, budget, snapshot.claimed + lead, low_water)
-        return compiled.then(*_select(rounds, keep, "token_limit"))
+        task = opening_task(rounds) if keep_task else None
+        trim = trim_rounds(rounds, budget, snapshot.claimed + lead, low_water, task, of)
+        left_task = trim.task_left_out
+        warnings = [] if left_task is None else [_task_warning("token_limit", rounds[left_task])]
+        return compiled.then(*_select(rounds, trim.keep, "token_limit"), warnings=warnings)
 
     return compile_token_limit
 
@@ -158,8 +265,11 @@ def window(
     inner: Compiler,
     messages: Annotated[int, Field(ge=1)] | None = None,
     rounds: Annotated[int, Field(ge=1)] | None = None,
+    keep_task: bool = True,
 ) -> Compiler:
-    """The last ``messages`` messages or the last ``rounds`` API rounds, never splitting a round.
+    """The last ``messages`` messages or the last ``rounds`` API rounds, never splitting a round;
+    system, pinned, summary and injected messages (and with ``keep_task`` the opening task) are
+    kept besides and do not count.
 
     The newest round is always kept, even when it alone has more than ``messages`` messages.
     """
@@ -171,6 +281,10 @@ def window(
         grouped = snapshot.rounds(compiled.items)
         free = _free(grouped)
         keep = set(range(len(grouped))) - set(free)
+        task = opening_task(grouped) if keep_task else None
+        if task is not None and task in free and task != free[0]:
+            free.remove(task)
+            keep.add(task)
         if messages is None:
             return compiled.then(*_select(grouped, keep | set(free[:rounds]), "window"))
         keep |= _last_messages(grouped, free, messages)
