@@ -279,6 +279,7 @@ def test_the_readme_walkthrough_runs_as_written(
 
     # The compaction is written, listed, and its event is replayed.
     (compaction,) = answers(calls, "POST", "/compact")
+    assert [c.status for c in calls if c.url.endswith("/compact")] == [201]
     assert compaction["tokens_removed"] > 0 < compaction["seq_to"]
     listed = {c["id"] for a in answers(calls, "GET", "/compactions") for c in a["items"]}
     assert compaction["id"] in listed
