@@ -1,16 +1,24 @@
-"""Offline tiktoken encodings, verified against tiktoken's published sha256.
+"""Offline tiktoken encodings: tiktoken's own constructors over a cache ctxc fills itself.
 
-The rank files come from the ``bpe-openai`` wheel (a declared dependency), so nothing is
-downloaded at run time. A file whose hash differs from tiktoken's is refused.
+tiktoken's registry (``tiktoken_ext.openai_public``) defines each encoding, its pattern and its
+special tokens, and reads the rank file through a cache directory (``TIKTOKEN_CACHE_DIR``, one
+file named by the sha1 of the file's URL), downloading it when it is not there. ctxc writes the
+rank files shipped in the ``bpe-openai`` wheel (a declared dependency) into a private temporary
+directory, after checking them against tiktoken's published sha256, and points tiktoken at it
+only while an encoding loads. So nothing is downloaded at run time, and a file whose hash
+differs is refused here: tiktoken itself would delete it and fetch the file from the network.
 """
 
 from __future__ import annotations
 
-import base64
 import gzip
 import hashlib
 import importlib.util
-from dataclasses import dataclass
+import os
+import tempfile
+import threading
+from collections.abc import Iterator
+from contextlib import contextmanager
 from functools import cache
 from pathlib import Path
 
@@ -18,56 +26,16 @@ import tiktoken
 
 from app.domain.tokens import TokenCounter
 
-ENDOFTEXT = "<|endoftext|>"
-FIM_PREFIX = "<|fim_prefix|>"
-FIM_MIDDLE = "<|fim_middle|>"
-FIM_SUFFIX = "<|fim_suffix|>"
-ENDOFPROMPT = "<|endofprompt|>"
-
-
-@dataclass(frozen=True)
-class EncodingSpec:
-    """What tiktoken's registry says about one encoding (tiktoken_ext.openai_public)."""
-
-    name: str
-    sha256: str
-    pat_str: str
-    special_tokens: dict[str, int]
-
-
-O200K_PAT = "|".join(
-    [
-        r"""[^\r\n\p{L}\p{N}]?[\p{Lu}\p{Lt}\p{Lm}\p{Lo}\p{M}]*[\p{Ll}\p{Lm}\p{Lo}\p{M}]+(?i:'s|'t|'re|'ve|'m|'ll|'d)?""",
-        r"""[^\r\n\p{L}\p{N}]?[\p{Lu}\p{Lt}\p{Lm}\p{Lo}\p{M}]+[\p{Ll}\p{Lm}\p{Lo}\p{M}]*(?i:'s|'t|'re|'ve|'m|'ll|'d)?""",
-        r"""\p{N}{1,3}""",
-        r""" ?[^\s\p{L}\p{N}]+[\r\n/]*""",
-        r"""\s*[\r\n]+""",
-        r"""\s+(?!\S)""",
-        r"""\s+""",
-    ]
-)
-CL100K_PAT = r"""'(?i:[sdmt]|ll|ve|re)|[^\r\n\p{L}\p{N}]?+\p{L}++|\p{N}{1,3}+| ?[^\s\p{L}\p{N}]++[\r\n]*+|\s++$|\s*[\r\n]|\s+(?!\S)|\s"""  # noqa: E501 (tiktoken's pattern, verbatim)
-
-SPECS: dict[str, EncodingSpec] = {
-    "o200k_base": EncodingSpec(
-        "o200k_base",
-        "446a9538cb6c348e3516120d7c08b09f57c36495e2acfffe59a5bf8b0cfb1a2d",
-        O200K_PAT,
-        {ENDOFTEXT: 199999, ENDOFPROMPT: 200018},
-    ),
-    "cl100k_base": EncodingSpec(
-        "cl100k_base",
-        "223921b76ee99bde995b7ff738513eef100fb51d18c93597a113bcffe865b2a7",
-        CL100K_PAT,
-        {
-            ENDOFTEXT: 100257,
-            FIM_PREFIX: 100258,
-            FIM_MIDDLE: 100259,
-            FIM_SUFFIX: 100260,
-            ENDOFPROMPT: 100276,
-        },
-    ),
+# The URL tiktoken's constructors read each rank file from (their cache is keyed by it), and
+# the sha256 they expect of it.
+BLOB_URL = "https://openaipublic.blob.core.windows.net/encodings/{name}.tiktoken"
+SHA256 = {
+    "o200k_base": "446a9538cb6c348e3516120d7c08b09f57c36495e2acfffe59a5bf8b0cfb1a2d",
+    "cl100k_base": "223921b76ee99bde995b7ff738513eef100fb51d18c93597a113bcffe865b2a7",
 }
+CACHE_ENV = "TIKTOKEN_CACHE_DIR"
+
+_environ_lock = threading.Lock()
 
 
 class RankFileError(RuntimeError):
@@ -76,14 +44,14 @@ class RankFileError(RuntimeError):
 
 def rank_file_bytes(name: str) -> bytes:
     """The verified, uncompressed rank file of an encoding."""
-    spec = SPECS[name]
+    expected = SHA256[name]
     try:
         data = gzip.decompress((_data_dir() / f"{name}.tiktoken.gz").read_bytes())
     except (FileNotFoundError, OSError) as exc:
         raise RankFileError(f"{name}: rank file unreadable ({exc}); reinstall bpe-openai") from exc
     digest = hashlib.sha256(data).hexdigest()
-    if digest != spec.sha256:
-        raise RankFileError(f"{name}: sha256 {digest} does not match tiktoken's {spec.sha256}")
+    if digest != expected:
+        raise RankFileError(f"{name}: sha256 {digest} does not match tiktoken's {expected}")
     return data
 
 
@@ -95,25 +63,38 @@ def _data_dir() -> Path:
     return Path(next(iter(spec.submodule_search_locations))) / "data"
 
 
-def _parse_ranks(data: bytes) -> dict[bytes, int]:
-    ranks: dict[bytes, int] = {}
-    for line in data.splitlines():
-        if line:
-            token, rank = line.split()
-            ranks[base64.b64decode(token)] = int(rank)
-    return ranks
+def cache_key(name: str) -> str:
+    """The file name tiktoken looks for in its cache directory: the sha1 of the rank file's URL."""
+    return hashlib.sha1(BLOB_URL.format(name=name).encode()).hexdigest()
 
 
 @cache
 def load_encoding(name: str) -> tiktoken.Encoding:
-    """A tiktoken Encoding built from the verified local rank file (loaded once per process)."""
-    spec = SPECS[name]
-    return tiktoken.Encoding(
-        name=spec.name,
-        pat_str=spec.pat_str,
-        mergeable_ranks=_parse_ranks(rank_file_bytes(name)),
-        special_tokens=spec.special_tokens,
-    )
+    """tiktoken's own encoding ``name``, read from the verified local rank file (once)."""
+    data = rank_file_bytes(name)
+    with tempfile.TemporaryDirectory(prefix="ctxc-tiktoken-") as directory:
+        Path(directory, cache_key(name)).write_bytes(data)
+        with _tiktoken_cache(directory):
+            return tiktoken.get_encoding(name)
+
+
+@contextmanager
+def _tiktoken_cache(directory: str) -> Iterator[None]:
+    """``TIKTOKEN_CACHE_DIR`` set to ``directory`` for the ``with`` block, then as it was.
+
+    tiktoken reads the variable on every load and has no parameter for it. Encodings load at
+    start-up, before requests are served; the lock keeps two loads from mixing their values.
+    """
+    with _environ_lock:
+        before = os.environ.get(CACHE_ENV)
+        os.environ[CACHE_ENV] = directory
+        try:
+            yield
+        finally:
+            if before is None:
+                del os.environ[CACHE_ENV]
+            else:
+                os.environ[CACHE_ENV] = before
 
 
 class TiktokenEncoder:
@@ -129,4 +110,4 @@ class TiktokenEncoder:
 
 def load_counter() -> TokenCounter:
     """The counter over every encoding the store keeps counts for."""
-    return TokenCounter({name: TiktokenEncoder(load_encoding(name)) for name in SPECS})
+    return TokenCounter({name: TiktokenEncoder(load_encoding(name)) for name in SHA256})

@@ -10,11 +10,11 @@ from __future__ import annotations
 import hashlib
 import json
 import threading
-from collections import OrderedDict
 from collections.abc import Hashable, Sequence
 from typing import Any, Generic, TypeVar
 
 import orjson
+from cachetools import LRUCache
 
 from app.domain.errors import FormatError, InvalidInput, Path
 from app.domain.formats.convert import Format, parse_messages
@@ -27,32 +27,33 @@ Entry = tuple[Message, dict[str, int]]
 
 
 class Lru(Generic[K, V]):
-    """A thread-safe least-recently-used map bounded by the sizes its entries are put with."""
+    """A thread-safe least-recently-used map bounded by the sizes its entries are put with.
+
+    ``cachetools.LRUCache`` does the bookkeeping; it is not thread-safe (a read reorders it), and
+    compiles run in worker threads, hence the lock.
+    """
 
     def __init__(self, max_bytes: int) -> None:
         self.max_bytes = max_bytes
-        self._entries: OrderedDict[K, tuple[V, int]] = OrderedDict()
-        self._bytes = 0
+        self._entries: LRUCache[K, tuple[V, int]] = LRUCache(max_bytes, getsizeof=_size)
         self._lock = threading.Lock()
 
     def get(self, key: K) -> V | None:
         with self._lock:
             found = self._entries.get(key)
-            if found is None:
-                return None
-            self._entries.move_to_end(key)
-            return found[0]
+        return None if found is None else found[0]
 
     def put(self, key: K, value: V, size: int) -> None:
         """Keep ``value`` (unless it alone is over the bound), evicting the least recent."""
+        if size > self.max_bytes:
+            return
         with self._lock:
-            if key in self._entries or size > self.max_bytes:
-                return
-            self._entries[key] = (value, size)
-            self._bytes += size
-            while self._bytes > self.max_bytes:
-                _, (_, dropped) = self._entries.popitem(last=False)
-                self._bytes -= dropped
+            if key not in self._entries:
+                self._entries[key] = (value, size)
+
+
+def _size(entry: tuple[Any, int]) -> int:
+    return entry[1]
 
 
 def canonical_json(value: Any) -> bytes:

@@ -10,6 +10,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import datetime
 
+from cachetools import TTLCache
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from app.domain.errors import Conflict, NotFound
@@ -98,7 +99,8 @@ class KeyCache:
 
     Keys are revoked from another process (the CLI), so a revocation reaches a running server
     only when its entry expires: the price of not reading the key on every request. Unknown and
-    revoked keys are never remembered. At most ``max_entries`` keys are kept (oldest out first).
+    revoked keys are never remembered. At most ``max_entries`` keys are kept (expired ones out
+    first, then the least recently used). Used on the event loop only, so without a lock.
     """
 
     def __init__(
@@ -106,25 +108,14 @@ class KeyCache:
     ) -> None:
         self.ttl = ttl
         self.max_entries = max_entries
-        self._clock = clock
-        self._entries: dict[str, tuple[TenantId, float]] = {}
+        self._entries: TTLCache[str, TenantId] = TTLCache(max_entries, max(ttl, 0), timer=clock)
 
     def get(self, key_hash: str) -> TenantId | None:
-        found = self._entries.get(key_hash)
-        if found is None:
-            return None
-        if self._clock() >= found[1]:
-            self._entries.pop(key_hash, None)
-            return None
-        return found[0]
+        return self._entries.get(key_hash)
 
     def put(self, key_hash: str, tenant: TenantId) -> None:
-        if self.ttl <= 0:
-            return
-        self._entries.pop(key_hash, None)
-        while len(self._entries) >= self.max_entries:
-            self._entries.pop(next(iter(self._entries)))
-        self._entries[key_hash] = (tenant, self._clock() + self.ttl)
+        if self.ttl > 0:
+            self._entries[key_hash] = tenant
 
 
 async def authenticate(

@@ -2,12 +2,26 @@
 
 Timeouts, connection errors, 408, 429 and 5xx answers are worth another try; other answers
 outside 2xx (redirects are not followed), answers that are not JSON or are larger than
-``MAX_ANSWER_BYTES``, and answers without a summary in them are not.
+``MAX_ANSWER_BYTES``, and answers without a summary in them are not. An ``x-should-retry:
+true|false`` header (sent by OpenAI and Anthropic, and obeyed by their SDKs) overrides the
+status. How long the server asks to wait is read from ``retry-after-ms``, else ``Retry-After``
+(seconds or an HTTP-date).
+
+These few lines stand in for the official ``openai`` and ``anthropic`` SDKs on purpose: ctxc
+needs one request shape from each, its own retry loop and time limits (``Resilient``) for every
+backend, the webhook included, a bound on the answer's size, and requests without a key for
+self-hosted endpoints. The SDKs would bring another HTTP stack, their own retries to turn off,
+and credentials and headers read from the environment (``OPENAI_API_KEY``,
+``ANTHROPIC_AUTH_TOKEN``, ``ANTHROPIC_CUSTOM_HEADERS``...) that the operator did not give ctxc.
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+import math
+import time
+from collections.abc import Callable, Mapping
+from datetime import UTC
+from email.utils import parsedate_to_datetime
 from typing import Any
 
 import httpx
@@ -37,7 +51,10 @@ async def post_json(
         status = response.status_code
         detail = " ".join(raw[:SNIPPET_CHARS].decode(errors="replace").split())
         retryable = status in RETRYABLE_STATUS or status >= 500
-        raise BackendError(f"HTTP {status}: {detail}", retryable, _retry_after(response))
+        should = response.headers.get("x-should-retry")
+        if should in ("true", "false"):
+            retryable = should == "true"
+        raise BackendError(f"HTTP {status}: {detail}", retryable, retry_after(response.headers))
     try:
         return orjson.loads(raw)
     except orjson.JSONDecodeError:
@@ -55,12 +72,31 @@ async def _read(response: httpx.Response) -> bytes:
     return b"".join(chunks)
 
 
-def _retry_after(response: httpx.Response) -> float | None:
-    """The Retry-After header in seconds (its date form is ignored)."""
+def retry_after(headers: Mapping[str, str], now: Callable[[], float] = time.time) -> float | None:
+    """The seconds a server asks to wait: ``retry-after-ms`` (OpenAI, Anthropic), else
+    ``Retry-After`` as seconds or as an HTTP-date (RFC 9110); ``None`` when neither is usable."""
+    millis = _finite(headers.get("retry-after-ms"))
+    if millis is not None:
+        return max(0.0, millis / 1000)
+    value = headers.get("retry-after", "").strip()
+    seconds = _finite(value)
+    if seconds is not None:
+        return max(0.0, seconds)
     try:
-        return max(0.0, float(response.headers.get("retry-after", "")))
+        when = parsedate_to_datetime(value)
+    except (TypeError, ValueError, IndexError):
+        return None
+    if when.tzinfo is None:  # "-0000": UTC, says RFC 5322
+        when = when.replace(tzinfo=UTC)
+    return max(0.0, when.timestamp() - now())
+
+
+def _finite(value: str | None) -> float | None:
+    try:
+        number = float(value or "")
     except ValueError:
         return None
+    return number if math.isfinite(number) else None
 
 
 def summary_text(value: Any) -> str:

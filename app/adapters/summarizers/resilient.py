@@ -2,7 +2,8 @@
 
 - Each request has ``timeout`` seconds; a timeout, a connection error, a 408, 429 or 5xx is
   retried up to ``retries`` times after ``backoff``, ``2 x backoff``, ... seconds (at most
-  ``max_backoff``; a longer Retry-After is honoured up to that cap). Other failures are final.
+  ``max_backoff``; a longer wait asked by ``retry-after-ms`` or ``Retry-After``, in seconds
+  or as a date, is honoured up to that cap). Other failures are final.
 - A history whose transcript is over the model's window (``window_tokens`` less the
   instructions, the summary's ``max_tokens`` and a margin) is cut into chunks
   (``domain.summaries.chunking``) summarised one after the other as "part k of n"; the partial
