@@ -8,6 +8,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
+from app.api.timestamps import StorableTime
 from app.domain.formats.convert import Format
 from app.domain.providers import ProfileOverrides
 from app.domain.sessions import SECTION_PATTERN, SESSION_ID_PATTERN, PromptFragment
@@ -201,8 +202,8 @@ class ExportedSession(_Body):
     context_window: int | None = Field(None, ge=1, le=100_000_000)
     compiler: JSONObject | None = None
     compaction: JSONObject | None = None
-    created_at: datetime
-    updated_at: datetime
+    created_at: StorableTime
+    updated_at: StorableTime
 
     _fragments = field_validator("system_prompt")(_unique_fragment_names)
 
@@ -210,7 +211,7 @@ class ExportedSession(_Body):
 class ExportedMessage(_Body):
     seq: int = Field(ge=1, le=2**63 - 1)
     section: str = Field(pattern=SECTION_PATTERN)
-    created_at: datetime
+    created_at: StorableTime
     message: JSONObject = Field(description="The canonical message.")
 
 

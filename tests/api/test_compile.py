@@ -375,3 +375,17 @@ def test_real_transcripts_under_budget_keep_their_system_prompt_and_task(
                 assert json.dumps(task[:200])[1:-1] in sent, (path.name, share)
             kept += 1
     assert kept > refused
+
+
+@pytest.mark.parametrize("provider", ["gpt-4o", "anthropic"])
+def test_a_blank_message_is_left_out_of_either_shape_and_says_so(
+    client: httpx.Client, provider: str
+) -> None:
+    history = [{"role": "user", "content": "hi"}, {"role": "assistant", "content": " \n"},
+               {"role": "user", "content": "still there?"}]  # fmt: skip
+    answer = compile_posted(client, messages=history, provider=provider)
+    assert [m["content"] for m in answer["messages"]] in (
+        [history[0]["content"], history[2]["content"]],
+        [[{"type": "text", "text": "hi"}, {"type": "text", "text": "still there?"}]],
+    )
+    assert {"reason": "invalid", "count": 1, "seq_ranges": [[2, 2]]} in answer["left_out"]
