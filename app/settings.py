@@ -6,10 +6,14 @@ import ipaddress
 from typing import Literal
 from urllib.parse import urlsplit
 
-from pydantic import Field, SecretStr, model_validator
+from pydantic import Field, SecretStr, field_validator, model_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
+from sqlalchemy.engine import make_url
+from sqlalchemy.exc import ArgumentError
 
 DEFAULT_DATABASE_URL = "sqlite+aiosqlite:///./data/ctxc.db"
+DATABASE_DRIVERS = ("sqlite+aiosqlite", "postgresql+asyncpg")
+DATABASE_URL_FORMS = "sqlite+aiosqlite:///path or postgresql+asyncpg://user:pass@host/db"
 ANTHROPIC_URL = "https://api.anthropic.com"
 SummarizerKind = Literal["extractive", "openai", "anthropic", "webhook"]
 
@@ -108,6 +112,17 @@ class Settings(BaseSettings):
     @property
     def is_sqlite(self) -> bool:
         return self.database_url.startswith("sqlite")
+
+    @field_validator("database_url")
+    @classmethod
+    def _database_url_is_supported(cls, url: str) -> str:
+        try:
+            driver = make_url(url).drivername
+        except ArgumentError:
+            raise ValueError(f"not a database URL; use {DATABASE_URL_FORMS}") from None
+        if driver not in DATABASE_DRIVERS:
+            raise ValueError(f"the driver {driver!r} is not supported; use {DATABASE_URL_FORMS}")
+        return url
 
     @model_validator(mode="after")
     def _summarizer_is_complete(self) -> Settings:
