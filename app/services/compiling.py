@@ -89,11 +89,11 @@ def _tools_tokens(tools: list[dict[str, Any]] | None, encoder: Encoder) -> int:
 
 
 def _parse(
-    cache: MessageCache, fmt: Format, raw: list[Any], system: Any, field: str
+    cache: MessageCache, tenant: str, fmt: Format, raw: list[Any], system: Any, field: str
 ) -> list[Entry]:
     """Parsed and counted messages; problems are located under ``field`` (or ``system``)."""
     try:
-        return cache.parse(fmt, raw, system)
+        return cache.parse(tenant, fmt, raw, system)
     except FormatError as exc:
         raise InvalidInput([(exc.path, exc.message)]) from None
     except InvalidInput as exc:
@@ -105,7 +105,8 @@ def _parse(
 def _snapshot(
     items: tuple[Item, ...], cache: MessageCache, encoder: Encoder, options: Options, **context: Any
 ) -> Snapshot:
-    parsed = _parse(cache, options.ephemeral_format, options.ephemeral, None, "ephemeral")
+    tenant = context["tenant"]
+    parsed = _parse(cache, tenant, options.ephemeral_format, options.ephemeral, None, "ephemeral")
     ephemeral = tuple(m for m, _ in parsed)
     return Snapshot(
         items=items, count=lambda m: count_message(m, encoder), ephemeral=ephemeral,
@@ -131,7 +132,7 @@ def compile_posted(
     compiler = build(spec, registry)
     items = tuple(
         Item(i + 1, DEFAULT_SECTION, message, counts[profile.encoding])
-        for i, (message, counts) in enumerate(_parse(cache, fmt, raw, system, "messages"))
+        for i, (message, counts) in enumerate(_parse(cache, tenant, fmt, raw, system, "messages"))
     )
     snapshot = _snapshot(items, cache, encoder, options, tenant=tenant, now=now,
                          metadata=options.metadata)  # fmt: skip
