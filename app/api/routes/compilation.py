@@ -92,6 +92,12 @@ def _answer(done: Compilation) -> bytes:
     return _result(done).model_dump_json().encode()
 
 
+def _checked(raw: bytes) -> CompileRequest:
+    body = parse_body(CompileRequest, raw)
+    check_body(body)
+    return body
+
+
 @router.post(
     "/v1/compile", responses=ANSWERS, operation_id="compile", response_model=CompileResult,
     openapi_extra=json_body(CompileRequest),
@@ -115,8 +121,9 @@ async def compile_posted(request: Request, state: StateDep, tenant: TenantDep) -
     if known is not None:
         state.metrics.answers.labels("remembered").inc()
         return Response(ID_FIELD + str(uuid.uuid4()).encode() + known, media_type=JSON)
-    body = parse_body(CompileRequest, b"".join(chunks))
-    check_body(body)
+    raw = b"".join(chunks)
+    # Validating a big body is CPU work like the compile itself: off the event loop.
+    body = await anyio.to_thread.run_sync(_checked, raw) if len(raw) > 65_536 else _checked(raw)
     async with state.sessionmaker() as db:  # only a compile opens a database session
         tenant_name = await queries.tenant_name(db, tenant)
 

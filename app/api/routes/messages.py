@@ -5,6 +5,7 @@ from __future__ import annotations
 from datetime import UTC, datetime, timedelta
 from typing import Annotated
 
+import anyio
 from fastapi import APIRouter, Header, Query, Request, status
 
 from app.api.deps import DbDep, StateDep, TenantDep
@@ -20,6 +21,12 @@ from app.services.messages import Idempotency, StoredMessage
 
 MAX_SEQ = 2**63 - 1
 router = APIRouter(prefix="/v1/sessions/{session_id}/messages", tags=["messages"])
+
+
+def _big(request: Request) -> bool:
+    """A body over 64 KiB, or of no stated length (chunked)."""
+    length = request.headers.get("content-length", "")
+    return not length.isdigit() or int(length) > 65_536
 
 
 @router.post(
@@ -43,7 +50,8 @@ async def append_messages(
     nothing; the same key with another body is a 409. Keys are remembered for
     `CTXC_IDEMPOTENCY_TTL_SECONDS` and forgotten with their session.
     """
-    check_body(body)
+    # Walking a big batch is CPU work: off the event loop, like its token counting.
+    await anyio.to_thread.run_sync(check_body, body) if _big(request) else check_body(body)
     if body.system is not None and body.format != "anthropic":
         raise invalid([FieldError(path="body.system", message="only for format anthropic")])
     idempotency = None
