@@ -24,7 +24,7 @@ def valid(answer: dict[str, Any]) -> dict[str, Any]:
     if answer["format"] == "openai":
         assert openai_problems(answer["messages"]) == []
     else:
-        assert anthropic_problems(answer["system"], answer["messages"]) == []
+        assert anthropic_problems(answer.get("system"), answer["messages"]) == []
     return answer
 
 
@@ -42,7 +42,7 @@ def test_stateless_compile_returns_the_history_and_stores_nothing(
     answer = compile_posted(client, messages=history, provider="gpt-4o")
     assert row_counts(api.database_url) == before
     assert answer["messages"] == history
-    assert answer["format"] == "openai" and answer["system"] is None and answer["compile_id"]
+    assert answer["format"] == "openai" and "system" not in answer and answer["compile_id"]
     tokens = answer["tokens"]
     assert tokens["encoding"] == "o200k_base" and tokens["context_window"] == 128_000
     assert tokens["total"] == sum(tokens["sections"].values()) + 3
@@ -212,7 +212,7 @@ def test_session_compile_for_anthropic_uses_the_native_response_format(
     )
     client.post(f"/v1/sessions/{sid}/messages", json={"messages": openai_history(6)})
     answer = valid(client.post(f"/v1/sessions/{sid}/compile", json={}).json())
-    assert answer["response_format"] == {"type": "json_schema", "schema": schema}
+    assert answer["response_format"] == {"format": {"type": "json_schema", "schema": schema}}
 
 
 def test_selected_sections_in_the_given_order(client: httpx.Client) -> None:

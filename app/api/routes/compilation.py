@@ -89,7 +89,9 @@ def _step(report: StepReport) -> StepRead:
 
 
 def _answer(done: Compilation) -> bytes:
-    return _result(done).model_dump_json().encode()
+    # No `system` rather than a null one: the SDKs and the API refuse `system: null`.
+    omit = {"system"} if done.output.system is None else None
+    return _result(done).model_dump_json(exclude=omit).encode()
 
 
 @router.post(
