@@ -14,7 +14,8 @@ from app.adapters.summarizers import Summarizer, summarizer_from_settings
 from app.adapters.tokenizers import load_counter
 from app.api import openapi, problems
 from app.api.deps import AppState
-from app.api.middleware import BodyLimit, CatchAll, Metrics, RequestMetrics
+from app.api.metrics import CacheCollector, Metrics
+from app.api.middleware import BodyLimit, CatchAll, RequestId, RequestMetrics
 from app.api.routes import (
     compactions,
     compilation,
@@ -47,6 +48,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     async def lifespan(_: FastAPI) -> AsyncIterator[dict[str, AppState]]:
         engine = create_engine(settings.database_url, settings.db_pool_size)
         summarizer: Summarizer | None = None
+        caches: CacheCollector | None = None
         bus = create_bus(engine, settings.sse_queue_size)
         try:
             await check_schema(engine)
@@ -60,12 +62,16 @@ def create_app(settings: Settings | None = None) -> FastAPI:
             cache = MessageCache(counter, settings.compile_cache_bytes)
             answers: Lru[bytes, bytes] = Lru(settings.answer_cache_bytes)
             summarizer = summarizer_from_settings(settings, counter)
+            caches = CacheCollector({"messages": cache.entries, "answers": answers})
+            metrics.registry.register(caches)
             state = AppState(
                 settings, engine, maker, counter, metrics, local, load_registry(), cache, answers,
                 summarizer, bus, EventReader(maker), KeyCache(settings.key_cache_seconds),
             )  # fmt: skip
             yield {"ctxc": state}
         finally:
+            if caches is not None:
+                metrics.registry.unregister(caches)
             await bus.close()
             if summarizer is not None:
                 await summarizer.aclose()
@@ -95,4 +101,5 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     app.add_middleware(BodyLimit, limit=settings.max_body_bytes)
     app.add_middleware(CatchAll)
     app.add_middleware(RequestMetrics, metrics=metrics)
+    app.add_middleware(RequestId)  # outermost: every log line of a request carries its id
     return app

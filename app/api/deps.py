@@ -11,7 +11,7 @@ from sqlalchemy.ext.asyncio import AsyncEngine, AsyncSession, async_sessionmaker
 
 from app.adapters.events import EventBus
 from app.adapters.summarizers import Summarizer
-from app.api.middleware import Metrics
+from app.api.metrics import Metrics
 from app.api.problems import ProblemError
 from app.domain.compilers.registry import Registry
 from app.domain.sessions import TenantId

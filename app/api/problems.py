@@ -16,6 +16,7 @@ from app.domain.compilers.decorators import BudgetTooSmall
 from app.domain.compiling import NothingToSend
 from app.domain.errors import Conflict, FormatError, InvalidInput, NotFound, UnknownName
 from app.domain.limits import json_problems
+from app.logs import REQUEST_ID
 
 log = logging.getLogger("ctxc")
 M = TypeVar("M", bound=BaseModel)
@@ -39,6 +40,9 @@ class Problem(BaseModel):
         None, description="Tokens the kept messages need (budget-too-small)."
     )
     budget: int | None = Field(None, description="The token budget (budget-too-small).")
+    request_id: str | None = Field(
+        None, description="The request's id, as in its `X-Request-ID` answer header and logs."
+    )
 
 
 class ProblemError(Exception):
@@ -101,6 +105,16 @@ def from_domain(exc: Exception, body_path: Sequence[str | int] = ("body",)) -> P
     raise exc
 
 
+def problem_slug(exc: Exception) -> str:
+    """The last part of the problem type ``exc`` answers with (``error``: none, a 500)."""
+    if isinstance(exc, ProblemError):
+        return exc.problem.type.rpartition(":")[2]
+    try:
+        return from_domain(exc).problem.type.rpartition(":")[2]
+    except Exception:
+        return "error"
+
+
 def from_input_error(exc: FormatError | InvalidInput, field: str = "messages") -> ProblemError:
     """A parse error of a posted history: located under `body.<field>`, or `body.system`."""
     problems = exc.problems if isinstance(exc, InvalidInput) else ((exc.path, exc.message),)
@@ -134,9 +148,11 @@ def check_body(body: BaseModel) -> None:
 
 
 def _answer(problem: Problem, headers: dict[str, str] | None = None) -> JSONResponse:
+    body = problem.model_dump(exclude_none=True) | {"request_id": REQUEST_ID.get()}
     return JSONResponse(
-        problem.model_dump(exclude_none=True), problem.status, headers, media_type=MEDIA_TYPE
-    )
+        {k: v for k, v in body.items() if v is not None}, problem.status, headers,
+        media_type=MEDIA_TYPE,
+    )  # fmt: skip
 
 
 def _validation(_: Request, exc: Exception) -> JSONResponse:
