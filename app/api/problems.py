@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Sequence
+from http import HTTPStatus
 from typing import Any, TypeVar
 
 from fastapi import FastAPI, Request
@@ -203,6 +204,10 @@ def install(app: FastAPI) -> None:
         app.add_exception_handler(cls, _domain)
 
 
+PROBLEM_CONTENT = {MEDIA_TYPE: {"schema": {"$ref": "#/components/schemas/Problem"}}}
+
+
 def responses(*statuses: int) -> dict[int | str, dict[str, Any]]:
-    """The `responses=` entry of a route that can answer these problems."""
-    return {s: {"model": Problem, "content": {MEDIA_TYPE: {}}} for s in statuses}
+    """The `responses=` entry of a route that can answer these problems (the app's OpenAPI
+    puts `Problem` in its components: ``app.api.openapi.document``)."""
+    return {s: {"description": HTTPStatus(s).phrase, "content": PROBLEM_CONTENT} for s in statuses}
