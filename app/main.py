@@ -8,6 +8,7 @@ from datetime import UTC, datetime
 
 import anyio
 from fastapi import FastAPI
+from fastapi_offline import FastAPIOffline
 
 from app.adapters.events import create_bus
 from app.adapters.summarizers import Summarizer, summarizer_from_settings
@@ -36,6 +37,8 @@ from app.services.plugins import load_registry
 from app.settings import Settings
 from app.storage.db import create_engine, create_sessionmaker
 from app.storage.migrate import check_schema
+
+DOCS_STATIC = "/docs-static"
 
 
 def create_app(settings: Settings | None = None) -> FastAPI:
@@ -77,11 +80,13 @@ def create_app(settings: Settings | None = None) -> FastAPI:
                 await summarizer.aclose()
             await engine.dispose()
 
-    app = FastAPI(
+    # /docs and /redoc with Swagger UI and ReDoc served from the installed package, not a CDN.
+    app = FastAPIOffline(
         title="ctxc",
         version="0.1.0",
         summary="Context compilation as a service.",
         lifespan=lifespan,
+        static_url=DOCS_STATIC,
     )
     problems.install(app)
     openapi.document(app, CompileRequest)

@@ -145,6 +145,14 @@ class CatchAll:
                 await send({"type": "http.response.body", "body": _problem_body(INTERNAL_ERROR)})
 
 
+def _route(scope: Scope) -> str:
+    """The route template, or a mount's path (the documentation assets), or ``unmatched``."""
+    route = getattr(scope.get("route"), "path", None)
+    if route is None and "endpoint" in scope:
+        route = scope.get("root_path")
+    return str(route or "unmatched")
+
+
 class RequestMetrics:
     """Count and time every request by route template; one access log line each."""
 
@@ -168,7 +176,7 @@ class RequestMetrics:
         try:
             await self.app(scope, receive, send_wrapper)
         finally:
-            route = getattr(scope.get("route"), "path", "unmatched")
+            route = _route(scope)
             elapsed = time.perf_counter() - start
             self.metrics.requests.labels(scope["method"], route, str(status)).inc()
             self.metrics.latency.labels(scope["method"], route).observe(elapsed)
