@@ -8,7 +8,6 @@ import logging
 import re
 import time
 import uuid
-from typing import Any
 
 from starlette.exceptions import HTTPException
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
@@ -21,12 +20,6 @@ REQUEST_ID_HEADER = b"x-request-id"
 # An inbound id is kept when it is short and plain (a UUID, a ULID, a W3C trace id ...); any
 # other is replaced, so a caller cannot forge log lines or flood them.
 SAFE_REQUEST_ID = re.compile(rb"[A-Za-z0-9._:-]{1,128}")
-
-
-def _problem_body(problem: dict[str, Any]) -> bytes:
-    """A problem's JSON, with the request's id when there is one."""
-    request_id = REQUEST_ID.get()
-    return json.dumps(problem | ({"request_id": request_id} if request_id else {})).encode()
 
 
 class RequestId:
@@ -59,14 +52,14 @@ class RequestId:
 
 
 def _problem_413(limit: int) -> bytes:
-    return _problem_body(
+    return json.dumps(
         {
             "type": "urn:ctxc:problem:payload-too-large",
             "title": "Payload too large",
             "status": 413,
             "detail": f"the request body is larger than {limit} bytes",
         }
-    )
+    ).encode()
 
 
 class BodyLimit:
@@ -117,6 +110,12 @@ INTERNAL_ERROR = {
 }
 
 
+def _internal_error() -> bytes:
+    """The 500 problem, with the request's id: the one way to find its logged traceback."""
+    request_id = REQUEST_ID.get()
+    return json.dumps(INTERNAL_ERROR | ({"request_id": request_id} if request_id else {})).encode()
+
+
 class CatchAll:
     """An unexpected error is logged once, with its traceback, and answered as a 500 problem
     with no internals; the connection stays usable (nothing is re-raised to the server)."""
@@ -142,7 +141,7 @@ class CatchAll:
             if not started:
                 headers = [(b"content-type", b"application/problem+json")]
                 await send({"type": "http.response.start", "status": 500, "headers": headers})
-                await send({"type": "http.response.body", "body": _problem_body(INTERNAL_ERROR)})
+                await send({"type": "http.response.body", "body": _internal_error()})
 
 
 def _route(scope: Scope) -> str:

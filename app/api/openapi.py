@@ -8,7 +8,7 @@ from fastapi import FastAPI
 from pydantic import BaseModel
 from pydantic.json_schema import models_json_schema
 
-from app.api.problems import PROBLEM_CONTENT, Problem
+from app.api.problems import Problem, problem_content
 
 REF = "#/components/schemas/{model}"
 
@@ -47,7 +47,7 @@ def _problems_only(schema: dict[str, Any]) -> None:
         for operation in item.values():
             answer = operation.get("responses", {}).get("422")
             if answer is not None and answer.get("content") == fastapi_422:
-                answer["content"] = PROBLEM_CONTENT
+                answer["content"] = problem_content()
     components = schema["components"]["schemas"]
     for unused in ("HTTPValidationError", "ValidationError"):
         components.pop(unused, None)

@@ -17,7 +17,6 @@ from app.domain.compilers.decorators import BudgetTooSmall
 from app.domain.compiling import NothingToSend
 from app.domain.errors import Conflict, FormatError, InvalidInput, NotFound, UnknownName
 from app.domain.limits import json_problems
-from app.logs import REQUEST_ID
 
 log = logging.getLogger("ctxc")
 M = TypeVar("M", bound=BaseModel)
@@ -42,7 +41,9 @@ class Problem(BaseModel):
     )
     budget: int | None = Field(None, description="The token budget (budget-too-small).")
     request_id: str | None = Field(
-        None, description="The request's id, as in its `X-Request-ID` answer header and logs."
+        None,
+        description="An unexpected error (500): the request's id, to find its logged "
+        "traceback (every answer has it in its `X-Request-ID` header).",
     )
 
 
@@ -149,11 +150,9 @@ def check_body(body: BaseModel) -> None:
 
 
 def _answer(problem: Problem, headers: dict[str, str] | None = None) -> JSONResponse:
-    body = problem.model_dump(exclude_none=True) | {"request_id": REQUEST_ID.get()}
     return JSONResponse(
-        {k: v for k, v in body.items() if v is not None}, problem.status, headers,
-        media_type=MEDIA_TYPE,
-    )  # fmt: skip
+        problem.model_dump(exclude_none=True), problem.status, headers, media_type=MEDIA_TYPE
+    )
 
 
 def _validation(_: Request, exc: Exception) -> JSONResponse:
@@ -204,10 +203,14 @@ def install(app: FastAPI) -> None:
         app.add_exception_handler(cls, _domain)
 
 
-PROBLEM_CONTENT = {MEDIA_TYPE: {"schema": {"$ref": "#/components/schemas/Problem"}}}
+def problem_content() -> dict[str, Any]:
+    """An OpenAPI `content` entry: a problem (``app.api.openapi.document`` puts `Problem` in
+    the components)."""
+    return {MEDIA_TYPE: {"schema": {"$ref": "#/components/schemas/Problem"}}}
 
 
 def responses(*statuses: int) -> dict[int | str, dict[str, Any]]:
-    """The `responses=` entry of a route that can answer these problems (the app's OpenAPI
-    puts `Problem` in its components: ``app.api.openapi.document``)."""
-    return {s: {"description": HTTPStatus(s).phrase, "content": PROBLEM_CONTENT} for s in statuses}
+    """The `responses=` entry of a route that can answer these problems."""
+    return {
+        s: {"description": HTTPStatus(s).phrase, "content": problem_content()} for s in statuses
+    }
