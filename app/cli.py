@@ -4,43 +4,25 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import json
 import logging
 import sys
 from collections.abc import Awaitable, Callable
 from datetime import UTC, datetime
 from importlib.metadata import PackageNotFoundError, version
-from typing import Any, TypeVar
+from typing import TypeVar
 
 from pydantic import ValidationError
 from sqlalchemy.exc import DBAPIError, SQLAlchemyError
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from app.domain.errors import Conflict, NotFound
+from app.logs import json_handler
 from app.services import keys
 from app.settings import Settings, is_loopback
 from app.storage.db import create_engine, create_sessionmaker
 from app.storage.migrate import SchemaNotCurrent, check_schema, describe, migrate, sqlite_file
 
 T = TypeVar("T")
-
-
-class JsonFormatter(logging.Formatter):
-    """One JSON object per log line (structured logs)."""
-
-    FIELDS = ("method", "path", "route", "status", "ms")
-
-    def format(self, record: logging.LogRecord) -> str:
-        line: dict[str, Any] = {
-            "ts": datetime.fromtimestamp(record.created, UTC).isoformat(),
-            "level": record.levelname.lower(),
-            "logger": record.name,
-            "msg": record.getMessage(),
-        }
-        line |= {k: getattr(record, k) for k in self.FIELDS if hasattr(record, k)}
-        if record.exc_info:
-            line["exc"] = self.formatException(record.exc_info)
-        return json.dumps(line)
 
 
 class Refusal(Exception):
@@ -100,9 +82,7 @@ def _serve(settings: Settings, args: argparse.Namespace) -> int:
         )
         return 2
     _db_call(settings, _nothing)
-    handler = logging.StreamHandler()
-    handler.setFormatter(JsonFormatter())
-    logging.basicConfig(level=settings.log_level.upper(), handlers=[handler], force=True)
+    logging.basicConfig(level=settings.log_level.upper(), handlers=[json_handler()], force=True)
     config = uvicorn.Config(
         "app.main:create_app",
         factory=True,

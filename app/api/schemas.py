@@ -394,11 +394,14 @@ class CompileResult(BaseModel):
     )
     after_seq: int | None = Field(None, description="Delta mode: the cursor it starts after.")
     system: str | list[JSONObject] | None = Field(
-        description="Anthropic's system; null for OpenAI."
+        None,
+        description="Anthropic's `system`, present only when there is a system prompt (an "
+        "OpenAI answer carries it as its first message).",
     )
     messages: list[JSONObject]
     response_format: JSONObject | None = Field(
-        description="Native form: OpenAI `response_format`, Anthropic `output_format`."
+        description="Native form: the value of OpenAI's `response_format`, or of Anthropic's "
+        '`output_config` (`{"format": {"type": "json_schema", "schema": ...}}`).'
     )
     tokens: CompileTokens
     left_out: list[LeftOutRead]

@@ -37,11 +37,21 @@ class Lru(Generic[K, V]):
         self.max_bytes = max_bytes
         self._entries: LRUCache[K, tuple[V, int]] = LRUCache(max_bytes, getsizeof=_size)
         self._lock = threading.Lock()
+        self._hits = self._misses = 0
 
     def get(self, key: K) -> V | None:
         with self._lock:
             found = self._entries.get(key)
-        return None if found is None else found[0]
+            if found is None:
+                self._misses += 1
+                return None
+            self._hits += 1
+        return found[0]
+
+    def stats(self) -> tuple[int, int, int, int]:
+        """Hits and misses so far, bytes and entries held (for the metrics)."""
+        with self._lock:
+            return self._hits, self._misses, int(self._entries.currsize), len(self._entries)
 
     def put(self, key: K, value: V, size: int) -> None:
         """Keep ``value`` (unless it alone is over the bound), evicting the least recent."""
@@ -75,7 +85,7 @@ class MessageCache:
 
     def __init__(self, counter: TokenCounter, max_bytes: int) -> None:
         self.counter = counter
-        self._entries: Lru[bytes, Entry] = Lru(max_bytes)
+        self.entries: Lru[bytes, Entry] = Lru(max_bytes)
 
     def parse(
         self, tenant: str, fmt: Format, raw: Sequence[Any], system: Any = None
@@ -102,11 +112,11 @@ class MessageCache:
     def _one(self, scope: bytes, fmt: Format, raw: Any, where: Path) -> Entry:
         text = canonical_json([fmt, raw])
         key = hashlib.sha256(scope + text).digest()
-        found = self._entries.get(key)
+        found = self.entries.get(key)
         if found is not None:
             return found
         entry = self._parse(fmt, raw, where)
-        self._entries.put(key, entry, len(text))
+        self.entries.put(key, entry, len(text))
         return entry
 
     def _parse(self, fmt: Format, raw: Any, where: Path) -> Entry:

@@ -7,8 +7,8 @@ from pathlib import Path
 
 from alembic import command
 from alembic.config import Config
-from alembic.runtime.migration import MigrationContext
 from alembic.script import ScriptDirectory
+from sqlalchemy import inspect, text
 from sqlalchemy.engine import Connection, make_url
 from sqlalchemy.ext.asyncio import AsyncEngine
 
@@ -81,8 +81,18 @@ def _unknown_revision(revision: str) -> SchemaNotCurrent:
     )
 
 
+VERSION_TABLE = "alembic_version"  # Alembic's default, which migrations/env.py keeps
+
+
 def _current(connection: Connection) -> str | None:
-    return MigrationContext.configure(connection).get_current_revision()
+    # Read as Alembic stores it, not through a MigrationContext, which logs two INFO lines on
+    # every check (every /readyz).
+    if not inspect(connection).has_table(VERSION_TABLE):
+        return None
+    revision: str | None = connection.execute(
+        text(f"SELECT version_num FROM {VERSION_TABLE}")
+    ).scalar()
+    return revision
 
 
 async def current_revision(engine: AsyncEngine) -> str | None:

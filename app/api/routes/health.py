@@ -2,9 +2,12 @@
 
 from __future__ import annotations
 
+from typing import Literal
+
 from fastapi import APIRouter, Response
 from fastapi.responses import JSONResponse
 from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
+from pydantic import BaseModel, Field
 from sqlalchemy.exc import SQLAlchemyError
 
 from app.api.deps import StateDep
@@ -19,7 +22,20 @@ async def healthz() -> dict[str, str]:
     return {"status": "ok"}
 
 
-@router.get("/readyz", operation_id="readyz", responses={503: {"description": "Not ready"}})
+class Readiness(BaseModel):
+    status: Literal["ready", "unavailable"]
+    detail: str | None = Field(None, description="Why not (unavailable only).")
+
+
+NOT_READY = {"description": "Not ready", "model": Readiness}
+# text/plain with a version parameter that follows prometheus_client; the document stays put.
+PROMETHEUS_TEXT = {"content": {"text/plain": {"schema": {"type": "string"}}}}
+
+
+@router.get(
+    "/readyz", operation_id="readyz", response_model=Readiness, responses={503: NOT_READY},
+    response_model_exclude_none=True,
+)  # fmt: skip
 async def readyz(state: StateDep) -> JSONResponse:
     """The database answers and its schema is the one this code needs."""
     try:
@@ -29,7 +45,10 @@ async def readyz(state: StateDep) -> JSONResponse:
     return JSONResponse({"status": "ready"})
 
 
-@router.get("/metrics", operation_id="metrics", response_class=Response)
+@router.get(
+    "/metrics", operation_id="metrics", response_class=Response, responses={200: PROMETHEUS_TEXT}
+)
 async def metrics(state: StateDep) -> Response:
-    """Prometheus text: requests and latencies by route, tokens counted by encoding."""
+    """Prometheus text: requests by route, compiles, compactions, summaries, compile caches and
+    tokens counted (README, Observability)."""
     return Response(generate_latest(state.metrics.registry), media_type=CONTENT_TYPE_LATEST)
