@@ -57,6 +57,11 @@ class Settings(BaseSettings):
         description="Answers of `/v1/compile` kept by request body, for requests whose compiler "
         "is repeatable (LRU bytes; 0 turns it off).",
     )
+    metrics_token: SecretStr | None = Field(
+        None,
+        description="With `CTXC_AUTH=keys`, `/metrics` answers only `Authorization: Bearer "
+        "<this token>` (a scraper's credential, not a tenant's key); unset, it is off (404).",
+    )
     default_provider: str = Field("openai", description="Provider profile of new sessions.")
     sse_heartbeat_seconds: float = Field(
         15,

@@ -14,7 +14,7 @@ import pytest
 
 from app.domain.validity import anthropic_problems, openai_problems
 from tests.api.test_messages import openai_history
-from tests.conftest import Api, new_session, row_counts
+from tests.conftest import Api, new_session, row_counts, scrape
 
 TRANSCRIPTS = Path(__file__).resolve().parents[3] / "shared" / "transcripts"
 
@@ -253,7 +253,7 @@ def test_an_empty_history_has_nothing_to_send(client: httpx.Client) -> None:
 
 def remembered(client: httpx.Client) -> float:
     """How many stateless compiles were answered from memory (the service's metric)."""
-    text = client.get("/metrics").text
+    text = scrape(client).text
     line = 'ctxc_stateless_compiles_total{answer="remembered"} '
     found = [row for row in text.splitlines() if row.startswith(line)]
     return float(found[0].removeprefix(line)) if found else 0.0

@@ -22,13 +22,14 @@ from tests.api.test_compaction import POLICY, session_with
 from tests.api.test_cursor import started
 from tests.api.test_messages import openai_history
 from tests.conftest import Api, LiveServer, new_session
+from tests.conftest import scrape as scrape_metrics
 
 Labels = tuple[tuple[str, str], ...]
 
 
 def scrape(client: httpx.Client) -> dict[tuple[str, Labels], float]:
     """Every sample of /metrics, by name and labels."""
-    response = client.get("/metrics")
+    response = scrape_metrics(client)
     assert response.status_code == 200
     return {
         (s.name, tuple(sorted(s.labels.items()))): s.value
@@ -140,7 +141,7 @@ def test_no_label_names_a_session_or_a_tenant(api: Api, client: httpx.Client) ->
     sid = new_session(client, id="observability-secret-session")
     client.post(f"/v1/sessions/{sid}/compile", json={})
     client.get(f"/v1/sessions/{sid}")
-    text = client.get("/metrics").text
+    text = scrape_metrics(client).text
     assert "observability-secret-session" not in text and "tenant-a" not in text
     routes = {s[1] for s in scrape(client) if s[0] == "ctxc_http_requests_total"}
     assert (("method", "GET"), ("route", "/v1/sessions/{session_id}"), ("status", "200")) in routes
@@ -241,3 +242,18 @@ def test_outside_a_request_log_lines_have_no_request_id(anything: None) -> None:
         logging.getLogger("ctxc").warning("at start-up")
     [line] = logs.lines
     assert "request_id" not in line
+
+
+def test_in_keys_mode_metrics_need_the_scraper_token_not_a_tenant_key(
+    api: Api, client: httpx.Client
+) -> None:
+    assert httpx.get(f"{api.url}/metrics").status_code == 401
+    assert client.get("/metrics").status_code == 401  # a tenant's key is no scraper's token
+    assert scrape_metrics(client).status_code == 200
+
+
+def test_in_keys_mode_without_a_token_metrics_are_off(database_url: str) -> None:
+    settings = Settings(database_url=database_url, auth="keys")
+    with LiveServer(settings) as server:
+        answer = httpx.get(f"{server.url}/metrics", headers={"Authorization": "Bearer x"})
+    assert answer.status_code == 404 and "CTXC_METRICS_TOKEN" in answer.json()["detail"]

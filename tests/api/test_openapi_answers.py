@@ -10,7 +10,7 @@ import pytest
 from jsonschema import Draft202012Validator
 
 from tests.api.test_messages import openai_history
-from tests.conftest import Api, new_session
+from tests.conftest import Api, new_session, scrape
 
 PROBLEM = "application/problem+json"
 
@@ -100,5 +100,6 @@ def test_real_successes_and_health_match_the_document(
     for provider in ("gpt-4o", "anthropic"):
         answer = client.post("/v1/compile", json={"messages": history, "provider": provider})
         check(document, "/v1/compile", "post", answer)
-    for path in ("/healthz", "/readyz", "/metrics"):
+    for path in ("/healthz", "/readyz"):
         check(document, path, "get", httpx.get(api.url + path))
+    check(document, "/metrics", "get", scrape(client))
