@@ -42,8 +42,9 @@ class Model:
     declared: bool = False  # from CTXC_MODELS
 
 
-def _openai(name: str, window: int, what: str, encoding: str | None = None) -> Model:
-    return Model(name, "openai", window, encoding, f"OpenAI {what}.")
+def _openai(name: str, window: int, what: str, profile: str = "openai") -> Model:
+    # A model with a profile of its own (gpt-4o, gpt-4: encoding, prompt cache) is sent as it.
+    return Model(name, name if name in PROFILES else profile, window, None, f"OpenAI {what}.")
 
 
 def _claude(name: str, what: str) -> Model:
@@ -72,10 +73,10 @@ BUILTIN_MODELS: Final[tuple[Model, ...]] = (
     _openai("o1", 200_000, "o1 reasoning model"),
     _openai("o1-pro", 200_000, "o1-pro reasoning model"),
     _openai("o1-mini", 128_000, "o1-mini reasoning model"),
-    _openai("gpt-4-turbo", 128_000, "GPT-4 Turbo (cl100k_base)", "cl100k_base"),
-    _openai("gpt-4", 8_192, "GPT-4 (cl100k_base)", "cl100k_base"),
-    _openai("gpt-4-32k", 32_768, "GPT-4 32k (cl100k_base)", "cl100k_base"),
-    _openai("gpt-3.5-turbo", 16_385, "GPT-3.5 Turbo (cl100k_base)", "cl100k_base"),
+    _openai("gpt-4-turbo", 128_000, "GPT-4 Turbo (cl100k_base)"),
+    _openai("gpt-4", 8_192, "GPT-4 (cl100k_base)"),
+    _openai("gpt-4-32k", 32_768, "GPT-4 32k (cl100k_base)", "gpt-4"),
+    _openai("gpt-3.5-turbo", 16_385, "GPT-3.5 Turbo (cl100k_base)"),
     _claude("claude-opus-4-5", "Claude Opus 4.5"),
     _claude("claude-sonnet-4-5", "Claude Sonnet 4.5"),
     _claude("claude-haiku-4-5", "Claude Haiku 4.5"),
