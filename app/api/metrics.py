@@ -21,6 +21,7 @@ from app.adapters.summarizers import Summarizer, Summary
 from app.api.problems import problem_slug
 from app.domain.compaction.planning import Plan
 from app.domain.messages import Message
+from app.domain.models import Catalog
 from app.domain.summaries import Reason
 from app.domain.tokens import TokenCounter
 from app.services.cache import Lru
@@ -139,9 +140,10 @@ class MeteredCompactor(Compactor):
 
     def __init__(
         self, db: AsyncSession, counter: TokenCounter, summarizer: Summarizer, now: datetime,
-        metrics: Metrics, trigger: Trigger, backend: str,
+        catalog: Catalog, metrics: Metrics, trigger: Trigger, backend: str,
     ) -> None:  # fmt: skip
-        super().__init__(db, counter, MeteredSummarizer(summarizer, backend, metrics), now)
+        summarizer = MeteredSummarizer(summarizer, backend, metrics)
+        super().__init__(db, counter, summarizer, now, catalog)
         self.metrics, self.trigger = metrics, trigger
 
     async def run(self, session: SessionRow, plan: Plan, where: Where) -> Done:

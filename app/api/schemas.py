@@ -37,7 +37,9 @@ class SessionCreate(_Body):
     metadata: JSONObject = Field(default_factory=dict)
     system_prompt: list[PromptFragment] = Field(default_factory=list)
     response_format: JSONObject | None = None
-    provider: str | None = Field(None, description="Provider profile name (GET /v1/providers).")
+    provider: str | None = Field(
+        None, description="Provider profile or model (GET /v1/providers, GET /v1/models)."
+    )
     profile: ProfileOverrides | None = Field(
         None, description="The session's own profile: fields that replace its provider's."
     )
@@ -157,7 +159,9 @@ class TokenCount(_Body):
     format: Format = "openai"
     messages: list[Any] = Field(max_length=100_000)
     system: str | list[JSONObject] | None = None
-    provider: str | None = Field(None, description="Profile whose encoding counts.")
+    provider: str | None = Field(
+        None, description="Profile or model whose encoding counts (GET /v1/models)."
+    )
     encoding: Literal["o200k_base", "cl100k_base"] | None = Field(
         None, description="Overrides the profile's encoding."
     )
@@ -232,7 +236,9 @@ class SessionExport(_Body):
 
 
 class _CompileOptions(_Body):
-    provider: str | None = Field(None, description="Provider profile (GET /v1/providers).")
+    provider: str | None = Field(
+        None, description="Provider profile or model (GET /v1/providers, GET /v1/models)."
+    )
     context_window: int | None = Field(None, ge=1, le=100_000_000)
     compiler: JSONObject | None = Field(
         None,

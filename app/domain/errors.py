@@ -27,8 +27,15 @@ class FormatError(DomainError):
 class UnknownName(DomainError):
     """A name (provider profile, encoding, compiler) that is not registered."""
 
-    def __init__(self, kind: str, name: str, available: Sequence[str], field: str) -> None:
-        super().__init__(f"unknown {kind} {name!r}; available: {', '.join(available)}")
+    def __init__(
+        self,
+        kind: str,
+        name: str,
+        available: Sequence[str],
+        field: str,
+        detail: str | None = None,
+    ) -> None:
+        super().__init__(detail or f"unknown {kind} {name!r}; available: {', '.join(available)}")
         self.kind = kind
         self.name = name
         self.available = tuple(available)

@@ -26,7 +26,8 @@ from app.domain.compiling import (
 from app.domain.errors import FormatError, InvalidInput
 from app.domain.formats.convert import Format
 from app.domain.messages import DEFAULT_SECTION, Message
-from app.domain.providers import ProviderProfile, get_profile
+from app.domain.models import Catalog
+from app.domain.providers import ProviderProfile
 from app.domain.sessions import PromptFragment, SessionPk, TenantId
 from app.domain.tokens import Encoder, count_message
 from app.services.cache import Entry, MessageCache
@@ -123,10 +124,11 @@ def compile_posted(
     options: Options,
     tenant: str,
     default_provider: str,
+    catalog: Catalog,
     now: datetime,
 ) -> Compilation:
     """Compile a posted history; nothing is stored (CPU work: run it off the event loop)."""
-    profile = get_profile(options.provider or default_provider)
+    profile = catalog.resolve(options.provider or default_provider)
     encoder = cache.counter.encoder(profile.encoding)
     spec = _spec(options.compiler, None)
     compiler = build(spec, registry)
@@ -152,6 +154,7 @@ async def compile_session(
     session_id: str,
     options: Options,
     now: datetime,
+    catalog: Catalog,
     compactor: Compactor | None = None,
 ) -> Compilation:
     """Compile the stored session and record the compile (for the cursor), after the
@@ -164,7 +167,7 @@ async def compile_session(
     await autocommit(db)  # reads, then one INSERT
     row, tenant_name = await require_session_and_tenant_name(db, tenant, session_id)
     pk = SessionPk(row.pk)
-    profile = session_profile(row, options.provider)
+    profile = session_profile(row, catalog, options.provider)
     compacted: list[Done] = []
     if compactor is not None and (row.compaction_policy or options.compaction):
         await db.commit()  # compactions need transactions of their own: out of autocommit

@@ -62,8 +62,8 @@ async def compact_session(
     if stray[1] is not None:
         raise invalid([FieldError(path=f"body.{stray[0]}", message=f"not for kind {body.kind}")])
     compactor = MeteredCompactor(
-        db, state.counter, state.summarizer, datetime.now(UTC), state.metrics, trigger="request",
-        backend=state.settings.summarizer,
+        db, state.counter, state.summarizer, datetime.now(UTC), state.settings.catalog,
+        state.metrics, trigger="request", backend=state.settings.summarizer,
     )  # fmt: skip
     if body.kind == "tool_payloads":
         done = await persisted_steps.compact_payloads_now(compactor, tenant, session_id, body.steps)

@@ -34,7 +34,7 @@ from app.services.compiling import Compilation, Options
 from app.storage import queries
 
 router = APIRouter(tags=["compile"])
-ANSWERS = responses(400, 401, 404, 413, 422)
+ANSWERS = responses(400, 401, 404, 409, 413, 422)
 JSON: Final = "application/json"
 # Every answer starts with its compile id; the answer cache keeps what follows it.
 ID_FIELD: Final = b'{"compile_id":"'
@@ -131,7 +131,8 @@ async def compile_posted(request: Request, state: StateDep, tenant: TenantDep) -
     def run(tenant_name: str) -> tuple[Compilation, bytes]:
         done = compiling.compile_posted(
             state.cache, state.registry, body.format, body.messages, body.system,
-            _options(body), tenant_name, state.settings.default_provider, datetime.now(UTC),
+            _options(body), tenant_name, state.settings.default_provider, state.settings.catalog,
+            datetime.now(UTC),
         )  # fmt: skip
         return done, _answer(done)
 
@@ -161,14 +162,16 @@ async def compile_session(
     last acknowledgement (or `usage` / `error_kind` here); they are listed in `compactions`."""
     check_body(body)
     now = datetime.now(UTC)
+    catalog = state.settings.catalog
     compactor = MeteredCompactor(
-        db, state.counter, state.summarizer, now, state.metrics, trigger="compile",
+        db, state.counter, state.summarizer, now, catalog, state.metrics, trigger="compile",
         backend=state.settings.summarizer,
     )  # fmt: skip
     with counted(state.metrics, "session") as tally:
         done = await compiling.compile_session(
-            db, state.cache, state.registry, tenant, session_id, _options(body), now, compactor
-        )
+            db, state.cache, state.registry, tenant, session_id, _options(body), now, catalog,
+            compactor,
+        )  # fmt: skip
         tally.mode = done.mode
     return Response(_answer(done), media_type=JSON)
 

@@ -62,8 +62,9 @@ async def append_messages(
     batch = service.Batch(body.format, body.section, body.messages, body.system, body.metadata)
     try:
         appended = await service.append_messages(
-            db, state.counter, tenant, session_id, batch, idempotency, datetime.now(UTC)
-        )
+            db, state.counter, tenant, session_id, batch, idempotency, datetime.now(UTC),
+            state.settings.catalog,
+        )  # fmt: skip
     except (FormatError, InvalidInput) as exc:
         raise from_input_error(exc) from None
     if not appended.replayed:
@@ -102,9 +103,10 @@ def _render(
     )
 
 
-@router.get("", responses=responses(401, 404, 422), operation_id="list_messages")
+@router.get("", responses=responses(401, 404, 409, 422), operation_id="list_messages")
 async def list_messages(
     session_id: str,
+    state: StateDep,
     db: DbDep,
     tenant: TenantDep,
     after_seq: Annotated[int, Query(ge=0, le=MAX_SEQ)] = 0,
@@ -117,6 +119,8 @@ async def list_messages(
     Provider shapes come as one document with `seqs` mapping each message to its stored seq
     (an Anthropic user turn holding several tool results becomes several OpenAI tool messages).
     """
-    page = await service.read_messages(db, tenant, session_id, after_seq, limit, section)
+    page = await service.read_messages(
+        db, tenant, session_id, after_seq, limit, section, state.settings.catalog
+    )
     next_after = page[-1].seq if len(page) == limit else None
     return _render(format, page, next_after)
