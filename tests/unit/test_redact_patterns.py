@@ -175,3 +175,21 @@ def test_a_tenant_pattern_finds_matches_as_re2_does_when_they_decide_early() -> 
     text = "call 555-0100, ticket ABC-12345 or 555-01000 " * 200
     data = text.encode()
     assert list(secrets(pattern, data, Meter(pattern, len(data)))) == reference(pattern, data)
+
+
+@pytest.mark.parametrize(
+    ("params", "path", "why"),
+    [
+        ({"patterns": ["a"] * 33}, ("patterns",), "at most 32 items"),
+        ({"patterns": ["ok", "a" * 1001]}, ("patterns", 1), "at most 1000 characters"),
+        ({"replacement": "x" * 65}, ("replacement",), "at most 64 characters"),
+    ],
+)
+def test_the_size_of_what_a_tenant_may_ask_for_is_bounded(
+    params: dict[str, object], path: tuple[str | int, ...], why: str
+) -> None:
+    with pytest.raises(InvalidInput) as caught:
+        build(parse_spec({"decorators": [{"name": "redact", "params": params}]}))
+    [(where, message)] = caught.value.problems
+    assert where == ("compiler", "decorators", 0, "params", *path)
+    assert why in message

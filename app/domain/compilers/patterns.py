@@ -55,11 +55,10 @@ class Pattern:
     lookahead: int
     index: int | None = None  # its place in the tenant's ``patterns``
     min_secret: int = 0  # a shorter secret group is no match (for what RE2 cannot say)
+    secret: int = 0  # the group holding the secret (0: the whole match)
 
-    @property
-    def secret(self) -> int:
-        """The group holding the secret (0: the whole match)."""
-        return self.regex.groupindex.get("secret", 0)
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "secret", self.regex.groupindex.get("secret", 0))
 
 
 class TooCostly(DomainError):
@@ -191,7 +190,7 @@ def _search(pattern: Pattern, data: bytes, at: int, meter: Meter) -> re2._Match[
         end = min(n, at + size)
         meter.charge(end - at)
         found = pattern.regex.search(data, at, end)
-        if found is not None and (end == n or found.end() + look < end):
+        if found is not None and (end == n or found.end() < end - look):
             return found
         if found is None and end == n:
             return None
