@@ -4,12 +4,14 @@ RE2 runs a regular expression in time linear in the text it searches (no backtra
 backreferences and lookaround). That bounds one search, not finding every match: each search
 starts where the last match ended, and a pattern whose preferred alternative needs text far past a
 shorter match (``a*b|a`` over ``aaaa…``) reads the rest of the text for every ``a`` it finds,
-which is quadratic. So every search here is given a window: it may read at most ``lookahead``
-bytes past the end of the match it reports (a built-in pattern's proven lookahead, or
-``CUSTOM_LOOKAHEAD`` for a tenant's), and the window doubles from ``lookahead`` while the match
-may not be final yet. A match is final once the engine has read ``lookahead`` bytes past its end
-(the engine reads nothing past the point where no better match can come, so for a pattern whose
-lookahead is true the answers are RE2's own).
+which is quadratic.
+
+So every search here is given a window: it may read at most ``lookahead`` bytes past the end
+of the match it reports (a built-in pattern's proven lookahead, or ``CUSTOM_LOOKAHEAD`` for a
+tenant's), and the window, from ``lookahead`` + 32 bytes, doubles while the match may not be
+final yet. A match is final once the engine has read ``lookahead`` bytes past its end (the engine
+reads nothing past the point where no better match can come, so for a pattern whose lookahead is
+true the answers are RE2's own).
 
 The work is metered: each search costs the bytes of its window plus ``CALL_COST``, and one
 pattern over one text may spend ``COST_PER_BYTE`` times the text plus ``BASE_COST``. With window
@@ -21,7 +23,7 @@ would spend more is refused (``TooCostly``) rather than run on.
 from __future__ import annotations
 
 from collections.abc import Iterator, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from functools import cache
 
 import re2
@@ -55,7 +57,7 @@ class Pattern:
     lookahead: int
     index: int | None = None  # its place in the tenant's ``patterns``
     min_secret: int = 0  # a shorter secret group is no match (for what RE2 cannot say)
-    secret: int = 0  # the group holding the secret (0: the whole match)
+    secret: int = field(init=False, default=0)  # the group holding it (0: the whole match)
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "secret", self.regex.groupindex.get("secret", 0))
@@ -74,26 +76,26 @@ class TooCostly(DomainError):
 
 
 # Each built-in with its lookahead: how many bytes past the end of a match RE2 may read before it
-# is final. Every one ends in a greedy character class (the next byte outside it ends the match),
-# a fixed-length run or a closing literal, and none has an alternative that could outbid a match
-# found: so one byte, and the context byte for a final ``\b``.
+# is final. Every one ends in a greedy character class (the next character outside it ends the
+# match), a fixed-length run or a closing literal, and none has an alternative that could outbid
+# a match found: so one character, at most 4 bytes of UTF-8.
 _BUILTINS: dict[str, tuple[str, int, int]] = {
     "private_key": (  # a truncated block: up to the end of the text
         r"-----BEGIN (?:[A-Z0-9]+ )*PRIVATE KEY-----[\s\S]*?"
         r"(?:-----END (?:[A-Z0-9]+ )*PRIVATE KEY-----|\z)",
-        2, 0,
+        4, 0,
     ),
-    "api_key": (r"\bsk-(?:ant-)?[A-Za-z0-9_-]{20,}", 2, 0),  # OpenAI sk-..., Anthropic
+    "api_key": (r"\bsk-(?:ant-)?[A-Za-z0-9_-]{20,}", 4, 0),  # OpenAI sk-..., Anthropic
     # A token has a digit somewhere: "the bearer settlement" is prose, not a credential.
-    "bearer_token": (r"(?i)\bbearer\s+(?P<secret>[\w.~+/=-]*\d[\w.~+/=-]*)", 2, 12),
-    "aws_access_key_id": (r"\b(?:AKIA|ASIA|ABIA|ACCA)[A-Z0-9]{16}\b", 2, 0),
+    "bearer_token": (r"(?i)\bbearer\s+(?P<secret>[\w.~+/=-]*\d[\w.~+/=-]*)", 4, 12),
+    "aws_access_key_id": (r"\b(?:AKIA|ASIA|ABIA|ACCA)[A-Z0-9]{16}\b", 4, 0),
     "aws_secret_access_key": (
         r"(?i)aws_?secret_?access_?key[\"']?\s*[:=]\s*[\"']?(?P<secret>[A-Za-z0-9/+=]{40})",
-        2, 0,
+        4, 0,
     ),
-    "github_token": (r"\b(?:gh[pousr]_[A-Za-z0-9]{36,}|github_pat_[A-Za-z0-9_]{22,})", 2, 0),
+    "github_token": (r"\b(?:gh[pousr]_[A-Za-z0-9]{36,}|github_pat_[A-Za-z0-9_]{22,})", 4, 0),
     "connection_password": (
-        r"\b[A-Za-z][A-Za-z0-9+.-]*://[^\s:/@]*:(?P<secret>[^\s@/]+)@", 2, 0
+        r"\b[A-Za-z][A-Za-z0-9+.-]*://[^\s:/@]*:(?P<secret>[^\s@/]+)@", 4, 0
     ),
 }  # fmt: skip
 BUILTIN_PATTERNS: dict[str, str] = {name: p for name, (p, _, _) in _BUILTINS.items()}
@@ -185,7 +187,7 @@ def _next_char(data: bytes, at: int) -> int:
 
 def _search(pattern: Pattern, data: bytes, at: int, meter: Meter) -> re2._Match[bytes] | None:
     """The first match at or after ``at``, read in windows that double until it is final."""
-    size, n, look = pattern.lookahead + 64, len(data), pattern.lookahead
+    size, n, look = pattern.lookahead + 32, len(data), pattern.lookahead
     while True:
         end = min(n, at + size)
         meter.charge(end - at)
