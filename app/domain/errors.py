@@ -50,6 +50,11 @@ class InvalidInput(DomainError):
         self.problems: tuple[tuple[Path, str], ...] = tuple((tuple(p), m) for p, m in problems)
 
 
+class InvalidParams(InvalidInput):
+    """A component's params refused while it compiles (on this input), located under the
+    component's params by the registry that built it."""
+
+
 class NotFound(DomainError):
     """A resource that does not exist for this tenant (or belongs to another)."""
 

@@ -43,6 +43,7 @@ DEFAULT_COMPILE_SPEC = CompilerSpec(decorators=(Component(name="token_limit"),))
 # millisecond, and a worker thread round trip costs a good part of that.
 LIGHT_MESSAGES = 64
 LIGHT_TOKENS = 16_384
+SCANNING = frozenset({"redact"})
 
 
 @dataclass(frozen=True)
@@ -181,7 +182,8 @@ async def compile_session(
         # Read again: a compaction may have ended the provider session.
         row, tenant_name = await require_session_and_tenant_name(db, tenant, session_id)
     encoder = cache.counter.encoder(profile.encoding)
-    compiler = build(_spec(options.compiler, row.compiler), registry)
+    spec = _spec(options.compiler, row.compiler)
+    compiler = build(spec, registry)
     stored = tuple(PromptFragment.model_validate(f) for f in row.system_prompt)
     fragments = with_request_fragments(stored, options.fragments)
     cursor = row.cursor_seq if profile.session_resumption and row.provider_session_id else None
@@ -209,7 +211,8 @@ async def compile_session(
                              metadata=row.meta, session_id=row.id)  # fmt: skip
         return compile_request(snapshot, compiler, target)
 
-    output = work() if _light(rows, target, options) else await anyio.to_thread.run_sync(work)
+    light = _light(rows, target, options) and not _scans(spec)
+    output = work() if light else await anyio.to_thread.run_sync(work)
     output = replace(output, warnings=[*notes, *output.warnings])
     mode: Mode = "full" if cursor is None else "delta"
     compile_id = str(uuid.uuid4())
@@ -233,6 +236,12 @@ def _light(rows: Sequence[Row[Any]], target: Target, options: Options) -> bool:
     texts = [f.text for f in target.fragments] + [m.text for m in target.context]
     tokens = sum(r.tokens for r in rows) + sum(len(t) for t in texts) // 4  # ~4 chars a token
     return len(rows) <= LIGHT_MESSAGES and tokens <= LIGHT_TOKENS and not options.ephemeral
+
+
+def _scans(spec: CompilerSpec) -> bool:
+    """Whether the compile runs patterns over every text (``redact``): up to a budget per byte
+    and pattern, more than a light compile may spend on the event loop."""
+    return any(part.name in SCANNING for part in spec.decorators)
 
 
 def _item(row: Row[Any]) -> Item:
