@@ -6,6 +6,7 @@ against a real `ctxc serve` process, on loopback."""
 
 from __future__ import annotations
 
+import asyncio
 import os
 import select
 import socket
@@ -207,3 +208,108 @@ def test_requests_in_time_keep_their_connection_across_idle_gaps(server: Server)
             answers.append(_answer(sock))
             time.sleep(TIMEOUT_S + 0.5)  # idle between requests is the keep-alive timer's (5 s)
     assert [a.split(b"\r\n")[0] for a in answers] == [b"HTTP/1.1 200 OK"] * 2
+
+
+def test_an_answer_the_client_stops_reading_is_dropped(server: Server) -> None:
+    with httpx.Client(base_url=server.url, timeout=60) as client:
+        sid = client.post("/v1/sessions", json={}).json()["id"]
+        text = "word " * 180_000  # 900 kB a message, 8 MB in all: more than the send buffers
+        for _ in range(9):
+            message = {"role": "user", "content": text}
+            appended = client.post(f"/v1/sessions/{sid}/messages", json={"messages": [message]})
+            assert appended.status_code == 201, appended.text
+    with socket.socket() as sock:
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)
+        sock.connect(server.address)
+        sock.sendall(f"GET /v1/sessions/{sid}/export HTTP/1.1\r\nHost: ctxc\r\n\r\n".encode())
+        time.sleep(TIMEOUT_S + MARGIN_S)  # not reading
+        answer, _ = _read_until_closed(sock, 10)
+    head, _, body = answer.partition(b"\r\n\r\n")
+    assert head.startswith(b"HTTP/1.1 200 ")
+    length = int(head.lower().split(b"content-length: ")[1].split(b"\r\n")[0])
+    assert length > 8_000_000
+    assert len(body) < length, "the whole answer waited for the client"
+
+
+async def _read_to_the_end(reader: asyncio.StreamReader) -> bytes:
+    """What the server sends until it closes the connection (by FIN or reset)."""
+    answer = b""
+    while True:
+        try:
+            data = await reader.read(65536)
+        except ConnectionResetError:
+            return answer
+        if not data:
+            return answer
+        answer += data
+
+
+async def _trickle(address: tuple[str, int], opening: bytes) -> tuple[float, bytes]:
+    """Send ``opening``, then one byte every 0.5 s until the server closes the connection;
+    return how long that took and what the server answered."""
+    reader, writer = await asyncio.open_connection(*address)
+    start = time.monotonic()
+    writer.write(opening)
+    closed = asyncio.ensure_future(_read_to_the_end(reader))
+    try:
+        while time.monotonic() - start < TIMEOUT_S + MARGIN_S + 5:
+            done, _ = await asyncio.wait({closed}, timeout=0.5)
+            if done:
+                break
+            writer.write(b"a")
+        else:
+            closed.cancel()
+            return float("inf"), b""
+        return time.monotonic() - start, closed.result()
+    finally:
+        writer.close()
+
+
+async def _probe(url: str, until: asyncio.Future[object]) -> tuple[list[float], list[int]]:
+    """Ask /healthz and count a request, one after another, until ``until`` is done."""
+    latencies: list[float] = []
+    statuses: list[int] = []
+    async with httpx.AsyncClient(base_url=url, timeout=30) as client:
+        for _ in range(2000):  # bounded; ends much sooner
+            if until.done():
+                break
+            start = time.monotonic()
+            health = await client.get("/healthz")
+            latencies.append(time.monotonic() - start)
+            counted = await client.post("/v1/tokens/count", json={"messages": []})
+            statuses += [health.status_code, counted.status_code]
+            await asyncio.sleep(0.05)
+    return latencies, statuses
+
+
+@pytest.mark.slow
+def test_two_hundred_slow_clients_are_all_cut_off_while_others_are_served(
+    server: Server,
+) -> None:
+    headers = b"GET /healthz HTTP/1.1\r\nHost: ctxc\r\nX-Slow: "
+    body = (
+        b"POST /v1/tokens/count HTTP/1.1\r\nHost: ctxc\r\nContent-Type: application/json\r\n"
+        b"Content-Length: 100000\r\n\r\n{"
+    )
+
+    async def attack() -> tuple[list[tuple[float, bytes]], list[float], list[int]]:
+        slow = asyncio.gather(
+            *(_trickle(server.address, headers if n % 2 else body) for n in range(200))
+        )
+        latencies, statuses = await _probe(server.url, slow)
+        return await slow, latencies, statuses
+
+    cut_offs, latencies, statuses = asyncio.run(attack())
+    times = [after for after, _ in cut_offs]
+    print(
+        f"200 slow clients cut off after {min(times):.2f}-{max(times):.2f} s; "
+        f"{sum(a.startswith(b'HTTP/1.1 408 ') for _, a in cut_offs)} got a 408; "
+        f"{len(latencies)} /healthz probes meanwhile, the longest {max(latencies) * 1000:.0f} ms"
+    )
+    assert max(times) <= TIMEOUT_S + MARGIN_S, "a slow client was not cut off in time"
+    assert min(times) >= TIMEOUT_S - 0.5, "a slow client was cut off before its time"
+    assert all(answer.startswith(b"HTTP/1.1 408 ") for _, answer in cut_offs)
+    assert set(statuses) == {200}
+    assert len(latencies) >= 10 and max(latencies) < 2.0
+    with httpx.Client(base_url=server.url) as client:
+        assert client.post("/v1/tokens/count", json={"messages": []}).status_code == 200
