@@ -54,7 +54,7 @@ class GuardedHttpToolsProtocol(HttpToolsProtocol):
 
     def connection_made(self, transport: asyncio.Transport) -> None:  # type: ignore[override]
         super().connection_made(transport)
-        self._read_timer = self.loop.call_later(self.read_timeout, self._read_timed_out)
+        self._start_read_deadline()
 
     def connection_lost(self, exc: Exception | None) -> None:
         self._cancel_timers()
@@ -63,8 +63,9 @@ class GuardedHttpToolsProtocol(HttpToolsProtocol):
     def on_message_begin(self) -> None:
         super().on_message_begin()
         self._reading = "headers"
-        if self._read_timer is None:  # a later request on a kept-alive connection
-            self._read_timer = self.loop.call_later(self.read_timeout, self._read_timed_out)
+        if self.cycle is None or self.cycle.response_complete:
+            self._start_read_deadline()
+        # else a pipelined request: uvicorn reads it once the answer in progress is complete
 
     def on_headers_complete(self) -> None:
         super().on_headers_complete()
@@ -76,6 +77,15 @@ class GuardedHttpToolsProtocol(HttpToolsProtocol):
         if self._read_timer is not None:
             self._read_timer.cancel()
             self._read_timer = None
+
+    def on_response_complete(self) -> None:
+        super().on_response_complete()
+        if self._reading is not None and not self.transport.is_closing():
+            self._start_read_deadline()  # the pipelined request's time starts now
+
+    def _start_read_deadline(self) -> None:
+        if self._read_timer is None:
+            self._read_timer = self.loop.call_later(self.read_timeout, self._read_timed_out)
 
     def pause_writing(self) -> None:
         super().pause_writing()

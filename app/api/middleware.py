@@ -92,6 +92,9 @@ class BodyLimit:
         async def limited_receive() -> Message:
             nonlocal seen, unread
             message = await receive()
+            if message["type"] == "http.disconnect" and unread:
+                # Cut off by the server's read deadline, or gone: either way it is logged so.
+                raise HTTPException(408, "the request body was not received whole")
             if message["type"] == "http.request":
                 seen += len(message.get("body", b""))
                 if seen > self.limit:

@@ -166,7 +166,10 @@ def test_a_body_sent_too_slowly_is_cut_off_with_408(server: Server) -> None:
         )
         answer, after = _cut_off_after(sock, b"{" + b" " * 999)
     assert answer.startswith(b"HTTP/1.1 408 "), answer[:200]
+    assert b'"status": 408' in answer
     assert TIMEOUT_S - 0.5 <= after <= TIMEOUT_S + MARGIN_S
+    counted = 'ctxc_http_requests_total{method="POST",route="/v1/tokens/count",status="408"}'
+    assert counted in httpx.get(f"{server.url}/metrics").text  # not a 400 in the metrics
 
 
 def test_a_connection_that_sends_nothing_is_closed(server: Server) -> None:
