@@ -239,14 +239,14 @@ def test_a_summary_stays_within_its_budget_keeping_the_best_ranked_references(
     assert (f"[{left} references left out" in summary) == (left > 0)
 
 
-def test_references_are_ranked_by_mentions_then_by_the_latest_mention() -> None:
+def test_references_are_ranked_by_mentions_then_paths_first_then_by_the_latest_mention() -> None:
     history = [
         user("Read src/a.py and src/b.py, then src/c.py."),
         user("src/b.py again; also src/c.py."),
-        user("Finally src/d.py."),
+        user("Finally src/d.py calls run_all."),
     ]
     assert gather_facts(history).references.ranked == (
-        "src/c.py", "src/b.py", "src/d.py", "src/a.py"
+        "src/c.py", "src/b.py", "src/d.py", "src/a.py", "run_all"
     )  # fmt: skip
 
 

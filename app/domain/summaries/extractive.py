@@ -21,7 +21,7 @@ What each section holds is ``facts``'s business. ``budget`` bounds the summary a
 measures it (characters by default; pass a token counter for tokens): a summary is over it only
 when its header and notes alone are. References (file paths, URLs, identifiers) come first: all of
 them when the prose leaves room, else at least half the room, the best ranked first (mentioned
-most often, then most recently; ``References.ranked``), and a note says how many were left out
+most often, then paths, URLs, identifiers, then most recently; ``References.ranked``), and a note says how many were left out
 (the compaction's archive holds them). Prose lines fill the rest, taken in turns from each
 section (goals, errors, decisions, tool calls) and, within a section, from both ends inwards (the
 first and the latest goal go last); the lines kept stay in history order. Room the prose leaves
@@ -119,8 +119,7 @@ def _reference_lines(references: References, kept: int) -> list[str]:
 
 def _refs_left_out(references: int) -> str:
     return (
-        f"[{references} references left out to fit the budget; the compaction's archive "
-        "holds them]"
+        f"[{references} references left out to fit the budget; the compaction's archive holds them]"
     )
 
 

@@ -19,8 +19,9 @@ is not listed again as a file path, nor a path's file name as an identifier):
    (``os.path.join``), a hash (7+ hex digits, a letter and a digit among them), a UUID, an issue
    number (``#123``), a ticket (``ABC-123``, ``CVE-2024-1234``) or a long flag (``--dry-run``).
 
-Each reference also has a rank (``References.ranked``): mentioned more often first, then the one
-mentioned last; a summary over its budget keeps the best ranked (see ``extractive``).
+Each reference also has a rank (``References.ranked``): mentioned more often first, then paths
+before URLs before identifiers, then the one mentioned last; a summary over its budget keeps the
+best ranked (see ``extractive``).
 
 Plain words, numbers and prose are not references. Runs longer than ``MAX_RUN`` characters
 (``MAX_URL`` for URLs) are data (base64, minified code), not references. Tool names and tool call
@@ -87,7 +88,8 @@ class References:
     paths: tuple[str, ...] = ()
     urls: tuple[str, ...] = ()
     identifiers: tuple[str, ...] = ()
-    # Every reference, most valuable first: the most mentions, then the latest mention.
+    # Every reference, most valuable first: the most mentions, then paths before URLs before
+    # identifiers, then the latest mention.
     ranked: tuple[str, ...] = field(default=(), compare=False)
 
     def values(self) -> tuple[str, ...]:
@@ -114,7 +116,8 @@ def find_references(texts: Iterable[str], names: Iterable[str] = ()) -> Referenc
         _scan(text, add)
     for name in names:  # a mention each, but none the latest
         add("identifier", name, latest=False)
-    ranked = sorted(mentions, key=lambda v: (-mentions[v][0], -mentions[v][1]))
+    kind_of = {v: n for n, kind in enumerate(found.values()) for v in kind}  # path, url, id
+    ranked = sorted(mentions, key=lambda v: (-mentions[v][0], kind_of[v], -mentions[v][1]))
     return References(tuple(found["path"]), tuple(found["url"]), tuple(found["identifier"]),
                       tuple(ranked))  # fmt: skip
 
