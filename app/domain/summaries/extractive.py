@@ -21,11 +21,11 @@ What each section holds is ``facts``'s business. ``budget`` bounds the summary a
 measures it (characters by default; pass a token counter for tokens): a summary is over it only
 when its header and notes alone are. References (file paths, URLs, identifiers) come first: all of
 them when the prose leaves room, else at least half the room, the best ranked first (mentioned
-most often, then paths, URLs, identifiers, then most recently; ``References.ranked``), and a note says how many were left out
-(the compaction's archive holds them). Prose lines fill the rest, taken in turns from each
-section (goals, errors, decisions, tool calls) and, within a section, from both ends inwards (the
-first and the latest goal go last); the lines kept stay in history order. Room the prose leaves
-goes to more references.
+most often, then paths, URLs, identifiers, then most recently; ``References.ranked``), and a
+note says how many were left out (the compaction's archive holds them). Prose lines fill the
+rest, taken in turns from each section (goals, errors, decisions, tool calls) and, within a
+section, from both ends inwards (the first and the latest goal go last); the lines kept stay in
+history order. Room the prose leaves goes to more references.
 """
 
 from __future__ import annotations
