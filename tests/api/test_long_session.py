@@ -58,3 +58,76 @@ def test_300_tool_rounds_in_a_16k_window_never_wedge(client: httpx.Client) -> No
     print(f"compiles {statuses}; summaries {sizes}; largest {max(sizes)} of {SUMMARY_TOKENS}")
     assert statuses == [200] * 15
     assert compactions and max(sizes) <= SUMMARY_TOKENS
+
+
+def log_text(lines: int) -> str:
+    """A tool result of ``lines`` distinct lines (about 40 characters, 12 tokens each)."""
+    return "\n".join(f"line {i}: value_{i} = compute(alpha_{i % 7}, beta)" for i in range(lines))
+
+
+def ask_with_result(client: httpx.Client, sid: str, text: str) -> None:
+    """The agent's read, answered by ``text``: the round the next compile answers."""
+    append(client, sid, [
+        {"role": "user", "content": "Read the build log."},
+        {"role": "assistant", "content": None, "tool_calls": [{
+            "id": "call_log", "type": "function",
+            "function": {"name": "read_file", "arguments": '{"path": "build.log"}'}}]},
+        {"role": "tool", "tool_call_id": "call_log", "content": text},
+    ])  # fmt: skip
+
+
+def sent_result(answer: dict[str, Any]) -> str:
+    found = [m["content"] for m in answer["messages"] if m.get("tool_call_id") == "call_log"]
+    assert len(found) == 1
+    text: str = found[0]
+    return text
+
+
+def original_by_pointer(client: httpx.Client, text: str) -> str:
+    """The original the preview's pointer names, fetched by that request."""
+    path = text.split("the whole text: GET ", 1)[1].split("]", 1)[0]
+    found = client.get(path)
+    assert found.status_code == 200, found.text
+    original: str = found.json()["result"]["content"]
+    return original
+
+
+def test_a_giant_result_in_the_round_being_answered_is_previewed_to_fit(
+    client: httpx.Client,
+) -> None:
+    # 120,000 characters, about 36,000 tokens, in a 16k window: a 422 before.
+    text = log_text(3_000)
+    sid = new_session(client, provider="gpt-4o", context_window=WINDOW, compaction=POLICY)
+    ask_with_result(client, sid, text)
+    answer = client.post(f"/v1/sessions/{sid}/compile", json={})
+    assert answer.status_code == 200, answer.text
+    body = valid(answer.json())
+    assert body["tokens"]["total"] <= WINDOW
+    shown = sent_result(body)
+    assert shown.startswith("line 0: ") and shown.endswith(text[-40:])
+    assert "/tool-calls/call_log?seq=3" in shown
+    assert original_by_pointer(client, shown) == text
+    steps = {s["name"]: s for s in body["steps"]}
+    assert steps["token_limit"]["call_ids"] == ["call_log"]
+
+
+def test_a_result_over_the_newest_cap_is_previewed_by_compact_tool_results(
+    client: httpx.Client,
+) -> None:
+    # 40,000 characters (about 12,000 tokens) in a 128k window: sent whole before.
+    text = log_text(1_000)
+    spec = {"decorators": ["compact_tool_results", "token_limit"]}
+    sid = new_session(client, provider="gpt-4o", compiler=spec)
+    ask_with_result(client, sid, text)
+    body = valid(client.post(f"/v1/sessions/{sid}/compile", json={}).json())
+    shown = sent_result(body)
+    assert len(shown) < len(text) // 2 and shown.startswith("line 0: ")
+    assert original_by_pointer(client, shown) == text
+    steps = {s["name"]: s for s in body["steps"]}
+    assert steps["compact_tool_results_newest"]["call_ids"] == ["call_log"]
+    # A result under the cap in the round being answered is sent whole, as before.
+    small = log_text(300)
+    sid = new_session(client, provider="gpt-4o", compiler=spec)
+    ask_with_result(client, sid, small)
+    body = valid(client.post(f"/v1/sessions/{sid}/compile", json={}).json())
+    assert sent_result(body) == small
