@@ -25,7 +25,7 @@ from typing import Annotated, Literal
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from app.domain.compilers.base import Item, api_rounds
-from app.domain.compilers.decorators import must_keep, opening_task
+from app.domain.compilers.decorators import is_prompt, must_keep, opening_task
 from app.domain.messages import DEFAULT_SECTION, SUMMARY_SECTION
 from app.domain.summaries import Reason
 
@@ -111,15 +111,12 @@ def _in_scope(item: Item) -> bool:
 
 
 def _current_prompt(rounds: Sequence[Round]) -> int:
-    """Index of the round holding the newest user message with more than tool results."""
+    """Index of the round holding the newest user message of the conversation with more than
+    tool results (a summary is no prompt: it is folded into the next one)."""
     for n in reversed(range(len(rounds))):
-        if any(i.message.role == "user" and _prompt(i) for i in rounds[n]):
+        if any(is_prompt(i) for i in rounds[n]):
             return n
     return len(rounds)
-
-
-def _prompt(item: Item) -> bool:
-    return any(p.type != "tool_result" for p in item.message.content)
 
 
 def _recent(rounds: Sequence[Round], keep: int) -> int:
