@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Sequence
+from http import HTTPStatus
 from typing import Any, TypeVar
 
 from fastapi import FastAPI, Request
@@ -39,6 +40,11 @@ class Problem(BaseModel):
         None, description="Tokens the kept messages need (budget-too-small)."
     )
     budget: int | None = Field(None, description="The token budget (budget-too-small).")
+    request_id: str | None = Field(
+        None,
+        description="An unexpected error (500): the request's id, to find its logged "
+        "traceback (every answer has it in its `X-Request-ID` header).",
+    )
 
 
 class ProblemError(Exception):
@@ -99,6 +105,16 @@ def from_domain(exc: Exception, body_path: Sequence[str | int] = ("body",)) -> P
         case NothingToSend():
             return ProblemError(422, "nothing-to-send", "Nothing to send", str(exc))
     raise exc
+
+
+def problem_slug(exc: Exception) -> str:
+    """The last part of the problem type ``exc`` answers with (``error``: none, a 500)."""
+    if isinstance(exc, ProblemError):
+        return exc.problem.type.rpartition(":")[2]
+    try:
+        return from_domain(exc).problem.type.rpartition(":")[2]
+    except Exception:
+        return "error"
 
 
 def from_input_error(exc: FormatError | InvalidInput, field: str = "messages") -> ProblemError:
@@ -187,6 +203,14 @@ def install(app: FastAPI) -> None:
         app.add_exception_handler(cls, _domain)
 
 
+def problem_content() -> dict[str, Any]:
+    """An OpenAPI `content` entry: a problem (``app.api.openapi.document`` puts `Problem` in
+    the components)."""
+    return {MEDIA_TYPE: {"schema": {"$ref": "#/components/schemas/Problem"}}}
+
+
 def responses(*statuses: int) -> dict[int | str, dict[str, Any]]:
     """The `responses=` entry of a route that can answer these problems."""
-    return {s: {"model": Problem, "content": {MEDIA_TYPE: {}}} for s in statuses}
+    return {
+        s: {"description": HTTPStatus(s).phrase, "content": problem_content()} for s in statuses
+    }

@@ -33,6 +33,7 @@ from app.domain.compilers.base import Item
 from app.domain.compilers.spec import located
 from app.domain.errors import Conflict, InvalidInput, NotFound
 from app.domain.messages import SUMMARY_SECTION, Message, TextPart
+from app.domain.models import Catalog
 from app.domain.providers import ProviderProfile
 from app.domain.sessions import SessionPk, TenantId
 from app.domain.summaries.budget import cut_to_budget
@@ -251,9 +252,15 @@ class Compactor:
     ``context_compaction_end`` for request-boundary compaction, ``compaction`` for the others."""
 
     def __init__(
-        self, db: AsyncSession, counter: TokenCounter, summarizer: Summarizer, now: datetime
+        self,
+        db: AsyncSession,
+        counter: TokenCounter,
+        summarizer: Summarizer,
+        now: datetime,
+        catalog: Catalog,
     ) -> None:
         self.db, self.counter, self.summarizer, self.now = db, counter, summarizer, now
+        self.catalog = catalog
 
     async def run(self, session: SessionRow, plan: Plan, where: Where) -> Done:
         """Summarise and persist ``plan``, announced; commits. ``NotCompacted`` when it wrote
@@ -343,7 +350,7 @@ async def compact_now(
     ``override`` over it, still chooses what is kept)."""
     db = compactor.db
     session = await require_session(db, tenant, session_id)
-    profile = session_profile(session)
+    profile = session_profile(session, compactor.catalog)
     policy = policy_of(session.compaction_policy, override, "policy") or CompactionPolicy()
     rows = await queries.all_messages(db, SessionPk(session.pk))
     items = stored_items(rows, profile.encoding)

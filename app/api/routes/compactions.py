@@ -8,6 +8,7 @@ from typing import Annotated, Any
 from fastapi import APIRouter, Path, status
 
 from app.api.deps import DbDep, StateDep, TenantDep
+from app.api.metrics import MeteredCompactor
 from app.api.problems import FieldError, check_body, invalid, responses
 from app.api.schemas import (
     ArchivedMessage,
@@ -60,9 +61,13 @@ async def compact_session(
     stray = ("policy", body.policy) if payloads else ("steps", body.steps)
     if stray[1] is not None:
         raise invalid([FieldError(path=f"body.{stray[0]}", message=f"not for kind {body.kind}")])
-    compactor = service.Compactor(db, state.counter, state.summarizer, datetime.now(UTC))
+    compactor = MeteredCompactor(
+        db, state.counter, state.summarizer, datetime.now(UTC), state.settings.catalog,
+        state.metrics, trigger="request", backend=state.settings.summarizer,
+    )  # fmt: skip
     if body.kind == "tool_payloads":
         done = await persisted_steps.compact_payloads_now(compactor, tenant, session_id, body.steps)
+        state.metrics.compacted(done, "request")  # written without `run`
     else:
         done = await service.compact_now(compactor, tenant, session_id, body.kind, body.policy)
     return compaction_read(done.row)
