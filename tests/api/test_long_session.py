@@ -11,8 +11,11 @@ from typing import Any
 import httpx
 import pytest
 
+from app.settings import Settings
+from tests.adapters.helpers import chat_completion
+from tests.adapters.stubs import Answer, Received, StubServer
 from tests.api.test_compile import valid
-from tests.conftest import new_session
+from tests.conftest import LiveServer, new_session
 
 WINDOW = 16_000
 POLICY = {"trigger_tokens": 8_000}  # target 4,000, summary_tokens 2,000 (the defaults)
@@ -142,3 +145,34 @@ def test_a_result_over_the_newest_cap_is_previewed_by_compact_tool_results(
     ask_with_result(client, sid, small)
     body = valid(client.post(f"/v1/sessions/{sid}/compile", json={}).json())
     assert sent_result(body) == small
+
+
+def test_a_model_that_ignores_the_budget_cannot_wedge_the_session(database_url: str) -> None:
+    """A real local OpenAI-compatible summariser answering 6,000 tokens, whatever it is asked."""
+    wordy = " ".join(f"finding_{n} was checked." for n in range(1_500))
+
+    def model(_: Received) -> Answer:
+        return chat_completion(wordy)
+
+    with StubServer(model) as stub:
+        settings = Settings(
+            database_url=database_url, summarizer="openai", summarizer_url=f"{stub.url}/v1",
+            summarizer_model="m", summarizer_retries=0,
+        )  # fmt: skip
+        with LiveServer(settings) as server, httpx.Client(base_url=server.url) as client:
+            policy = {"trigger_tokens": 8_000, "summary_tokens": 1_000}
+            sid = new_session(client, provider="gpt-4o", context_window=WINDOW, compaction=policy)
+            append(client, sid, [{"role": "user", "content": "Map every handler."}])
+            statuses = []
+            for start in range(0, 100, 20):
+                append(client, sid, [m for n in range(start, start + 20) for m in tool_round(n)])
+                statuses.append(client.post(f"/v1/sessions/{sid}/compile", json={}).status_code)
+            records = client.get(f"/v1/sessions/{sid}/compactions").json()["items"]
+    assert statuses == [200] * 5
+    assert records and len(stub.requests) == len(records)  # one request per compaction
+    for record, request in zip(records, stub.requests, strict=True):
+        assert record["summary_tokens"] <= 1_000
+        asked = request.json()["max_tokens"]
+        assert 900 < asked < 1_000  # the budget less the summary's header
+        assert record["summarizer"].startswith("extractive (fallback: openai: the summary has ")
+        assert record["summarizer"].endswith(f"over its budget of {asked})")
