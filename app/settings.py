@@ -51,6 +51,18 @@ class Settings(BaseSettings):
     max_body_bytes: int = Field(
         16 * 1024 * 1024, ge=1024, description="Request bodies larger than this get a 413."
     )
+    request_read_timeout_seconds: float = Field(
+        30.0,
+        gt=0,
+        description="Time a client has to send a whole request, headers and body, from its "
+        "first byte (or from connecting); a slower one gets a 408 and its connection is closed.",
+    )
+    response_write_timeout_seconds: float = Field(
+        30.0,
+        gt=0,
+        description="Time an answer may wait for a client that stopped reading it (the send "
+        "buffers are full); then the connection is dropped.",
+    )
     key_cache_seconds: float = Field(
         5.0,
         ge=0,

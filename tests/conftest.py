@@ -21,6 +21,7 @@ from sqlalchemy import func, select
 from sqlalchemy.engine import make_url
 
 from app.main import create_app
+from app.server import uvicorn_config
 from app.services import keys
 from app.settings import Settings
 from app.storage.db import create_engine, create_sessionmaker
@@ -97,8 +98,9 @@ class LiveServer:
 
     def __init__(self, settings: Settings) -> None:
         port = free_port()
-        config = uvicorn.Config(
+        config = uvicorn_config(
             create_app(settings),
+            settings,
             host="127.0.0.1",
             port=port,
             log_level="warning",

@@ -62,9 +62,16 @@ def _problem_413(limit: int) -> bytes:
     ).encode()
 
 
+CLOSE = (b"connection", b"close")
+
+
 class BodyLimit:
     """Answer 413 for bodies over ``limit`` bytes: by Content-Length before anything is read,
-    else as soon as the streamed body passes the limit (the route's problem handler answers)."""
+    else as soon as the streamed body passes the limit (the route's problem handler answers).
+
+    An answer that starts before the request body was read whole (a 413, or any answer given
+    without reading the body) says ``Connection: close``: the server then closes the connection
+    after it instead of reading the rest of the body to reach the next request."""
 
     def __init__(self, app: ASGIApp, limit: int) -> None:
         self.app = app
@@ -74,29 +81,40 @@ class BodyLimit:
         if scope["type"] != "http":
             await self.app(scope, receive, send)
             return
-        length = dict(scope["headers"]).get(b"content-length")
+        headers = dict(scope["headers"])
+        length = headers.get(b"content-length")
         if length is not None and length.isdigit() and int(length) > self.limit:
             await self._reject(send)
             return
         seen = 0
+        unread = b"transfer-encoding" in headers or (length is not None and length != b"0")
 
         async def limited_receive() -> Message:
-            nonlocal seen
+            nonlocal seen, unread
             message = await receive()
+            if message["type"] == "http.disconnect" and unread:
+                # Cut off by the server's read deadline, or gone: either way it is logged so.
+                raise HTTPException(408, "the request body was not received whole")
             if message["type"] == "http.request":
                 seen += len(message.get("body", b""))
                 if seen > self.limit:
                     raise HTTPException(413, f"the request body is larger than {self.limit} bytes")
+                unread = bool(message.get("more_body", False))
             return message
 
-        await self.app(scope, limited_receive, send)
+        async def closing_send(message: Message) -> None:
+            if message["type"] == "http.response.start" and unread:
+                message = {**message, "headers": [*message.get("headers", []), CLOSE]}
+            await send(message)
+
+        await self.app(scope, limited_receive, closing_send)
 
     async def _reject(self, send: Send) -> None:
         body = _problem_413(self.limit)
         headers = [
             (b"content-type", b"application/problem+json"),
             (b"content-length", str(len(body)).encode()),
-            (b"connection", b"close"),
+            CLOSE,
         ]
         await send({"type": "http.response.start", "status": 413, "headers": headers})
         await send({"type": "http.response.body", "body": body})

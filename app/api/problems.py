@@ -170,9 +170,12 @@ def _validation(_: Request, exc: Exception) -> JSONResponse:
 
 def _http(_: Request, exc: Exception) -> JSONResponse:
     assert isinstance(exc, StarletteHTTPException)
-    title = {404: "Not found", 405: "Method not allowed", 413: "Payload too large"}.get(
-        exc.status_code, "Error"
-    )
+    title = {
+        404: "Not found",
+        405: "Method not allowed",
+        408: "Request timeout",
+        413: "Payload too large",
+    }.get(exc.status_code, "Error")
     slug = title.lower().replace(" ", "-")
     problem = ProblemError(exc.status_code, slug, title, str(exc.detail)).problem
     return _answer(problem, getattr(exc, "headers", None))
