@@ -123,6 +123,10 @@ def test_a_giant_result_in_the_round_being_answered_is_previewed_to_fit(
     assert original_by_pointer(client, shown) == text
     steps = {s["name"]: s for s in body["steps"]}
     assert steps["token_limit"]["call_ids"] == ["call_log"]
+    # ... and by the sha256 the step reported, kept with the compile.
+    [omitted] = steps["token_limit"]["omitted"]
+    payload = client.get(f"/v1/sessions/{sid}/payloads/{omitted['sha256']}").json()
+    assert payload["value"] == text
 
 
 def test_a_result_over_the_newest_cap_is_previewed_by_compact_tool_results(

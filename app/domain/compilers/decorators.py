@@ -25,12 +25,11 @@ from app.domain.compilers.base import (
     Item,
     LeftOut,
     Snapshot,
-    StepReport,
     is_prompt,
     kept_always,
     opening_task,
 )
-from app.domain.compilers.newest import fit_round
+from app.domain.compilers.newest import fit_newest
 from app.domain.errors import DomainError, InvalidInput
 from app.domain.validity.anthropic_turns import CONTINUATION, opens_with_assistant
 
@@ -182,22 +181,6 @@ def _budget(snapshot: Snapshot, max_tokens: int | None, reserve: int | None) -> 
     )
 
 
-def fit_newest(
-    snapshot: Snapshot, compiled: Compiled, rounds: Sequence[Round], err: BudgetTooSmall
-) -> Compiled:
-    """``compiled`` with the newest round's results previewed to save the tokens ``err`` is
-    over; ``err`` again when that cannot be done."""
-    if not rounds or kept_always(rounds[-1]):
-        raise err
-    ids = {id(item) for item in rounds[-1]}
-    newest = frozenset(n for n, item in enumerate(compiled.items) if id(item) in ids)
-    fitted = fit_round(snapshot, compiled.items, newest, err.needed - err.budget)
-    if fitted is None:
-        raise err
-    items, touched = fitted
-    return compiled.then(items, steps=[StepReport("token_limit", tuple(touched))])
-
-
 def token_limit(
     inner: Compiler,
     max_tokens: Annotated[int, Field(ge=1)] | None = None,
@@ -213,7 +196,7 @@ def token_limit(
     trimming, since which round ends up first is not known in advance). System, pinned, summary
     and injected messages are always kept; with ``keep_task``, so is the opening task where it
     fits beside them and the newest round. When the newest round does not fit beside what must
-    be sent, its tool results are previewed (``newest.fit_round``) rather than failing.
+    be sent, its tool results are previewed (``newest.fit_newest``) rather than failing.
     """
 
     def compile_token_limit(snapshot: Snapshot) -> Compiled:
@@ -230,7 +213,10 @@ def token_limit(
         try:
             trim = trim_rounds(rounds, budget, snapshot.claimed + lead, low_water, task, of)
         except BudgetTooSmall as err:  # the turn being answered: preview its results to fit
-            compiled = fit_newest(snapshot, compiled, rounds, err)
+            fitted = fit_newest(snapshot, compiled, rounds, err.needed - err.budget)
+            if fitted is None:
+                raise
+            compiled = fitted
             rounds = snapshot.rounds(compiled.items)
             trim = trim_rounds(rounds, budget, snapshot.claimed + lead, low_water, task, of)
         left_task = trim.task_left_out

@@ -14,7 +14,7 @@ from urllib.parse import quote
 
 from app.domain.compaction.payloads import Compaction
 from app.domain.compaction.previews import PreviewRules, preview_oversized
-from app.domain.compilers.base import Item, Snapshot, Touched
+from app.domain.compilers.base import Compiled, Item, Snapshot, StepReport, Touched, kept_always
 from app.domain.messages import Message, TextPart
 
 Pointer = Callable[[int, str, int, int], str]
@@ -102,3 +102,20 @@ def fit_round(
             return out, touched
         cap //= 2
     return None
+
+
+def fit_newest(
+    snapshot: Snapshot, compiled: Compiled, rounds: Sequence[Sequence[Item]], excess: int
+) -> Compiled | None:
+    """``compiled`` with the results of its newest round (the last of ``rounds``) previewed to
+    save ``excess`` tokens, reported as a ``token_limit`` step; None when that cannot be done
+    (the round is one trimming always keeps, or previews cannot make it small enough)."""
+    if not rounds or kept_always(rounds[-1]):
+        return None
+    ids = {id(item) for item in rounds[-1]}
+    newest = frozenset(n for n, item in enumerate(compiled.items) if id(item) in ids)
+    fitted = fit_round(snapshot, compiled.items, newest, excess)
+    if fitted is None:
+        return None
+    items, touched = fitted
+    return compiled.then(items, steps=[StepReport("token_limit", tuple(touched))])
