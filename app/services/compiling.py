@@ -47,6 +47,15 @@ SCANNING = frozenset({"redact"})
 
 
 @dataclass(frozen=True)
+class Caller:
+    """The tenant a compile is for: its id (what caches are kept by) and its name (what the
+    compile may show, as the identity context provider does)."""
+
+    id: TenantId
+    name: str
+
+
+@dataclass(frozen=True)
 class Options:
     """What a compile request may set (None: the session's, or the profile's, value)."""
 
@@ -91,9 +100,10 @@ def _tools_tokens(tools: list[dict[str, Any]] | None, encoder: Encoder) -> int:
 
 
 def _parse(
-    cache: MessageCache, tenant: str, fmt: Format, raw: list[Any], system: Any, field: str
+    cache: MessageCache, tenant: TenantId, fmt: Format, raw: list[Any], system: Any, field: str
 ) -> list[Entry]:
-    """Parsed and counted messages; problems are located under ``field`` (or ``system``)."""
+    """Parsed and counted messages, remembered for ``tenant`` only; problems are located under
+    ``field`` (or ``system``)."""
     try:
         return cache.parse(tenant, fmt, raw, system)
     except FormatError as exc:
@@ -105,14 +115,20 @@ def _parse(
 
 
 def _snapshot(
-    items: tuple[Item, ...], cache: MessageCache, encoder: Encoder, options: Options, **context: Any
+    items: tuple[Item, ...],
+    cache: MessageCache,
+    encoder: Encoder,
+    options: Options,
+    caller: Caller,
+    **context: Any,
 ) -> Snapshot:
-    tenant = context["tenant"]
-    parsed = _parse(cache, tenant, options.ephemeral_format, options.ephemeral, None, "ephemeral")
+    parsed = _parse(
+        cache, caller.id, options.ephemeral_format, options.ephemeral, None, "ephemeral"
+    )
     ephemeral = tuple(m for m, _ in parsed)
     return Snapshot(
         items=items, count=lambda m: count_message(m, encoder), ephemeral=ephemeral,
-        execution_id=options.execution_id, **context,
+        execution_id=options.execution_id, tenant=caller.name, **context,
     )  # fmt: skip
 
 
@@ -123,7 +139,7 @@ def compile_posted(
     raw: list[Any],
     system: Any,
     options: Options,
-    tenant: str,
+    caller: Caller,
     default_provider: str,
     catalog: Catalog,
     now: datetime,
@@ -135,9 +151,11 @@ def compile_posted(
     compiler = build(spec, registry)
     items = tuple(
         Item(i + 1, DEFAULT_SECTION, message, counts[profile.encoding])
-        for i, (message, counts) in enumerate(_parse(cache, tenant, fmt, raw, system, "messages"))
+        for i, (message, counts) in enumerate(
+            _parse(cache, caller.id, fmt, raw, system, "messages")
+        )
     )
-    snapshot = _snapshot(items, cache, encoder, options, tenant=tenant, now=now,
+    snapshot = _snapshot(items, cache, encoder, options, caller, now=now,
                          metadata=options.metadata)  # fmt: skip
     target = Target(
         profile, options.context_window or profile.context_window,
@@ -207,7 +225,7 @@ async def compile_session(
 
     def work() -> Output:
         items = tuple(_item(r) for r in rows)
-        snapshot = _snapshot(items, cache, encoder, options, tenant=tenant_name, now=now,
+        snapshot = _snapshot(items, cache, encoder, options, Caller(tenant, tenant_name), now=now,
                              metadata=row.meta, session_id=row.id)  # fmt: skip
         return compile_request(snapshot, compiler, target)
 

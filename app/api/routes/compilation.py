@@ -131,7 +131,8 @@ async def compile_posted(request: Request, state: StateDep, tenant: TenantDep) -
     def run(tenant_name: str) -> tuple[Compilation, bytes]:
         done = compiling.compile_posted(
             state.cache, state.registry, body.format, body.messages, body.system,
-            _options(body), tenant_name, state.settings.default_provider, state.settings.catalog,
+            _options(body), compiling.Caller(tenant, tenant_name), state.settings.default_provider,
+            state.settings.catalog,
             datetime.now(UTC),
         )  # fmt: skip
         return done, _answer(done)
