@@ -11,19 +11,21 @@ from typing import Any, Literal
 
 import anyio
 from sqlalchemy import Row
+from sqlalchemy.exc import IntegrityError
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from app.domain.compilers.base import Item, Snapshot
 from app.domain.compilers.registry import Registry, build, repeatable
 from app.domain.compilers.spec import CompilerSpec, Component, parse_spec
 from app.domain.compiling import (
+    NothingToSend,
     Output,
     Target,
     compile_request,
     context_messages,
     with_request_fragments,
 )
-from app.domain.errors import FormatError, InvalidInput
+from app.domain.errors import FormatError, InvalidInput, NotFound
 from app.domain.formats.convert import Format
 from app.domain.messages import DEFAULT_SECTION, Message
 from app.domain.providers import ProviderProfile, get_profile
@@ -205,16 +207,25 @@ async def compile_session(
                              metadata=row.meta, session_id=row.id)  # fmt: skip
         return compile_request(snapshot, compiler, target)
 
-    output = work() if _light(rows, target, options) else await anyio.to_thread.run_sync(work)
+    try:
+        output = work() if _light(rows, target, options) else await anyio.to_thread.run_sync(work)
+    except NothingToSend:  # also what a session deleted between the reads above looks like
+        if not rows and not await compiles.session_exists(db, pk):
+            raise NotFound("session", session_id) from None
+        raise
     output = replace(output, warnings=[*notes, *output.warnings])
     mode: Mode = "full" if cursor is None else "delta"
     compile_id = str(uuid.uuid4())
     # What an acknowledgement moves the cursor to: the last seq sent (a delta that sent no stored
     # message leaves it where it is).
     seqs = (output.seqs[0], output.seqs[-1]) if output.seqs else (None, cursor)
-    await compiles.insert_compile(db, compile_id, pk, mode, seqs, output.total, now)
-    await keep_originals(db, pk, output.steps, now)
-    await db.commit()
+    try:
+        await compiles.insert_compile(db, compile_id, pk, mode, seqs, output.total, now)
+        await keep_originals(db, pk, output.steps, now)
+        await db.commit()
+    except IntegrityError:  # the session was deleted since it was read: its rows refer to none
+        await db.rollback()
+        raise NotFound("session", session_id) from None
     if any(d.row.resets_provider_session for d in compacted):
         output = replace(output, warnings=[
             "a compaction ended the provider session: compiled in full for a new one",
