@@ -2,10 +2,11 @@
 
 One compaction is one transaction: the summarised messages leave the live history for the
 compaction's archive (exactly as they were stored), and one summary message in the ``summary``
-section takes the seq of the last of them, so the history keeps its order. The session row is
-locked before anything is written and the plan is checked against what is stored then: of two
-replicas compacting the same session at once, one compacts and the other finds its messages gone
-and writes nothing. The summariser runs before that lock (it may be a slow remote call).
+section takes the seq of the last of them, so the history keeps its order. Before the summariser
+is called (a slow remote call, run with no transaction held), the session's compaction lease is
+taken (app/services/leases.py): of concurrent compactions of one session, on any replica, one
+summarises and the others call nothing. The session row is locked again before anything is
+written and the plan is checked against what is stored then.
 """
 
 from __future__ import annotations
@@ -18,7 +19,7 @@ from typing import Any
 
 import anyio
 from pydantic import ValidationError
-from sqlalchemy.ext.asyncio import AsyncSession
+from sqlalchemy.ext.asyncio import AsyncEngine, AsyncSession
 
 from app.adapters.summarizers import Summarizer, Summary
 from app.domain.compaction.planning import (
@@ -36,7 +37,7 @@ from app.domain.messages import SUMMARY_SECTION, Message, TextPart
 from app.domain.providers import ProviderProfile
 from app.domain.sessions import SessionPk, TenantId
 from app.domain.tokens import TokenCounter
-from app.services import events
+from app.services import events, leases
 from app.services.messages import NewMessage, message_rows, stored_message
 from app.services.sessions import require_session, session_profile
 from app.storage import queries
@@ -103,6 +104,11 @@ class NotCompacted(Conflict):
     not be smaller than what it replaces."""
 
 
+class LeaseLost(NotCompacted):
+    """The lease expired while the summariser ran and another took it over (and closed this
+    compaction's start as abandoned)."""
+
+
 async def apply_plan(
     db: AsyncSession,
     counter: TokenCounter,
@@ -110,9 +116,10 @@ async def apply_plan(
     plan: Plan,
     summary: Summary,
     where: Where,
+    lease: leases.Lease | None = None,
 ) -> Done:
     """Persist ``plan`` with ``summary`` (the caller commits, also after ``NotCompacted``: then
-    nothing was written)."""
+    nothing was written), if ``lease`` is still held."""
     pk = SessionPk(session.pk)
     seqs = [i.seq for i in plan.taken]
     cid = str(uuid.uuid4())
@@ -129,6 +136,8 @@ async def apply_plan(
         )
     if not await queries.lock_session(db, pk):
         raise NotFound("session", session.id)
+    if lease is not None and not await leases.holds(db, lease):
+        raise LeaseLost("the compaction lease expired while the summariser ran")
     if await queries.present_seqs(db, pk, seqs) != len(seqs):
         raise NotCompacted("another compaction of this session ran first; try again")
     rows = await queries.messages_at(db, pk, seqs)
@@ -226,42 +235,95 @@ async def _reported(
 
 
 class Compactor:
-    """Runs compactions of one session, each in its own transaction, and tells subscribers:
-    ``context_compaction_start`` (committed before the summariser runs) and
-    ``context_compaction_end`` for request-boundary compaction, ``compaction`` for the others."""
+    """Runs compactions of one session, each under the session's compaction lease and in
+    transactions of its own, and tells subscribers: ``context_compaction_start`` (committed
+    before the summariser runs) and ``context_compaction_end`` (with its ``outcome``) for
+    request-boundary compaction, ``compaction`` for the others."""
 
     def __init__(
-        self, db: AsyncSession, counter: TokenCounter, summarizer: Summarizer, now: datetime
+        self,
+        db: AsyncSession,
+        counter: TokenCounter,
+        summarizer: Summarizer,
+        now: datetime,
+        lease_seconds: float = 30.0,
     ) -> None:
         self.db, self.counter, self.summarizer, self.now = db, counter, summarizer, now
+        self.lease_seconds = lease_seconds
 
     async def run(self, session: SessionRow, plan: Plan, where: Where) -> Done:
         """Summarise and persist ``plan``, announced; commits. ``NotCompacted`` when it wrote
-        nothing."""
+        nothing (then it called no summariser, unless the summary turned out no smaller)."""
         pk = SessionPk(session.pk)
         before: dict[str, Any] = {
             "kind": plan.kind, "reason": plan.reason, "tokens_before": plan.tokens_before,
             "messages_before": len(plan.taken) + len(plan.left),
         }  # fmt: skip
         boundary = plan.kind == "session"
+        lease = await self._lease(pk, plan)
         if boundary:
             data = {**before, "budget_used_pct": where.pct(plan.tokens_before)}
-            await events.emit(self.db, pk, events.COMPACTION_START, data, self.now)
+            start = await events.emit(self.db, pk, events.COMPACTION_START, data, self.now)
+            await leases.started(self.db, lease, start)
         await self.db.commit()  # no transaction (nor connection) is held while it summarises
-        summary = await self.summarizer.summarize([i.message for i in plan.taken], plan.reason)
         try:
-            done = await apply_plan(self.db, self.counter, session, plan, summary, where)
+            engine = self.db.bind
+            assert isinstance(engine, AsyncEngine)
+            async with leases.kept(engine, lease):
+                taken = [i.message for i in plan.taken]
+                summary = await self.summarizer.summarize(taken, plan.reason)
+            done = await apply_plan(self.db, self.counter, session, plan, summary, where, lease)
+        except LeaseLost:
+            await self.db.commit()  # only the lock was taken; the new holder ended the start
+            raise
         except NotCompacted as err:
-            await self.db.commit()  # only the lock was taken
             if boundary:
-                data = {**before, "compaction_id": None, "skipped": str(err)}
+                data = {**before, "compaction_id": None, "outcome": "skipped", "skipped": str(err)}
                 await events.emit(self.db, pk, events.COMPACTION_END, data, self.now)
-                await self.db.commit()
+            await leases.release(self.db, lease)
+            await self.db.commit()
+            raise
+        except BaseException as err:
+            with anyio.CancelScope(shield=True):
+                await self._failed(lease, before if boundary else None, err)
             raise
         kind = events.COMPACTION_END if boundary else events.COMPACTION
-        await events.emit(self.db, pk, kind, {**before, **_outcome(done, where)}, self.now)
+        data = {**before, **_outcome(done, where), "outcome": "compacted"}
+        await events.emit(self.db, pk, kind, data, self.now)
+        await leases.release(self.db, lease)
         await self.db.commit()
         return done
+
+    async def _lease(self, pk: SessionPk, plan: Plan) -> leases.Lease:
+        """The session's compaction lease, in a transaction left open for the start event;
+        ``NotCompacted`` (committed) when another holds it or already took these messages."""
+        lease = await leases.take(self.db, pk, self.lease_seconds)
+        if lease is None:
+            await self.db.commit()
+            raise NotCompacted("another compaction of this session is running; try again")
+        seqs = [i.seq for i in plan.taken]
+        if await queries.present_seqs(self.db, pk, seqs) != len(seqs):
+            await leases.release(self.db, lease)
+            await self.db.commit()
+            raise NotCompacted("another compaction of this session ran first; try again")
+        return lease
+
+    async def _failed(
+        self, lease: leases.Lease, before: dict[str, Any] | None, err: BaseException
+    ) -> None:
+        """After an unexpected failure: end the start (when there was one) and give the lease
+        back, unless the session is gone or another took the lease over."""
+        await self.db.rollback()
+        try:
+            if await leases.holds(self.db, lease):
+                if before is not None:
+                    data = {**before, "compaction_id": None, "outcome": "failed",
+                            "detail": type(err).__name__}  # fmt: skip
+                    await events.emit(self.db, lease.pk, events.COMPACTION_END, data, now())
+                await leases.release(self.db, lease)
+            await self.db.commit()
+        except Exception:  # the database itself may be what failed: the lease then expires
+            await self.db.rollback()
 
     async def due(
         self, session: SessionRow, policy: CompactionPolicy, where: Where, report: Report | None

@@ -60,7 +60,10 @@ async def compact_session(
     stray = ("policy", body.policy) if payloads else ("steps", body.steps)
     if stray[1] is not None:
         raise invalid([FieldError(path=f"body.{stray[0]}", message=f"not for kind {body.kind}")])
-    compactor = service.Compactor(db, state.counter, state.summarizer, datetime.now(UTC))
+    compactor = service.Compactor(
+        db, state.counter, state.summarizer, datetime.now(UTC),
+        state.settings.compaction_lease_seconds,
+    )  # fmt: skip
     if body.kind == "tool_payloads":
         done = await persisted_steps.compact_payloads_now(compactor, tenant, session_id, body.steps)
     else:

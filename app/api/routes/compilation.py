@@ -150,7 +150,9 @@ async def compile_session(
     last acknowledgement (or `usage` / `error_kind` here); they are listed in `compactions`."""
     check_body(body)
     now = datetime.now(UTC)
-    compactor = Compactor(db, state.counter, state.summarizer, now)
+    compactor = Compactor(
+        db, state.counter, state.summarizer, now, state.settings.compaction_lease_seconds
+    )
     done = await compiling.compile_session(
         db, state.cache, state.registry, tenant, session_id, _options(body), now, compactor
     )
