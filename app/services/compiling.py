@@ -32,7 +32,8 @@ from app.domain.providers import ProviderProfile, get_profile
 from app.domain.sessions import PromptFragment, SessionPk, TenantId
 from app.domain.tokens import Encoder, count_message
 from app.services.cache import Entry, MessageCache
-from app.services.compaction import Compactor, Done, Report, compact_due
+from app.services.compaction import Done
+from app.services.compactor import Compactor, Report, compact_due
 from app.services.originals import keep_originals
 from app.services.sessions import require_session_and_tenant_name, session_profile
 from app.storage import compiles

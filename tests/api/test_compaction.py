@@ -22,7 +22,8 @@ from app.domain.summaries import Reason
 from app.domain.tokens import TokenCounter
 from app.services import compiling
 from app.services.cache import MessageCache
-from app.services.compaction import Compactor, NotCompacted, compact_now
+from app.services.compaction import NotCompacted
+from app.services.compactor import Compactor, compact_now
 from app.services.keys import authenticate
 from app.storage.db import create_engine, create_sessionmaker
 from tests.api.sse import stream

@@ -17,7 +17,7 @@ from app.api.schemas import (
     CompactRequest,
 )
 from app.services import compaction as service
-from app.services import persisted_steps
+from app.services import compactor, persisted_steps
 from app.storage.models import CompactionRow
 
 router = APIRouter(prefix="/v1/sessions/{session_id}", tags=["compaction"])
@@ -60,14 +60,14 @@ async def compact_session(
     stray = ("policy", body.policy) if payloads else ("steps", body.steps)
     if stray[1] is not None:
         raise invalid([FieldError(path=f"body.{stray[0]}", message=f"not for kind {body.kind}")])
-    compactor = service.Compactor(
+    running = compactor.Compactor(
         db, state.counter, state.summarizer, datetime.now(UTC),
         state.settings.compaction_lease_seconds,
     )  # fmt: skip
     if body.kind == "tool_payloads":
-        done = await persisted_steps.compact_payloads_now(compactor, tenant, session_id, body.steps)
+        done = await persisted_steps.compact_payloads_now(running, tenant, session_id, body.steps)
     else:
-        done = await service.compact_now(compactor, tenant, session_id, body.kind, body.policy)
+        done = await compactor.compact_now(running, tenant, session_id, body.kind, body.policy)
     return compaction_read(done.row)
 
 

@@ -29,7 +29,7 @@ from app.api.schemas import (
 from app.domain.compilers.base import StepReport
 from app.domain.sessions import PromptFragment
 from app.services import compiling, cursor
-from app.services.compaction import Compactor
+from app.services.compactor import Compactor
 from app.services.compiling import Compilation, Options
 from app.storage import queries
 
