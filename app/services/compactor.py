@@ -73,6 +73,10 @@ async def _reported(
     return Report.of(found.usage, found.error_kind, where.output == "anthropic")
 
 
+class Busy(NotCompacted):
+    """Another request holds the session's compaction lease (it is summarising now)."""
+
+
 class Compactor:
     """Runs compactions of one session, each under the session's compaction lease and in
     transactions of its own, and tells subscribers: ``context_compaction_start`` (committed
@@ -89,6 +93,7 @@ class Compactor:
     ) -> None:
         self.db, self.counter, self.summarizer, self.now = db, counter, summarizer, now
         self.lease_seconds = lease_seconds
+        self.notes: list[str] = []  # for the compile's warnings
 
     async def run(self, session: SessionRow, plan: Plan, where: Where) -> Done:
         """Summarise and persist ``plan``, announced; commits. ``NotCompacted`` when it wrote
@@ -139,7 +144,7 @@ class Compactor:
         lease = await leases.take(self.db, pk, self.lease_seconds)
         if lease is None:
             await self.db.commit()
-            raise NotCompacted("another compaction of this session is running; try again")
+            raise Busy("another compaction of this session is running; try again")
         seqs = [i.seq for i in plan.taken]
         if await queries.present_seqs(self.db, pk, seqs) != len(seqs):
             await leases.release(self.db, lease)
@@ -198,6 +203,10 @@ class Compactor:
         """``run``, where a compaction that wrote nothing is no error (the compile goes on)."""
         try:
             return [await self.run(session, plan, where)]
+        except Busy:
+            self.notes.append("a compaction of this session is running in another request: "
+                              "compiled without waiting for it")  # fmt: skip
+            return []
         except NotCompacted:
             return []
 

@@ -227,6 +227,8 @@ async def compile_session(
     except IntegrityError:  # the session was deleted since it was read: its rows refer to none
         await db.rollback()
         raise NotFound("session", session_id) from None
+    if compactor is not None and compactor.notes:
+        output = replace(output, warnings=[*compactor.notes, *output.warnings])
     if any(d.row.resets_provider_session for d in compacted):
         output = replace(output, warnings=[
             "a compaction ended the provider session: compiled in full for a new one",

@@ -405,6 +405,11 @@ def test_a_compaction_that_finds_the_lease_held_calls_no_summariser(
                 fast = Compactor(fast_db, counter, counting, now)
                 with pytest.raises(NotCompacted, match="is running"):  # ... it holds the lease
                     await compact_now(fast, tenant, sid, "session", None)
+                loser = await compiling.compile_session(
+                    fast_db, MessageCache(counter, 1 << 20), BUILTINS, tenant, sid,
+                    compiling.Options(), now, fast)  # fmt: skip
+                assert loser.compactions == ()  # compiled without waiting
+                assert "compiled without waiting" in loser.output.warnings[0]
                 held.release.set()
                 compiled = await compile_task
                 return len(compiled.compactions), counting.calls
