@@ -21,6 +21,7 @@ from app.domain.compaction.planning import (
 )
 from app.domain.compilers.base import Item
 from app.domain.errors import Conflict
+from app.domain.models import Catalog
 from app.domain.providers import ProviderProfile
 from app.domain.sessions import SessionPk, TenantId
 from app.domain.tokens import TokenCounter
@@ -89,9 +90,11 @@ class Compactor:
         counter: TokenCounter,
         summarizer: Summarizer,
         now: datetime,
+        catalog: Catalog,
         lease_seconds: float = 30.0,
     ) -> None:
         self.db, self.counter, self.summarizer, self.now = db, counter, summarizer, now
+        self.catalog = catalog
         self.lease_seconds = lease_seconds
         self.notes: list[str] = []  # for the compile's warnings
 
@@ -233,7 +236,7 @@ async def compact_now(
     ``override`` over it, still chooses what is kept)."""
     db = compactor.db
     session = await require_session(db, tenant, session_id)
-    profile = session_profile(session)
+    profile = session_profile(session, compactor.catalog)
     policy = policy_of(session.compaction_policy, override, "policy") or CompactionPolicy()
     rows = await queries.all_messages(db, SessionPk(session.pk))
     items = stored_items(rows, profile.encoding)

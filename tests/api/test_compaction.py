@@ -18,6 +18,7 @@ from app.adapters.summarizers.extractive import Extractive
 from app.adapters.tokenizers import load_counter
 from app.domain.compilers.registry import BUILTINS
 from app.domain.messages import Message
+from app.domain.models import BUILTIN_CATALOG
 from app.domain.summaries import Reason
 from app.domain.tokens import TokenCounter
 from app.services import compiling
@@ -396,18 +397,18 @@ def test_a_compaction_that_finds_the_lease_held_calls_no_summariser(
                     tenant = await authenticate(keys_db, api.key_a)
                 assert tenant is not None
                 now = datetime.now(UTC)
-                slow = Compactor(slow_db, counter, held, now)
+                slow = Compactor(slow_db, counter, held, now, BUILTIN_CATALOG)
                 compile_task = asyncio.create_task(compiling.compile_session(
                     slow_db, MessageCache(counter, 1 << 20), BUILTINS, tenant, sid,
-                    compiling.Options(), now, slow))  # fmt: skip
+                    compiling.Options(), now, BUILTIN_CATALOG, slow))  # fmt: skip
                 await held.waiting.wait()  # the compile's compaction is summarising...
                 counting = CountingSummarizer(counter)
-                fast = Compactor(fast_db, counter, counting, now)
+                fast = Compactor(fast_db, counter, counting, now, BUILTIN_CATALOG)
                 with pytest.raises(NotCompacted, match="is running"):  # ... it holds the lease
                     await compact_now(fast, tenant, sid, "session", None)
                 loser = await compiling.compile_session(
                     fast_db, MessageCache(counter, 1 << 20), BUILTINS, tenant, sid,
-                    compiling.Options(), now, fast)  # fmt: skip
+                    compiling.Options(), now, BUILTIN_CATALOG, fast)  # fmt: skip
                 assert loser.compactions == ()  # compiled without waiting
                 assert "compiled without waiting" in loser.output.warnings[0]
                 held.release.set()

@@ -8,14 +8,16 @@ from typing import Any
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from app.domain.compilers.base import Compiled, Compiler, Item, api_rounds
-from app.domain.compilers.builtins import all_sections, current_tool_trace
-from app.domain.compilers.decorators import (
-    BudgetTooSmall,
+from app.domain.compilers.base import (
+    Compiled,
+    Compiler,
+    Item,
+    api_rounds,
     kept_always,
     opening_task,
-    token_limit,
 )
+from app.domain.compilers.builtins import all_sections, current_tool_trace
+from app.domain.compilers.decorators import BudgetTooSmall, token_limit
 from app.domain.compilers.registry import build
 from app.domain.compilers.spec import parse_spec
 from app.domain.messages import Message

@@ -8,6 +8,7 @@ from typing import Annotated, Any
 from fastapi import APIRouter, Path, status
 
 from app.api.deps import DbDep, StateDep, TenantDep
+from app.api.metrics import MeteredCompactor
 from app.api.problems import FieldError, check_body, invalid, responses
 from app.api.schemas import (
     ArchivedMessage,
@@ -17,7 +18,8 @@ from app.api.schemas import (
     CompactRequest,
 )
 from app.services import compaction as service
-from app.services import compactor, persisted_steps
+from app.services import persisted_steps
+from app.services.compactor import compact_now
 from app.storage.models import CompactionRow
 
 router = APIRouter(prefix="/v1/sessions/{session_id}", tags=["compaction"])
@@ -60,14 +62,16 @@ async def compact_session(
     stray = ("policy", body.policy) if payloads else ("steps", body.steps)
     if stray[1] is not None:
         raise invalid([FieldError(path=f"body.{stray[0]}", message=f"not for kind {body.kind}")])
-    running = compactor.Compactor(
-        db, state.counter, state.summarizer, datetime.now(UTC),
-        state.settings.compaction_lease_seconds,
+    compactor = MeteredCompactor(
+        db, state.counter, state.summarizer, datetime.now(UTC), state.settings.catalog,
+        state.metrics, trigger="request", backend=state.settings.summarizer,
+        lease_seconds=state.settings.compaction_lease_seconds,
     )  # fmt: skip
     if body.kind == "tool_payloads":
-        done = await persisted_steps.compact_payloads_now(running, tenant, session_id, body.steps)
+        done = await persisted_steps.compact_payloads_now(compactor, tenant, session_id, body.steps)
+        state.metrics.compacted(done, "request")  # written without `run`
     else:
-        done = await compactor.compact_now(running, tenant, session_id, body.kind, body.policy)
+        done = await compact_now(compactor, tenant, session_id, body.kind, body.policy)
     return compaction_read(done.row)
 
 

@@ -24,8 +24,7 @@ from typing import Annotated, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
-from app.domain.compilers.base import Item, api_rounds
-from app.domain.compilers.decorators import must_keep, opening_task
+from app.domain.compilers.base import Item, api_rounds, must_keep, opening_task
 from app.domain.messages import DEFAULT_SECTION, SUMMARY_SECTION
 from app.domain.summaries import Reason
 

@@ -23,8 +23,15 @@ from app.domain.compaction.payloads import (
     dedupe_results,
 )
 from app.domain.compaction.previews import PreviewRules, preview_oversized
-from app.domain.compilers.base import Compiled, Compiler, Item, Snapshot, StepReport, Touched
-from app.domain.compilers.decorators import kept_always
+from app.domain.compilers.base import (
+    Compiled,
+    Compiler,
+    Item,
+    Snapshot,
+    StepReport,
+    Touched,
+    kept_always,
+)
 from app.domain.errors import InvalidInput
 from app.domain.messages import Message, TextPart
 

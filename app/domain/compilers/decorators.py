@@ -19,9 +19,17 @@ from typing import Annotated
 
 from pydantic import Field
 
-from app.domain.compilers.base import Compiled, Compiler, Item, LeftOut, Snapshot
+from app.domain.compilers.base import (
+    Compiled,
+    Compiler,
+    Item,
+    LeftOut,
+    Snapshot,
+    is_prompt,
+    kept_always,
+    opening_task,
+)
 from app.domain.errors import DomainError, InvalidInput
-from app.domain.messages import DEFAULT_SECTION, SUMMARY_SECTION
 from app.domain.validity.anthropic_turns import CONTINUATION, opens_with_assistant
 
 Round = list[Item]
@@ -38,41 +46,6 @@ class BudgetTooSmall(DomainError):
         )
         self.needed = needed
         self.budget = budget
-
-
-def must_keep(item: Item) -> bool:
-    """True for a message trimming and compaction never take: a system message, a pinned one."""
-    return item.pinned or item.message.role == "system"
-
-
-def kept_always(round_: Round) -> bool:
-    """True for a round trimming never drops: it holds a system, pinned, summary or injected
-    message."""
-    return any(must_keep(i) or i.injected or i.section == SUMMARY_SECTION for i in round_)
-
-
-def is_prompt(item: Item) -> bool:
-    """True for a user message of the conversation with more than tool results in it."""
-    message = item.message
-    return (
-        message.role == "user"
-        and item.section == DEFAULT_SECTION
-        and not item.injected
-        and any(part.type != "tool_result" for part in message.content)
-    )
-
-
-def opening_task(rounds: Sequence[Round]) -> int | None:
-    """Index of the round holding the opening task: the conversation's first user prompt, unless
-    a summary older than it stands in the view (the opening was summarised; none then)."""
-    summaries = [i.seq for r in rounds for i in r if i.section == SUMMARY_SECTION]
-    oldest_summary = min(summaries, default=None)
-    for n, round_ in enumerate(rounds):
-        for item in round_:
-            if is_prompt(item):
-                older = oldest_summary is not None and oldest_summary < item.seq
-                return None if older else n
-    return None
 
 
 def _tokens(rounds: Sequence[Round]) -> int:
