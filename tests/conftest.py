@@ -15,6 +15,7 @@ from pathlib import Path
 
 import asyncpg
 import httpx
+import hypothesis
 import pytest
 import uvicorn
 from sqlalchemy import func, select
@@ -27,6 +28,12 @@ from app.settings import Settings
 from app.storage.db import create_engine, create_sessionmaker
 from app.storage.migrate import upgrade
 from app.storage.models import Base
+
+# No test asserts a timing: Hypothesis's deadline and too-slow check would, on a busy machine.
+hypothesis.settings.register_profile(
+    "ctxc", deadline=None, suppress_health_check=[hypothesis.HealthCheck.too_slow]
+)
+hypothesis.settings.load_profile("ctxc")
 
 POSTGRES_ADMIN_URL = os.environ.get(
     "CTXC_TEST_POSTGRES_URL", "postgresql+asyncpg://postgres@127.0.0.1:5432/postgres"

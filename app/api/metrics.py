@@ -120,11 +120,13 @@ class MeteredSummarizer:
     def __init__(self, summarizer: Summarizer, backend: str, metrics: Metrics) -> None:
         self.summarizer, self.backend, self.metrics = summarizer, backend, metrics
 
-    async def summarize(self, messages: Sequence[Message], reason: Reason) -> Summary:
+    async def summarize(
+        self, messages: Sequence[Message], reason: Reason, max_tokens: int | None = None
+    ) -> Summary:
         start = time.perf_counter()
         outcome = "error"
         try:
-            summary = await self.summarizer.summarize(messages, reason)
+            summary = await self.summarizer.summarize(messages, reason, max_tokens)
             outcome = "ok" if summary.fallback_reason is None else "fallback"
             self.metrics.summarizer_requests.labels(self.backend).inc(summary.requests)
             return summary

@@ -35,6 +35,7 @@ from app.services.compaction import (
     now,
     policy_of,
     stored_items,
+    within_budget,
 )
 from app.services.sessions import require_session, session_profile
 from app.storage import queries
@@ -117,8 +118,8 @@ class Compactor:
             engine = self.db.bind
             assert isinstance(engine, AsyncEngine)
             async with leases.kept(engine, lease):
-                taken = [i.message for i in plan.taken]
-                summary = await self.summarizer.summarize(taken, plan.reason)
+                encoder = self.counter.encoder(where.encoding)
+                summary = await within_budget(self.summarizer, plan, encoder)
             done = await apply_plan(self.db, self.counter, session, plan, summary, where, lease)
         except LeaseLost:
             await self.db.commit()  # only the lock was taken; the new holder ended the start

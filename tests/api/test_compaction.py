@@ -357,7 +357,9 @@ class HeldSummarizer:
         self.waiting = asyncio.Event()
         self.release = asyncio.Event()
 
-    async def summarize(self, messages: Sequence[Message], reason: Reason) -> Summary:
+    async def summarize(
+        self, messages: Sequence[Message], reason: Reason, max_tokens: int | None = None
+    ) -> Summary:
         self.waiting.set()
         await self.release.wait()
         return Summary(f"{len(messages)} messages about src/pkg", "held")

@@ -29,6 +29,7 @@ from app.domain.compilers.base import (
     kept_always,
     opening_task,
 )
+from app.domain.compilers.newest import fit_newest
 from app.domain.errors import DomainError, InvalidInput
 from app.domain.validity.anthropic_turns import CONTINUATION, opens_with_assistant
 
@@ -194,7 +195,8 @@ def token_limit(
     and the turn the target adds when the view opens with an assistant turn (claimed whenever
     trimming, since which round ends up first is not known in advance). System, pinned, summary
     and injected messages are always kept; with ``keep_task``, so is the opening task where it
-    fits beside them and the newest round.
+    fits beside them and the newest round. When the newest round does not fit beside what must
+    be sent, its tool results are previewed (``newest.fit_newest``) rather than failing.
     """
 
     def compile_token_limit(snapshot: Snapshot) -> Compiled:
@@ -208,7 +210,15 @@ def token_limit(
             return compiled  # the common case: no need to group rounds
         rounds = snapshot.rounds(compiled.items)
         task = opening_task(rounds) if keep_task else None
-        trim = trim_rounds(rounds, budget, snapshot.claimed + lead, low_water, task, of)
+        try:
+            trim = trim_rounds(rounds, budget, snapshot.claimed + lead, low_water, task, of)
+        except BudgetTooSmall as err:  # the turn being answered: preview its results to fit
+            fitted = fit_newest(snapshot, compiled, rounds, err.needed - err.budget)
+            if fitted is None:
+                raise
+            compiled = fitted
+            rounds = snapshot.rounds(compiled.items)
+            trim = trim_rounds(rounds, budget, snapshot.claimed + lead, low_water, task, of)
         left_task = trim.task_left_out
         warnings = [] if left_task is None else [_task_warning("token_limit", rounds[left_task])]
         return compiled.then(*_select(rounds, trim.keep, "token_limit"), warnings=warnings)
