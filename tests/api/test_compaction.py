@@ -375,9 +375,11 @@ class CountingSummarizer:
         self.inner = Extractive(counter.encoder("o200k_base").count, 2_000)
         self.calls = 0
 
-    async def summarize(self, messages: Sequence[Message], reason: Reason) -> Summary:
+    async def summarize(
+        self, messages: Sequence[Message], reason: Reason, max_tokens: int | None = None
+    ) -> Summary:
         self.calls += 1
-        return await self.inner.summarize(messages, reason)
+        return await self.inner.summarize(messages, reason, max_tokens)
 
     async def aclose(self) -> None:
         return None
