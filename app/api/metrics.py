@@ -25,7 +25,8 @@ from app.domain.models import Catalog
 from app.domain.summaries import Reason
 from app.domain.tokens import TokenCounter
 from app.services.cache import Lru
-from app.services.compaction import Compactor, Done, Where
+from app.services.compaction import Done, Where
+from app.services.compactor import Compactor
 from app.storage.models import SessionRow
 
 Source = Literal["stateless", "session"]
@@ -143,9 +144,10 @@ class MeteredCompactor(Compactor):
     def __init__(
         self, db: AsyncSession, counter: TokenCounter, summarizer: Summarizer, now: datetime,
         catalog: Catalog, metrics: Metrics, trigger: Trigger, backend: str,
+        lease_seconds: float = 30.0,
     ) -> None:  # fmt: skip
         summarizer = MeteredSummarizer(summarizer, backend, metrics)
-        super().__init__(db, counter, summarizer, now, catalog)
+        super().__init__(db, counter, summarizer, now, catalog, lease_seconds)
         self.metrics, self.trigger = metrics, trigger
 
     async def run(self, session: SessionRow, plan: Plan, where: Where) -> Done:

@@ -11,19 +11,21 @@ from typing import Any, Literal
 
 import anyio
 from sqlalchemy import Row
+from sqlalchemy.exc import IntegrityError
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from app.domain.compilers.base import Item, Snapshot
 from app.domain.compilers.registry import Registry, build, repeatable
 from app.domain.compilers.spec import CompilerSpec, Component, parse_spec
 from app.domain.compiling import (
+    NothingToSend,
     Output,
     Target,
     compile_request,
     context_messages,
     with_request_fragments,
 )
-from app.domain.errors import FormatError, InvalidInput
+from app.domain.errors import FormatError, InvalidInput, NotFound
 from app.domain.formats.convert import Format
 from app.domain.messages import DEFAULT_SECTION, Message
 from app.domain.models import Catalog
@@ -31,7 +33,8 @@ from app.domain.providers import ProviderProfile
 from app.domain.sessions import PromptFragment, SessionPk, TenantId
 from app.domain.tokens import Encoder, count_message
 from app.services.cache import Entry, MessageCache
-from app.services.compaction import Compactor, Done, Report, compact_due
+from app.services.compaction import Done
+from app.services.compactor import Compactor, Report, compact_due
 from app.services.originals import keep_originals
 from app.services.sessions import require_session_and_tenant_name, session_profile
 from app.storage import compiles
@@ -230,16 +233,27 @@ async def compile_session(
         return compile_request(snapshot, compiler, target)
 
     light = _light(rows, target, options) and not _scans(spec)
-    output = work() if light else await anyio.to_thread.run_sync(work)
+    try:
+        output = work() if light else await anyio.to_thread.run_sync(work)
+    except NothingToSend:  # also what a session deleted between the reads above looks like
+        if not rows and not await compiles.session_exists(db, pk):
+            raise NotFound("session", session_id) from None
+        raise
     output = replace(output, warnings=[*notes, *output.warnings])
     mode: Mode = "full" if cursor is None else "delta"
     compile_id = str(uuid.uuid4())
     # What an acknowledgement moves the cursor to: the last seq sent (a delta that sent no stored
     # message leaves it where it is).
     seqs = (output.seqs[0], output.seqs[-1]) if output.seqs else (None, cursor)
-    await compiles.insert_compile(db, compile_id, pk, mode, seqs, output.total, now)
-    await keep_originals(db, pk, output.steps, now)
-    await db.commit()
+    try:
+        await compiles.insert_compile(db, compile_id, pk, mode, seqs, output.total, now)
+        await keep_originals(db, pk, output.steps, now)
+        await db.commit()
+    except IntegrityError:  # the session was deleted since it was read: its rows refer to none
+        await db.rollback()
+        raise NotFound("session", session_id) from None
+    if compactor is not None and compactor.notes:
+        output = replace(output, warnings=[*compactor.notes, *output.warnings])
     if any(d.row.resets_provider_session for d in compacted):
         output = replace(output, warnings=[
             "a compaction ended the provider session: compiled in full for a new one",

@@ -24,6 +24,7 @@ from app.domain.formats.documents import Provider, provider_document
 from app.domain.messages import JSONObject, Message
 from app.services import compaction as service
 from app.services import persisted_steps
+from app.services.compactor import compact_now
 from app.storage.models import CompactionRow
 
 router = APIRouter(prefix="/v1/sessions/{session_id}", tags=["compaction"])
@@ -81,12 +82,13 @@ async def compact_session(
     compactor = MeteredCompactor(
         db, state.counter, state.summarizer, datetime.now(UTC), state.settings.catalog,
         state.metrics, trigger="request", backend=state.settings.summarizer,
+        lease_seconds=state.settings.compaction_lease_seconds,
     )  # fmt: skip
     if body.kind == "tool_payloads":
         done = await persisted_steps.compact_payloads_now(compactor, tenant, session_id, body.steps)
         state.metrics.compacted(done, "request")  # written without `run`
     else:
-        done = await service.compact_now(compactor, tenant, session_id, body.kind, body.policy)
+        done = await compact_now(compactor, tenant, session_id, body.kind, body.policy)
     return compaction_read(done.row)
 
 
