@@ -10,6 +10,8 @@ from prometheus_client import CollectorRegistry, Counter, Histogram
 from starlette.exceptions import HTTPException
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
+from app.storage.faults import is_fault
+
 log = logging.getLogger("ctxc")
 
 
@@ -103,14 +105,56 @@ INTERNAL_ERROR = json.dumps(
         "detail": "unexpected error",
     }
 ).encode()
+RETRY_AFTER_S = 2  # what a 503 for a database fault asks the client to wait
+RETRY_AFTER = (b"retry-after", str(RETRY_AFTER_S).encode())
+DATABASE_UNAVAILABLE = json.dumps(
+    {
+        "type": "urn:ctxc:problem:database-unavailable",
+        "title": "Database unavailable",
+        "status": 503,
+        "detail": "the database is unavailable or failing over: retry after Retry-After "
+        "seconds (an append retried with its Idempotency-Key is never stored twice)",
+    }
+).encode()
+FAULT_LOG_EVERY_S = 10.0
+
+
+class FaultLog:
+    """Database faults are logged as one warning per ``every`` seconds at most (an outage
+    would otherwise write a line per request), with how many requests it answered since."""
+
+    def __init__(self, every: float = FAULT_LOG_EVERY_S) -> None:
+        self.every = every
+        self.last = -every
+        self.unlogged = 0
+
+    def fault(self, scope: Scope, exc: BaseException) -> None:
+        now = time.monotonic()
+        self.unlogged += 1
+        if now - self.last < self.every:
+            return
+        log.warning(
+            "database unavailable on %s %s, answering 503 (%d requests since the last report): %s",
+            scope["method"],
+            scope["path"],
+            self.unlogged,
+            _one_line(exc),
+        )
+        self.last, self.unlogged = now, 0
+
+
+def _one_line(exc: BaseException) -> str:
+    return f"{type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else ''}"[:300]
 
 
 class CatchAll:
     """An unexpected error is logged once, with its traceback, and answered as a 500 problem
-    with no internals; the connection stays usable (nothing is re-raised to the server)."""
+    with no internals; a fault of the database (see app.storage.faults) is a 503 problem with
+    Retry-After. The connection stays usable (nothing is re-raised to the server)."""
 
     def __init__(self, app: ASGIApp) -> None:
         self.app = app
+        self.faults = FaultLog()
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] != "http":
@@ -126,11 +170,16 @@ class CatchAll:
         try:
             await self.app(scope, receive, tracking_send)
         except Exception as exc:
-            log.error("unexpected error on %s %s", scope["method"], scope["path"], exc_info=exc)
+            if is_fault(exc):
+                self.faults.fault(scope, exc)
+                status, body, extra = 503, DATABASE_UNAVAILABLE, [RETRY_AFTER]
+            else:
+                log.error("unexpected error on %s %s", scope["method"], scope["path"], exc_info=exc)
+                status, body, extra = 500, INTERNAL_ERROR, []
             if not started:
-                headers = [(b"content-type", b"application/problem+json")]
-                await send({"type": "http.response.start", "status": 500, "headers": headers})
-                await send({"type": "http.response.body", "body": INTERNAL_ERROR})
+                headers = [(b"content-type", b"application/problem+json"), *extra]
+                await send({"type": "http.response.start", "status": status, "headers": headers})
+                await send({"type": "http.response.body", "body": body})
 
 
 class RequestMetrics:

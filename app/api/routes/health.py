@@ -8,6 +8,7 @@ from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 from sqlalchemy.exc import SQLAlchemyError
 
 from app.api.deps import StateDep
+from app.api.middleware import RETRY_AFTER_S
 from app.storage.migrate import SchemaNotCurrent, check_schema
 
 router = APIRouter(tags=["health"])
@@ -21,11 +22,14 @@ async def healthz() -> dict[str, str]:
 
 @router.get("/readyz", operation_id="readyz", responses={503: {"description": "Not ready"}})
 async def readyz(state: StateDep) -> JSONResponse:
-    """The database answers and its schema is the one this code needs."""
+    """The database answers and its schema is the one this code needs; else 503 with
+    Retry-After."""
     try:
         await check_schema(state.engine)
     except (SchemaNotCurrent, SQLAlchemyError, OSError) as exc:
-        return JSONResponse({"status": "unavailable", "detail": str(exc)}, 503)
+        detail = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
+        headers = {"Retry-After": str(RETRY_AFTER_S)}
+        return JSONResponse({"status": "unavailable", "detail": detail}, 503, headers)
     return JSONResponse({"status": "ready"})
 
 
