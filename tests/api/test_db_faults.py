@@ -21,9 +21,11 @@ import httpx
 import pytest
 from sqlalchemy.engine import make_url
 
+from app.api.middleware import RETRY_AFTER_S
 from app.settings import Settings
 from app.storage.migrate import upgrade
 from tests.api.faults import Load, Tally, unavailable_problem, wait_for_success
+from tests.api.sse import stream
 from tests.conftest import LiveServer, _admin, _asyncpg_dsn, make_key
 
 RESUME_LIMIT_S = 15
@@ -230,3 +232,21 @@ def test_sqlite_locked_beyond_the_busy_timeout_gives_503(tmp_path: Path) -> None
             timeout=30,
         )
         assert again.status_code == 201, again.text
+
+
+def test_event_stream_ends_cleanly_when_the_database_is_dropped(pg_url: str) -> None:
+    """An open stream is not broken off, nor left hanging: it ends with a `retry` hint, and
+    the client's reconnection gets the 503 until the database is back."""
+    key = make_key(pg_url, f"t-{uuid.uuid4().hex[:6]}")
+    name = make_url(pg_url).database
+    headers = {"Authorization": f"Bearer {key}"}
+    with serve(pg_url) as server, httpx.Client(base_url=server.url, headers=headers) as client:
+        sid = client.post("/v1/sessions", json={}).json()["id"]
+        with stream(client, sid) as events:
+            asyncio.run(_admin(f'DROP DATABASE "{name}" WITH (FORCE)'))
+            lines = list(events.lines)  # a broken stream raises, a hanging one times out
+        assert ": database unavailable" in lines
+        assert f"retry: {RETRY_AFTER_S * 1000}" in lines
+        again = client.get(f"/v1/sessions/{sid}/events", timeout=30)
+        assert again.status_code == 503
+        assert unavailable_problem(again) is None

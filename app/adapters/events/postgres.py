@@ -4,8 +4,9 @@ An emitting transaction runs `pg_notify` beside its insert: Postgres delivers th
 when, and only if, that transaction commits. Each process holds ONE dedicated asyncpg connection
 that LISTENs (not one per subscriber) and wakes the subscribers of the session named in each
 notification. When that connection drops (or stops answering its keepalive), the bus reconnects
-with exponential backoff and then wakes every subscriber to re-read the database, since
-notifications sent while nobody listened are gone; the events themselves are not.
+with exponential backoff; every subscriber is woken to re-read the database when the
+connection is lost (a stream ends there if the database is gone) and again when it is back,
+since notifications sent while nobody listened are gone; the events themselves are not.
 """
 
 from __future__ import annotations
@@ -109,6 +110,9 @@ class PostgresBus:
             while True:
                 await self._watch(connection, lost)
                 connection.terminate()
+                # Every subscriber re-reads now: if the database is gone, its stream ends
+                # cleanly (the client reconnects later) instead of hanging on a dead bus.
+                self._subscribers.resync()
                 connection, lost = await self._reconnect()
         finally:
             connection.terminate()
