@@ -51,6 +51,9 @@ SQLITE_FAULTS = {
     sqlite3.SQLITE_NOTADB,
 }
 SQLITE_MISSING_SCHEMA = "no such table"
+# asyncpg's protocol state 2 is "consuming an error": the server sent one while the connection
+# was idle (it terminated the backend) and the socket's end is not processed yet.
+IDLE_ERROR = "another operation (2) is in progress"
 
 
 def is_fault(error: BaseException) -> bool:
@@ -76,6 +79,8 @@ def _is_fault_itself(error: BaseException) -> bool:
     if isinstance(error, (sa.TimeoutError, sa.DisconnectionError, OSError)):
         return True  # the pool waited in vain, a connection died, the network failed
     if isinstance(error, (asyncpg.PostgresConnectionError, asyncpg.ConnectionDoesNotExistError)):
+        return True
+    if isinstance(error, asyncpg.InternalClientError) and IDLE_ERROR in str(error):
         return True
     sqlstate = getattr(error, "sqlstate", None)  # asyncpg's errors and its adapter's
     if isinstance(sqlstate, str) and len(sqlstate) == 5:

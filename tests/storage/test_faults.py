@@ -7,6 +7,7 @@ import logging
 import sqlite3
 from pathlib import Path
 
+import asyncpg
 import httpx
 import pytest
 from sqlalchemy import text
@@ -104,6 +105,17 @@ def test_sqlite_that_cannot_be_opened_is_a_fault(tmp_path: Path) -> None:
         raise AssertionError("opened")
 
     assert is_fault(asyncio.run(run()))
+
+
+def test_asyncpg_told_of_a_termination_while_idle_is_a_fault_misuse_is_a_bug() -> None:
+    # The texts asyncpg gives: the server ended the idle connection (its protocol is left
+    # consuming that error), versus two operations at once on one connection (our bug).
+    idle = "cannot switch to state 12; another operation (2) is in progress"
+    busy = "cannot switch to state 12; another operation (11) is in progress"
+    assert is_fault(asyncpg.InternalClientError(idle))
+    assert not is_fault(asyncpg.InternalClientError(busy))
+    misuse = "cannot perform operation: another operation is in progress"
+    assert not is_fault(asyncpg.InterfaceError(misuse))
 
 
 def test_a_fault_among_other_errors_is_still_a_bug() -> None:

@@ -127,7 +127,7 @@ class PostgresBus:
                 return
             try:
                 await asyncio.wait_for(connection.execute("SELECT 1"), self._keepalive_s)
-            except (OSError, TimeoutError, asyncpg.PostgresError, asyncpg.InterfaceError) as exc:
+            except Exception as exc:  # whatever it is, the bus must not die: reconnect
                 log.warning("the LISTEN connection stopped answering (%r); reconnecting", exc)
                 return
 
@@ -137,6 +137,8 @@ class PostgresBus:
             await asyncio.sleep(delay)
             try:
                 return await self._listen()
-            except (OSError, TimeoutError, asyncpg.PostgresError, asyncpg.InterfaceError) as exc:
+            except Exception as exc:  # e.g. asyncpg's InternalClientError when the new
+                # connection is terminated before LISTEN: a bus that stopped here would never
+                # wake a subscriber again.
                 log.warning("LISTEN reconnect failed (%r); retrying in %.1fs", exc, delay)
                 delay = min(delay * 2, most)
