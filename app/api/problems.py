@@ -187,6 +187,25 @@ def install(app: FastAPI) -> None:
         app.add_exception_handler(cls, _domain)
 
 
+RETRY_AFTER_HEADER = {
+    "Retry-After": {
+        "description": "Seconds to wait before retrying.",
+        "schema": {"type": "integer"},
+    }
+}
+UNAVAILABLE = {
+    "model": Problem,
+    "content": {MEDIA_TYPE: {}},
+    "description": "The database is unavailable (`urn:ctxc:problem:database-unavailable`): "
+    "retry after `Retry-After` seconds.",
+    "headers": RETRY_AFTER_HEADER,
+}
+
+
 def responses(*statuses: int) -> dict[int | str, dict[str, Any]]:
-    """The `responses=` entry of a route that can answer these problems."""
-    return {s: {"model": Problem, "content": {MEDIA_TYPE: {}}} for s in statuses}
+    """The `responses=` entry of a route that can answer these problems (and, as every route
+    that reads the database, 503)."""
+    answers: dict[int | str, dict[str, Any]] = {
+        s: {"model": Problem, "content": {MEDIA_TYPE: {}}} for s in statuses
+    }
+    return answers | {503: UNAVAILABLE}

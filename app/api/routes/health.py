@@ -9,6 +9,7 @@ from sqlalchemy.exc import SQLAlchemyError
 
 from app.api.deps import StateDep
 from app.api.middleware import RETRY_AFTER_S
+from app.api.problems import RETRY_AFTER_HEADER
 from app.storage.migrate import SchemaNotCurrent, check_schema
 
 router = APIRouter(tags=["health"])
@@ -20,7 +21,11 @@ async def healthz() -> dict[str, str]:
     return {"status": "ok"}
 
 
-@router.get("/readyz", operation_id="readyz", responses={503: {"description": "Not ready"}})
+@router.get(
+    "/readyz",
+    operation_id="readyz",
+    responses={503: {"description": "Not ready", "headers": RETRY_AFTER_HEADER}},
+)
 async def readyz(state: StateDep) -> JSONResponse:
     """The database answers and its schema is the one this code needs; else 503 with
     Retry-After."""
