@@ -5,18 +5,21 @@ from __future__ import annotations
 import asyncio
 import logging
 import sqlite3
+import uuid
 from pathlib import Path
 
 import asyncpg
 import httpx
 import pytest
 from sqlalchemy import text
+from sqlalchemy.engine import make_url
 from sqlalchemy.exc import DBAPIError
 from starlette.types import Receive, Scope, Send
 
 from app.api.middleware import RETRY_AFTER_S, CatchAll
 from app.storage.db import create_engine
 from app.storage.faults import is_fault
+from tests.conftest import _asyncpg_dsn, admin
 
 
 async def _error(url: str, sql: str, **engine: float) -> BaseException:
@@ -66,6 +69,43 @@ def test_a_refused_connection_is_a_fault(postgres_base: str) -> None:
 
     url = postgres_base.replace("127.0.0.1:5432", f"127.0.0.1:{free_port()}")
     assert is_fault(error(url, "SELECT 1"))
+
+
+def test_too_many_connections_is_a_fault(postgres_base: str) -> None:
+    role = f"ctxc_limited_{uuid.uuid4().hex[:8]}"
+    admin(f"CREATE ROLE {role} LOGIN CONNECTION LIMIT 0")
+    try:
+        url = make_url(postgres_base).set(username=role).render_as_string(hide_password=False)
+        exc = error(url, "SELECT 1")
+    finally:
+        admin(f"DROP ROLE {role}")
+    assert "too many connections" in str(exc) and is_fault(exc)
+
+
+def test_a_deadlock_is_a_fault(postgres_base: str) -> None:
+    """Two transactions take two locks in opposite orders: Postgres aborts one of them."""
+
+    async def run() -> BaseException:
+        one, two = [await asyncpg.connect(_asyncpg_dsn(postgres_base)) for _ in range(2)]
+        try:
+            async with one.transaction(), two.transaction():
+                await one.execute("SELECT pg_advisory_xact_lock(1)")
+                await two.execute("SELECT pg_advisory_xact_lock(2)")
+                outcome = await asyncio.gather(
+                    one.execute("SELECT pg_advisory_xact_lock(2)"),
+                    two.execute("SELECT pg_advisory_xact_lock(1)"),
+                    return_exceptions=True,
+                )
+        except asyncpg.PostgresError as exc:  # the loser's transaction cannot commit
+            outcome = [exc]
+        finally:
+            await one.close()
+            await two.close()
+        [lost] = [o for o in outcome if isinstance(o, BaseException)]
+        return lost
+
+    exc = asyncio.run(run())
+    assert isinstance(exc, asyncpg.DeadlockDetectedError) and is_fault(exc)
 
 
 def test_a_missing_schema_is_a_fault(database_url: str) -> None:
