@@ -69,8 +69,17 @@ def _walk(error: BaseException | None, seen: set[int]) -> bool:
         return all(_walk(inner, seen) for inner in error.exceptions)
     if _is_fault_itself(error):
         return True
+    if not _of_a_database(error):
+        return False  # e.g. an HTTP client's error caused by an OSError: not the database's
     orig = getattr(error, "orig", None) if isinstance(error, sa.DBAPIError) else None
     return _walk(orig, seen) or _walk(error.__cause__, seen) or _walk(error.__context__, seen)
+
+
+def _of_a_database(error: BaseException) -> bool:
+    """Errors of the database layers, whose causes are worth a look."""
+    return isinstance(error, (sa.SQLAlchemyError, sqlite3.Error)) or type(
+        error
+    ).__module__.startswith("asyncpg")
 
 
 def _is_fault_itself(error: BaseException) -> bool:

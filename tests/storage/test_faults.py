@@ -13,7 +13,7 @@ import httpx
 import pytest
 from sqlalchemy import text
 from sqlalchemy.engine import make_url
-from sqlalchemy.exc import DBAPIError
+from sqlalchemy.exc import DBAPIError, PendingRollbackError
 from starlette.types import Receive, Scope, Send
 
 from app.api.middleware import RETRY_AFTER_S, CatchAll
@@ -166,9 +166,16 @@ def test_a_fault_among_other_errors_is_still_a_bug() -> None:
         try:
             raise fault
         except ConnectionResetError as inner:
-            raise RuntimeError("while handling the fault") from inner
-    except RuntimeError as outer:
-        assert is_fault(outer)  # caused by the fault
+            raise PendingRollbackError("while handling the fault", None, inner) from inner
+    except PendingRollbackError as outer:
+        assert is_fault(outer)  # the database layer failed because of the fault
+    try:
+        try:
+            raise fault
+        except ConnectionResetError as inner:
+            raise httpx.ConnectError("a summariser is down") from inner
+    except httpx.ConnectError as outer:
+        assert not is_fault(outer)  # not the database's
 
 
 async def _raising(exc: BaseException, times: int) -> list[httpx.Response]:
