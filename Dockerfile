@@ -1,5 +1,17 @@
-# ctxc service image: non-root, dependencies in their own layer, migrations run as their own step
-# (`ctxc migrate`, see docker-compose.yml) before `ctxc serve`.
+# ctxc service image, built from a wheel (not the source tree): non-root, the locked dependencies
+# in a layer of their own, migrations run as their own step (`ctxc migrate`, see
+# docker-compose.yml) before `ctxc serve`. The build context is only what .dockerignore lets in.
+
+# Stage 1: the wheel (it carries the migrations, as app/migrations).
+FROM python:3.11-slim AS wheel
+ENV PIP_DISABLE_PIP_VERSION_CHECK=1
+WORKDIR /src
+COPY pyproject.toml README.md ./
+COPY migrations ./migrations
+COPY app ./app
+RUN pip wheel --no-cache-dir --no-deps --wheel-dir /dist .
+
+# Stage 2: the service.
 FROM python:3.11-slim
 
 ENV PYTHONDONTWRITEBYTECODE=1 \
@@ -10,16 +22,15 @@ WORKDIR /srv/ctxc
 RUN groupadd --system --gid 10001 ctxc \
     && useradd --system --uid 10001 --gid ctxc --home-dir /srv/ctxc --shell /usr/sbin/nologin ctxc
 
-# Dependencies first: this layer is rebuilt only when pyproject.toml changes.
-COPY pyproject.toml ./
-RUN python -c "import tomllib; print('\n'.join(tomllib.load(open('pyproject.toml', 'rb'))['project']['dependencies']))" > /tmp/requirements.txt \
-    && pip install --no-cache-dir -r /tmp/requirements.txt \
-    && rm /tmp/requirements.txt
+# Dependencies first, exactly as locked (hashes checked): rebuilt only when the lock changes.
+COPY requirements.lock /tmp/requirements.lock
+RUN pip install --no-cache-dir --require-hashes -r /tmp/requirements.lock \
+    && rm /tmp/requirements.lock
 
-COPY README.md ./
-COPY migrations ./migrations
-COPY app ./app
-RUN pip install --no-cache-dir --no-deps -e . \
+COPY --from=wheel /dist /tmp/dist
+RUN pip install --no-cache-dir --no-deps /tmp/dist/*.whl \
+    && pip check \
+    && rm -r /tmp/dist \
     && mkdir -p /srv/ctxc/data \
     && chown 10001:10001 /srv/ctxc/data
 

@@ -4,45 +4,75 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import json
 import logging
 import sys
 from collections.abc import Awaitable, Callable
 from datetime import UTC, datetime
-from typing import Any, TypeVar
+from importlib.metadata import PackageNotFoundError, version
+from typing import TypeVar
 
 from pydantic import ValidationError
+from sqlalchemy.exc import DBAPIError, SQLAlchemyError
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from app.domain.errors import Conflict, NotFound
+from app.logs import json_handler
 from app.services import keys
 from app.settings import Settings, is_loopback
 from app.storage.db import create_engine, create_sessionmaker
-from app.storage.migrate import upgrade
+from app.storage.migrate import SchemaNotCurrent, check_schema, describe, migrate, sqlite_file
 
 T = TypeVar("T")
 
 
-class JsonFormatter(logging.Formatter):
-    """One JSON object per log line (structured logs)."""
+class Refusal(Exception):
+    """A condition the command reports in one line (exit status 1), with no traceback."""
 
-    FIELDS = ("method", "path", "route", "status", "ms")
 
-    def format(self, record: logging.LogRecord) -> str:
-        line: dict[str, Any] = {
-            "ts": datetime.fromtimestamp(record.created, UTC).isoformat(),
-            "level": record.levelname.lower(),
-            "logger": record.name,
-            "msg": record.getMessage(),
-        }
-        line |= {k: getattr(record, k) for k in self.FIELDS if hasattr(record, k)}
-        if record.exc_info:
-            line["exc"] = self.formatException(record.exc_info)
-        return json.dumps(line)
+def _reason(exc: Exception) -> str:
+    """The first line of what went wrong, in the database driver's own words where it has some."""
+    cause: BaseException = exc
+    if isinstance(exc, DBAPIError) and exc.orig is not None:
+        cause = exc.orig
+    lines = str(cause).strip().splitlines()
+    return lines[0] if lines else type(cause).__name__
+
+
+def _db_call(settings: Settings, work: Callable[[AsyncSession], Awaitable[T]]) -> T:
+    """``work`` on a migrated database; a missing SQLite file is reported, never created."""
+    url = settings.database_url
+
+    async def run() -> T:
+        engine = create_engine(url)
+        try:
+            await check_schema(engine)
+            async with create_sessionmaker(engine)() as db:
+                return await work(db)
+        finally:
+            await engine.dispose()
+
+    try:
+        path = sqlite_file(url)
+        if path is not None and not path.is_file():
+            raise Refusal(
+                f"there is no database at {path}: run `ctxc migrate` to create it "
+                "(or set CTXC_DATABASE_URL to the one you mean)"
+            )
+        return asyncio.run(run())
+    except SchemaNotCurrent as exc:
+        raise Refusal(str(exc)) from exc
+    except (OSError, SQLAlchemyError) as exc:
+        raise Refusal(f"cannot use the database {describe(url)}: {_reason(exc)}") from exc
+
+
+async def _nothing(_: AsyncSession) -> None:
+    return None
 
 
 def _serve(settings: Settings, args: argparse.Namespace) -> int:
     import uvicorn
+
+    from app.server import uvicorn_config
 
     host = args.host or settings.host
     port = args.port or settings.port
@@ -53,32 +83,29 @@ def _serve(settings: Settings, args: argparse.Namespace) -> int:
             file=sys.stderr,
         )
         return 2
-    handler = logging.StreamHandler()
-    handler.setFormatter(JsonFormatter())
-    logging.basicConfig(level=settings.log_level.upper(), handlers=[handler], force=True)
-    config = uvicorn.Config(
-        "app.main:create_app",
-        factory=True,
-        host=host,
-        port=port,
-        log_config=None,
-        access_log=False,
-        proxy_headers=False,
-    )
+    _db_call(settings, _nothing)
+    logging.basicConfig(level=settings.log_level.upper(), handlers=[json_handler()], force=True)
+    config = uvicorn_config("app.main:create_app", settings, factory=True, host=host, port=port)
     uvicorn.Server(config).run()
     return 0
 
 
-def _db_call(settings: Settings, work: Callable[[AsyncSession], Awaitable[T]]) -> T:
-    async def run() -> T:
-        engine = create_engine(settings.database_url)
-        try:
-            async with create_sessionmaker(engine)() as db:
-                return await work(db)
-        finally:
-            await engine.dispose()
-
-    return asyncio.run(run())
+def _migrate(settings: Settings) -> int:
+    url = settings.database_url
+    try:
+        before, head = migrate(url)
+        where = describe(url)
+    except SchemaNotCurrent as exc:
+        raise Refusal(str(exc)) from exc
+    except (OSError, SQLAlchemyError) as exc:
+        raise Refusal(f"cannot migrate the database {describe(url)}: {_reason(exc)}") from exc
+    if before is None:
+        print(f"created the schema of {where} at revision {head}")
+    elif before == head:
+        print(f"the schema of {where} is already current (revision {head}): nothing to do")
+    else:
+        print(f"upgraded the schema of {where} from revision {before} to {head}")
+    return 0
 
 
 def _keys(settings: Settings, args: argparse.Namespace) -> int:
@@ -94,34 +121,96 @@ def _keys(settings: Settings, args: argparse.Namespace) -> int:
         print(key)
         print(f"(tenant {info.tenant}, id {info.id}; this key is shown once)", file=sys.stderr)
     elif args.keys_command == "list":
-        for info in _db_call(settings, keys.list_keys):
+        listed = _db_call(settings, keys.list_keys)
+        for info in listed:
             state = f"revoked {info.revoked_at.isoformat()}" if info.revoked_at else "active"
             print(f"{info.id}\t{info.prefix}\t{info.tenant}\t{info.label or ''}\t{state}")
+        if not listed:
+            print(
+                "ctxc: no keys yet (create one with `ctxc keys create --tenant NAME`)",
+                file=sys.stderr,
+            )
     else:
         try:
             info = _db_call(settings, lambda db: keys.revoke_key(db, args.key, now))
         except NotFound as exc:
             print(f"ctxc: {exc}", file=sys.stderr)
             return 1
-        print(f"revoked {info.id} ({info.prefix}, tenant {info.tenant})")
+        if info.revoked_at is not None and info.revoked_at != now:
+            print(
+                f"{info.id} ({info.prefix}, tenant {info.tenant}) was already revoked at "
+                f"{info.revoked_at.isoformat()}"
+            )
+        else:
+            print(f"revoked {info.id} ({info.prefix}, tenant {info.tenant})")
     return 0
 
 
+def _version() -> str:
+    try:
+        return version("ctxc")
+    except PackageNotFoundError:
+        return "unknown (not installed)"
+
+
+def _port(text: str) -> int:
+    if not text.isdigit() or not 1 <= int(text) <= 65535:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a port number (1-65535)")
+    return int(text)
+
+
 def _parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="ctxc", description="Context compilation as a service.")
-    commands = parser.add_subparsers(dest="command", required=True)
-    serve = commands.add_parser("serve", help="run the HTTP service")
-    serve.add_argument("--host", help="listen address (default CTXC_HOST or 127.0.0.1)")
-    serve.add_argument("--port", type=int, help="listen port (default CTXC_PORT or 8080)")
-    commands.add_parser("migrate", help="apply database migrations (Alembic)")
-    key_parser = commands.add_parser("keys", help="manage API keys")
-    key_commands = key_parser.add_subparsers(dest="keys_command", required=True)
-    create = key_commands.add_parser("create", help="create a key and print it once")
-    create.add_argument("--tenant", required=True)
-    create.add_argument("--label")
-    key_commands.add_parser("list", help="list keys (never the keys themselves)")
-    revoke = key_commands.add_parser("revoke", help="revoke a key by id or shown prefix")
-    revoke.add_argument("key")
+    parser = argparse.ArgumentParser(
+        prog="ctxc",
+        description="Context compilation as a service.",
+        epilog="Settings come from CTXC_* environment variables; the database is "
+        "CTXC_DATABASE_URL (default: ./data/ctxc.db, relative to the current directory).",
+    )
+    parser.add_argument("--version", action="version", version=f"ctxc {_version()}")
+    commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+    serve = commands.add_parser(
+        "serve",
+        help="run the HTTP service (on a migrated database)",
+        description="Run the HTTP service. Refuses to start on a missing or unmigrated database "
+        "and, in local mode (CTXC_AUTH=local), on a non-loopback address.",
+    )
+    serve.add_argument("--host", help="listen address (default: CTXC_HOST, else 127.0.0.1)")
+    serve.add_argument("--port", type=_port, help="listen port (default: CTXC_PORT, else 8080)")
+    commands.add_parser(
+        "migrate",
+        help="create or upgrade the database schema",
+        description="Create the database schema, or upgrade it to this version's, with Alembic "
+        "(SQLite or Postgres). Says what it did; running it again does nothing.",
+    )
+    key_parser = commands.add_parser(
+        "keys",
+        help="manage API keys (on a migrated database)",
+        description="Manage the API keys of CTXC_AUTH=keys mode. Keys are stored as sha256.",
+    )
+    key_commands = key_parser.add_subparsers(
+        dest="keys_command", required=True, metavar="KEYS_COMMAND"
+    )
+    create = key_commands.add_parser(
+        "create",
+        help="create a key and print it once",
+        description="Create a key for a tenant (the tenant is created if new) and print it "
+        "once, on stdout.",
+    )
+    create.add_argument(
+        "--tenant", required=True, help="tenant the key acts as (`local` is reserved)"
+    )
+    create.add_argument("--label", help="a note stored with the key, shown by `keys list`")
+    key_commands.add_parser(
+        "list",
+        help="list keys (never the keys themselves)",
+        description="One line per key: id, shown prefix, tenant, label, state.",
+    )
+    revoke = key_commands.add_parser(
+        "revoke",
+        help="revoke a key by id or shown prefix",
+        description="Revoke a key. Running servers refuse it within CTXC_KEY_CACHE_SECONDS.",
+    )
+    revoke.add_argument("key", metavar="ID_OR_PREFIX", help="the key's id or its shown prefix")
     return parser
 
 
@@ -141,13 +230,15 @@ def main(argv: list[str] | None = None) -> int:
     settings = _settings()
     if settings is None:
         return 2
-    if args.command == "serve":
-        return _serve(settings, args)
-    if args.command == "migrate":
-        upgrade(settings.database_url)
-        print("ctxc: database schema is current", file=sys.stderr)
-        return 0
-    return _keys(settings, args)
+    try:
+        if args.command == "serve":
+            return _serve(settings, args)
+        if args.command == "migrate":
+            return _migrate(settings)
+        return _keys(settings, args)
+    except Refusal as exc:
+        print(f"ctxc: {exc}", file=sys.stderr)
+        return 1
 
 
 if __name__ == "__main__":

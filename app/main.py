@@ -8,13 +8,15 @@ from datetime import UTC, datetime
 
 import anyio
 from fastapi import FastAPI
+from fastapi_offline import FastAPIOffline
 
 from app.adapters.events import create_bus
 from app.adapters.summarizers import Summarizer, summarizer_from_settings
 from app.adapters.tokenizers import load_counter
 from app.api import openapi, problems
 from app.api.deps import AppState
-from app.api.middleware import BodyLimit, CatchAll, Metrics, RequestMetrics
+from app.api.metrics import CacheCollector, Metrics
+from app.api.middleware import BodyLimit, CatchAll, RequestId, RequestMetrics
 from app.api.routes import (
     compactions,
     compilation,
@@ -36,6 +38,8 @@ from app.settings import Settings
 from app.storage.db import create_engine, create_sessionmaker
 from app.storage.migrate import check_schema
 
+DOCS_STATIC = "/docs-static"
+
 
 def create_app(settings: Settings | None = None) -> FastAPI:
     """A configured app; the lifespan opens the database, loads the tokenizers and builds the
@@ -49,6 +53,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
             settings.database_url, settings.db_pool_size, settings.sqlite_busy_timeout_seconds
         )
         summarizer: Summarizer | None = None
+        caches: CacheCollector | None = None
         bus = create_bus(engine, settings.sse_queue_size)
         try:
             await check_schema(engine)
@@ -62,22 +67,28 @@ def create_app(settings: Settings | None = None) -> FastAPI:
             cache = MessageCache(counter, settings.compile_cache_bytes)
             answers: Lru[bytes, bytes] = Lru(settings.answer_cache_bytes)
             summarizer = summarizer_from_settings(settings, counter)
+            caches = CacheCollector({"messages": cache.entries, "answers": answers})
+            metrics.registry.register(caches)
             state = AppState(
                 settings, engine, maker, counter, metrics, local, load_registry(), cache, answers,
                 summarizer, bus, EventReader(maker), KeyCache(settings.key_cache_seconds),
             )  # fmt: skip
             yield {"ctxc": state}
         finally:
+            if caches is not None:
+                metrics.registry.unregister(caches)
             await bus.close()
             if summarizer is not None:
                 await summarizer.aclose()
             await engine.dispose()
 
-    app = FastAPI(
+    # /docs and /redoc with Swagger UI and ReDoc served from the installed package, not a CDN.
+    app = FastAPIOffline(
         title="ctxc",
         version="0.1.0",
         summary="Context compilation as a service.",
         lifespan=lifespan,
+        static_url=DOCS_STATIC,
     )
     problems.install(app)
     openapi.document(app, CompileRequest)
@@ -97,4 +108,5 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     app.add_middleware(BodyLimit, limit=settings.max_body_bytes)
     app.add_middleware(CatchAll)
     app.add_middleware(RequestMetrics, metrics=metrics)
+    app.add_middleware(RequestId)  # outermost: every log line of a request carries its id
     return app

@@ -3,13 +3,30 @@
 from __future__ import annotations
 
 import ipaddress
+import json
+from pathlib import Path
 from typing import Literal
 from urllib.parse import urlsplit
 
-from pydantic import Field, SecretStr, model_validator
+from pydantic import (
+    Field,
+    PrivateAttr,
+    SecretStr,
+    TypeAdapter,
+    ValidationError,
+    field_validator,
+    model_validator,
+)
 from pydantic_settings import BaseSettings, SettingsConfigDict
+from sqlalchemy.engine import make_url
+from sqlalchemy.exc import ArgumentError
+
+from app.domain.errors import UnknownName
+from app.domain.models import BUILTIN_CATALOG, Catalog, ModelDeclaration, build_catalog
 
 DEFAULT_DATABASE_URL = "sqlite+aiosqlite:///./data/ctxc.db"
+DATABASE_DRIVERS = ("sqlite+aiosqlite", "postgresql+asyncpg")
+DATABASE_URL_FORMS = "sqlite+aiosqlite:///path or postgresql+asyncpg://user:pass@host/db"
 ANTHROPIC_URL = "https://api.anthropic.com"
 SummarizerKind = Literal["extractive", "openai", "anthropic", "webhook"]
 
@@ -34,6 +51,18 @@ class Settings(BaseSettings):
     max_body_bytes: int = Field(
         16 * 1024 * 1024, ge=1024, description="Request bodies larger than this get a 413."
     )
+    request_read_timeout_seconds: float = Field(
+        30.0,
+        gt=0,
+        description="Time a client has to send a whole request, headers and body, from its "
+        "first byte (or from connecting); a slower one gets a 408 and its connection is closed.",
+    )
+    response_write_timeout_seconds: float = Field(
+        30.0,
+        gt=0,
+        description="Time an answer may wait for a client that stopped reading it (the send "
+        "buffers are full); then the connection is dropped.",
+    )
     key_cache_seconds: float = Field(
         5.0,
         ge=0,
@@ -53,7 +82,20 @@ class Settings(BaseSettings):
         description="Answers of `/v1/compile` kept by request body, for requests whose compiler "
         "is repeatable (LRU bytes; 0 turns it off).",
     )
-    default_provider: str = Field("openai", description="Provider profile of new sessions.")
+    metrics_token: SecretStr | None = Field(
+        None,
+        description="With `CTXC_AUTH=keys`, `/metrics` answers only `Authorization: Bearer "
+        "<this token>` (a scraper's credential, not a tenant's key); unset, it is off (404).",
+    )
+    default_provider: str = Field(
+        "openai", description="Provider profile or model of new sessions."
+    )
+    models: str | None = Field(
+        None,
+        description="Models of your own, as a JSON object or the path of a JSON file: "
+        '{"name": {"provider": "<profile or built-in model>", "context_window": N, '
+        '"encoding": "o200k_base" | "cl100k_base", "description": "..."}}.',
+    )
     sse_heartbeat_seconds: float = Field(
         15,
         gt=0,
@@ -111,15 +153,45 @@ class Settings(BaseSettings):
         "summariser's budget (file paths, URLs and identifiers are kept beyond it).",
     )
 
+    _catalog: Catalog = PrivateAttr(BUILTIN_CATALOG)
+
     @property
     def is_sqlite(self) -> bool:
         return self.database_url.startswith("sqlite")
+
+    @property
+    def catalog(self) -> Catalog:
+        """The provider profiles and models (built-in and ``CTXC_MODELS``)."""
+        return self._catalog
+
+    @field_validator("database_url")
+    @classmethod
+    def _database_url_is_supported(cls, url: str) -> str:
+        try:
+            driver = make_url(url).drivername
+        except ArgumentError:
+            raise ValueError(f"not a database URL; use {DATABASE_URL_FORMS}") from None
+        if driver not in DATABASE_DRIVERS:
+            raise ValueError(f"the driver {driver!r} is not supported; use {DATABASE_URL_FORMS}")
+        return url
 
     @model_validator(mode="after")
     def _summarizer_is_complete(self) -> Settings:
         problems = summarizer_problems(self)
         if problems:
             raise ValueError("; ".join(problems))
+        return self
+
+    @model_validator(mode="after")
+    def _models_are_valid(self) -> Settings:
+        self._catalog = build_catalog(declared_models(self.models))
+        try:
+            self._catalog.resolve(self.default_provider)
+        except UnknownName:
+            raise ValueError(
+                f"CTXC_DEFAULT_PROVIDER {self.default_provider!r} is neither a provider profile "
+                "nor a known model"
+            ) from None
         return self
 
 
@@ -151,6 +223,33 @@ def summarizer_problems(settings: Settings) -> list[str]:
             f"+ 1024 ({least}), so that partial summaries can be merged"
         )
     return problems
+
+
+_DECLARATIONS = TypeAdapter(dict[str, ModelDeclaration])
+
+
+def declared_models(value: str | None) -> dict[str, ModelDeclaration]:
+    """``CTXC_MODELS``: a JSON object, or the path of a file holding one (ValueError when not)."""
+    if value is None or not value.strip():
+        return {}
+    text = value
+    if not value.lstrip().startswith(("{", "[")):
+        try:
+            text = Path(value).read_text(encoding="utf-8")
+        except (OSError, UnicodeDecodeError) as exc:
+            raise ValueError(
+                f"CTXC_MODELS is neither a JSON object nor a readable file: {exc}"
+            ) from None
+    try:
+        return _DECLARATIONS.validate_python(json.loads(text))
+    except json.JSONDecodeError as exc:
+        raise ValueError(f"CTXC_MODELS is not valid JSON: {exc}") from None
+    except ValidationError as exc:
+        found = "; ".join(
+            f"CTXC_MODELS{''.join(f'[{part!r}]' for part in e['loc'])}: {e['msg']}"
+            for e in exc.errors()
+        )
+        raise ValueError(found) from None
 
 
 def _is_http_url(url: str) -> bool:

@@ -15,22 +15,32 @@ from pathlib import Path
 
 import asyncpg
 import httpx
+import hypothesis
 import pytest
 import uvicorn
 from sqlalchemy import func, select
 from sqlalchemy.engine import make_url
 
 from app.main import create_app
+from app.server import uvicorn_config
 from app.services import keys
 from app.settings import Settings
 from app.storage.db import create_engine, create_sessionmaker
 from app.storage.migrate import upgrade
 from app.storage.models import Base
 
+# No test asserts a timing: Hypothesis's deadline and too-slow check would, on a busy machine.
+hypothesis.settings.register_profile(
+    "ctxc", deadline=None, suppress_health_check=[hypothesis.HealthCheck.too_slow]
+)
+hypothesis.settings.load_profile("ctxc")
+
 POSTGRES_ADMIN_URL = os.environ.get(
     "CTXC_TEST_POSTGRES_URL", "postgresql+asyncpg://postgres@127.0.0.1:5432/postgres"
 )
 DATABASES = ("sqlite", "postgres")
+# The scraper's credential for /metrics on the keys-mode test servers.
+METRICS_TOKEN = "test-scraper-token"
 
 
 def free_port() -> int:
@@ -95,8 +105,9 @@ class LiveServer:
 
     def __init__(self, settings: Settings) -> None:
         port = free_port()
-        config = uvicorn.Config(
+        config = uvicorn_config(
             create_app(settings),
+            settings,
             host="127.0.0.1",
             port=port,
             log_level="warning",
@@ -150,7 +161,10 @@ def make_key(url: str, tenant: str) -> str:
 @pytest.fixture(scope="session")
 def api(database_url: str) -> Iterator[Api]:
     """A server in keys mode on each database, with tenants A and B."""
-    settings = Settings(database_url=database_url, auth="keys", max_body_bytes=256 * 1024)
+    settings = Settings(
+        database_url=database_url, auth="keys", max_body_bytes=256 * 1024,
+        metrics_token=METRICS_TOKEN,
+    )  # fmt: skip
     key_a = make_key(database_url, f"tenant-a-{uuid.uuid4().hex[:6]}")
     key_b = make_key(database_url, f"tenant-b-{uuid.uuid4().hex[:6]}")
     with LiveServer(settings) as server:
@@ -161,6 +175,11 @@ def api(database_url: str) -> Iterator[Api]:
 def client(api: Api) -> Iterator[httpx.Client]:
     with api.client() as c:
         yield c
+
+
+def scrape(client: httpx.Client) -> httpx.Response:
+    """``/metrics`` as the scraper reads it (with its own token, not a tenant's key)."""
+    return client.get("/metrics", headers={"Authorization": f"Bearer {METRICS_TOKEN}"})
 
 
 def row_counts(url: str) -> dict[str, int]:

@@ -6,12 +6,13 @@ from collections.abc import AsyncIterator
 from dataclasses import dataclass
 from typing import Annotated
 
-from fastapi import Depends, Request
+from fastapi import Depends, Request, Security
+from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
 from sqlalchemy.ext.asyncio import AsyncEngine, AsyncSession, async_sessionmaker
 
 from app.adapters.events import EventBus
 from app.adapters.summarizers import Summarizer
-from app.api.middleware import Metrics
+from app.api.metrics import Metrics
 from app.api.problems import ProblemError
 from app.domain.compilers.registry import Registry
 from app.domain.sessions import TenantId
@@ -66,7 +67,19 @@ def _unauthorized(detail: str) -> ProblemError:
     )
 
 
-async def get_tenant(request: Request, state: StateDep) -> TenantId:
+# Declares the scheme in OpenAPI for every route that needs a tenant; `get_tenant` reads the
+# header itself (a non-Bearer Authorization is a 401, not "no key").
+BEARER = HTTPBearer(
+    auto_error=False,
+    scheme_name="bearer",
+    description="An API key from `ctxc keys create`: `Authorization: Bearer <key>`. Required "
+    "with `CTXC_AUTH=keys`; in local mode requests from loopback without one act as tenant "
+    "`local`.",
+)
+Declared = Annotated[HTTPAuthorizationCredentials | None, Security(BEARER)]
+
+
+async def get_tenant(request: Request, state: StateDep, declared: Declared) -> TenantId:
     """The tenant of the Bearer key; in local mode, keyless loopback callers are `local`."""
     header = request.headers.get("authorization")
     if header is not None:

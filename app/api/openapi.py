@@ -8,6 +8,8 @@ from fastapi import FastAPI
 from pydantic import BaseModel
 from pydantic.json_schema import models_json_schema
 
+from app.api.problems import Problem, problem_content
+
 REF = "#/components/schemas/{model}"
 
 
@@ -18,8 +20,10 @@ def json_body(model: type[BaseModel]) -> dict[str, Any]:
 
 
 def document(app: FastAPI, *models: type[BaseModel]) -> None:
-    """Put ``models`` (and what they refer to) in the app's schema components."""
+    """Put ``models`` (and what they refer to) and ``Problem`` in the app's schema components;
+    every error answer is a problem (FastAPI's own 422 shape is never returned)."""
     generate = app.openapi
+    models = (*models, Problem)
 
     def openapi() -> dict[str, Any]:
         if app.openapi_schema is None:
@@ -28,6 +32,22 @@ def document(app: FastAPI, *models: type[BaseModel]) -> None:
             components = schema.setdefault("components", {}).setdefault("schemas", {})
             for name, value in found.get("$defs", {}).items():
                 components.setdefault(name, value)
+            _problems_only(schema)
         return app.openapi_schema or {}
 
     app.openapi = openapi  # type: ignore[method-assign]
+
+
+def _problems_only(schema: dict[str, Any]) -> None:
+    """FastAPI's default 422 (a shape `app.api.problems` never answers) as the problem it is."""
+    fastapi_422 = {
+        "application/json": {"schema": {"$ref": REF.format(model="HTTPValidationError")}}
+    }
+    for item in schema.get("paths", {}).values():
+        for operation in item.values():
+            answer = operation.get("responses", {}).get("422")
+            if answer is not None and answer.get("content") == fastapi_422:
+                answer["content"] = problem_content()
+    components = schema["components"]["schemas"]
+    for unused in ("HTTPValidationError", "ValidationError"):
+        components.pop(unused, None)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Sequence
+from http import HTTPStatus
 from typing import Any, TypeVar
 
 from fastapi import FastAPI, Request
@@ -39,6 +40,11 @@ class Problem(BaseModel):
         None, description="Tokens the kept messages need (budget-too-small)."
     )
     budget: int | None = Field(None, description="The token budget (budget-too-small).")
+    request_id: str | None = Field(
+        None,
+        description="An unexpected error (500): the request's id, to find its logged "
+        "traceback (every answer has it in its `X-Request-ID` header).",
+    )
 
 
 class ProblemError(Exception):
@@ -101,6 +107,16 @@ def from_domain(exc: Exception, body_path: Sequence[str | int] = ("body",)) -> P
     raise exc
 
 
+def problem_slug(exc: Exception) -> str:
+    """The last part of the problem type ``exc`` answers with (``error``: none, a 500)."""
+    if isinstance(exc, ProblemError):
+        return exc.problem.type.rpartition(":")[2]
+    try:
+        return from_domain(exc).problem.type.rpartition(":")[2]
+    except Exception:
+        return "error"
+
+
 def from_input_error(exc: FormatError | InvalidInput, field: str = "messages") -> ProblemError:
     """A parse error of a posted history: located under `body.<field>`, or `body.system`."""
     problems = exc.problems if isinstance(exc, InvalidInput) else ((exc.path, exc.message),)
@@ -154,9 +170,12 @@ def _validation(_: Request, exc: Exception) -> JSONResponse:
 
 def _http(_: Request, exc: Exception) -> JSONResponse:
     assert isinstance(exc, StarletteHTTPException)
-    title = {404: "Not found", 405: "Method not allowed", 413: "Payload too large"}.get(
-        exc.status_code, "Error"
-    )
+    title = {
+        404: "Not found",
+        405: "Method not allowed",
+        408: "Request timeout",
+        413: "Payload too large",
+    }.get(exc.status_code, "Error")
     slug = title.lower().replace(" ", "-")
     problem = ProblemError(exc.status_code, slug, title, str(exc.detail)).problem
     return _answer(problem, getattr(exc, "headers", None))
@@ -193,19 +212,24 @@ RETRY_AFTER_HEADER = {
         "schema": {"type": "integer"},
     }
 }
-UNAVAILABLE = {
-    "model": Problem,
-    "content": {MEDIA_TYPE: {}},
-    "description": "The database is unavailable (`urn:ctxc:problem:database-unavailable`): "
-    "retry after `Retry-After` seconds.",
-    "headers": RETRY_AFTER_HEADER,
-}
 
 
-def responses(*statuses: int) -> dict[int | str, dict[str, Any]]:
-    """The `responses=` entry of a route that can answer these problems (and, as every route
-    that reads the database, 503)."""
+def problem_content() -> dict[str, Any]:
+    """An OpenAPI `content` entry: a problem (``app.api.openapi.document`` puts `Problem` in
+    the components)."""
+    return {MEDIA_TYPE: {"schema": {"$ref": "#/components/schemas/Problem"}}}
+
+
+def responses(*statuses: int, database: bool = True) -> dict[int | str, dict[str, Any]]:
+    """The `responses=` entry of a route that can answer these problems, and 503 with
+    Retry-After when it uses the ``database``."""
     answers: dict[int | str, dict[str, Any]] = {
-        s: {"model": Problem, "content": {MEDIA_TYPE: {}}} for s in statuses
+        s: {"description": HTTPStatus(s).phrase, "content": problem_content()} for s in statuses
     }
-    return answers | {503: UNAVAILABLE}
+    unavailable = {
+        "description": "The database is unavailable (`urn:ctxc:problem:database-unavailable`): "
+        "retry after `Retry-After` seconds.",
+        "content": problem_content(),
+        "headers": RETRY_AFTER_HEADER,
+    }
+    return answers | {503: unavailable} if database else answers

@@ -8,6 +8,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
+from app.api.timestamps import StorableTime
 from app.domain.formats.convert import Format
 from app.domain.providers import ProfileOverrides
 from app.domain.sessions import SECTION_PATTERN, SESSION_ID_PATTERN, PromptFragment
@@ -36,7 +37,9 @@ class SessionCreate(_Body):
     metadata: JSONObject = Field(default_factory=dict)
     system_prompt: list[PromptFragment] = Field(default_factory=list)
     response_format: JSONObject | None = None
-    provider: str | None = Field(None, description="Provider profile name (GET /v1/providers).")
+    provider: str | None = Field(
+        None, description="Provider profile or model (GET /v1/providers, GET /v1/models)."
+    )
     profile: ProfileOverrides | None = Field(
         None, description="The session's own profile: fields that replace its provider's."
     )
@@ -156,7 +159,9 @@ class TokenCount(_Body):
     format: Format = "openai"
     messages: list[Any] = Field(max_length=100_000)
     system: str | list[JSONObject] | None = None
-    provider: str | None = Field(None, description="Profile whose encoding counts.")
+    provider: str | None = Field(
+        None, description="Profile or model whose encoding counts (GET /v1/models)."
+    )
     encoding: Literal["o200k_base", "cl100k_base"] | None = Field(
         None, description="Overrides the profile's encoding."
     )
@@ -201,8 +206,8 @@ class ExportedSession(_Body):
     context_window: int | None = Field(None, ge=1, le=100_000_000)
     compiler: JSONObject | None = None
     compaction: JSONObject | None = None
-    created_at: datetime
-    updated_at: datetime
+    created_at: StorableTime
+    updated_at: StorableTime
 
     _fragments = field_validator("system_prompt")(_unique_fragment_names)
 
@@ -210,7 +215,7 @@ class ExportedSession(_Body):
 class ExportedMessage(_Body):
     seq: int = Field(ge=1, le=2**63 - 1)
     section: str = Field(pattern=SECTION_PATTERN)
-    created_at: datetime
+    created_at: StorableTime
     message: JSONObject = Field(description="The canonical message.")
 
 
@@ -231,7 +236,9 @@ class SessionExport(_Body):
 
 
 class _CompileOptions(_Body):
-    provider: str | None = Field(None, description="Provider profile (GET /v1/providers).")
+    provider: str | None = Field(
+        None, description="Provider profile or model (GET /v1/providers, GET /v1/models)."
+    )
     context_window: int | None = Field(None, ge=1, le=100_000_000)
     compiler: JSONObject | None = Field(
         None,
@@ -393,11 +400,14 @@ class CompileResult(BaseModel):
     )
     after_seq: int | None = Field(None, description="Delta mode: the cursor it starts after.")
     system: str | list[JSONObject] | None = Field(
-        description="Anthropic's system; null for OpenAI."
+        None,
+        description="Anthropic's `system`, present only when there is a system prompt (an "
+        "OpenAI answer carries it as its first message).",
     )
     messages: list[JSONObject]
     response_format: JSONObject | None = Field(
-        description="Native form: OpenAI `response_format`, Anthropic `output_format`."
+        description="Native form: the value of OpenAI's `response_format`, or of Anthropic's "
+        '`output_config` (`{"format": {"type": "json_schema", "schema": ...}}`).'
     )
     tokens: CompileTokens
     left_out: list[LeftOutRead]

@@ -119,13 +119,14 @@ def context_messages(fragments: Sequence[PromptFragment]) -> tuple[Message, ...]
 def native_response_format(
     response_format: JSONObject | None, output: str
 ) -> tuple[JSONObject | None, list[str]]:
-    """The response format as the provider takes it (OpenAI `response_format`, Anthropic
-    `output_format`); stored in OpenAI's form."""
+    """The response format as the provider takes it: OpenAI's `response_format`, Anthropic's
+    `output_config` (structured outputs: `{"format": {"type": "json_schema", "schema": ...}}`);
+    stored in OpenAI's form."""
     if response_format is None or output == "openai":
         return response_format, []
     schema = response_format.get("json_schema", {})
     if response_format.get("type") == "json_schema" and isinstance(schema, dict):
-        return {"type": "json_schema", "schema": schema.get("schema", {})}, []
+        return {"format": {"type": "json_schema", "schema": schema.get("schema", {})}}, []
     kind = response_format.get("type")
     return None, [f"response_format {kind!r} has no Anthropic equivalent; it is not sent"]
 

@@ -27,8 +27,15 @@ class FormatError(DomainError):
 class UnknownName(DomainError):
     """A name (provider profile, encoding, compiler) that is not registered."""
 
-    def __init__(self, kind: str, name: str, available: Sequence[str], field: str) -> None:
-        super().__init__(f"unknown {kind} {name!r}; available: {', '.join(available)}")
+    def __init__(
+        self,
+        kind: str,
+        name: str,
+        available: Sequence[str],
+        field: str,
+        detail: str | None = None,
+    ) -> None:
+        super().__init__(detail or f"unknown {kind} {name!r}; available: {', '.join(available)}")
         self.kind = kind
         self.name = name
         self.available = tuple(available)
@@ -41,6 +48,11 @@ class InvalidInput(DomainError):
     def __init__(self, problems: Sequence[tuple[Sequence[str | int], str]]) -> None:
         super().__init__("; ".join(message for _, message in problems))
         self.problems: tuple[tuple[Path, str], ...] = tuple((tuple(p), m) for p, m in problems)
+
+
+class InvalidParams(InvalidInput):
+    """A component's params refused while it compiles (on this input), located under the
+    component's params by the registry that built it."""
 
 
 class NotFound(DomainError):

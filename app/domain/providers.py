@@ -8,7 +8,6 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from app.domain.errors import UnknownName
 from app.domain.messages import Message, TextPart
 
 DEFAULT_CONTEXT_WINDOW = 200_000
@@ -177,11 +176,3 @@ def with_overrides(
     changes = ProfileOverrides.model_validate(overrides).model_dump(exclude_none=True)
     exact = profile.exact and changes.get("encoding", profile.encoding) == profile.encoding
     return replace(profile, exact=exact, **changes)
-
-
-def get_profile(name: str, field: str = "provider") -> ProviderProfile:
-    """The built-in profile called ``name``."""
-    try:
-        return PROFILES[name]
-    except KeyError:
-        raise UnknownName("provider profile", name, sorted(PROFILES), field) from None

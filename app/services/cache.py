@@ -37,11 +37,21 @@ class Lru(Generic[K, V]):
         self.max_bytes = max_bytes
         self._entries: LRUCache[K, tuple[V, int]] = LRUCache(max_bytes, getsizeof=_size)
         self._lock = threading.Lock()
+        self._hits = self._misses = 0
 
     def get(self, key: K) -> V | None:
         with self._lock:
             found = self._entries.get(key)
-        return None if found is None else found[0]
+            if found is None:
+                self._misses += 1
+                return None
+            self._hits += 1
+        return found[0]
+
+    def stats(self) -> tuple[int, int, int, int]:
+        """Hits and misses so far, bytes and entries held (for the metrics)."""
+        with self._lock:
+            return self._hits, self._misses, int(self._entries.currsize), len(self._entries)
 
     def put(self, key: K, value: V, size: int) -> None:
         """Keep ``value`` (unless it alone is over the bound), evicting the least recent."""
@@ -68,16 +78,20 @@ def canonical_json(value: Any) -> bytes:
 class MessageCache:
     """Parse-and-count with memory: the same posted message is never parsed or counted twice.
 
-    Keyed by the sha256 of the message's canonical JSON, shared by every tenant (a parsed message
-    depends on nothing else); bounded by the bytes of that JSON.
+    Keyed by the sha256 of the tenant and the message's canonical JSON: a parsed message depends
+    on nothing else, but a hit answers faster, so one tenant must never hit what another sent
+    (that would tell it what the other sent). Bounded by the bytes of that JSON.
     """
 
     def __init__(self, counter: TokenCounter, max_bytes: int) -> None:
         self.counter = counter
-        self._entries: Lru[bytes, Entry] = Lru(max_bytes)
+        self.entries: Lru[bytes, Entry] = Lru(max_bytes)
 
-    def parse(self, fmt: Format, raw: Sequence[Any], system: Any = None) -> list[Entry]:
-        """Every message of ``raw`` (Anthropic's ``system`` first), parsed and counted.
+    def parse(
+        self, tenant: str, fmt: Format, raw: Sequence[Any], system: Any = None
+    ) -> list[Entry]:
+        """Every message of ``raw`` (Anthropic's ``system`` first), parsed and counted, with what
+        ``tenant`` sent before.
 
         Problems name the message index, as ``parse_messages`` does, for all bad messages.
         """
@@ -85,23 +99,24 @@ class MessageCache:
         system_messages = parse_messages(fmt, [], system) if system is not None else []
         out = [(m, self.counter.count_all(m)) for m in system_messages]
         problems: list[tuple[Path, str]] = []
+        scope = hashlib.sha256(tenant.encode()).digest()
         for i, item in enumerate(raw):
             try:
-                out.append(self._one(fmt, item, (i,)))
+                out.append(self._one(scope, fmt, item, (i,)))
             except InvalidInput as exc:
                 problems += exc.problems
         if problems:
             raise InvalidInput(problems)
         return out
 
-    def _one(self, fmt: Format, raw: Any, where: Path) -> Entry:
+    def _one(self, scope: bytes, fmt: Format, raw: Any, where: Path) -> Entry:
         text = canonical_json([fmt, raw])
-        key = hashlib.sha256(text).digest()
-        found = self._entries.get(key)
+        key = hashlib.sha256(scope + text).digest()
+        found = self.entries.get(key)
         if found is not None:
             return found
         entry = self._parse(fmt, raw, where)
-        self._entries.put(key, entry, len(text))
+        self.entries.put(key, entry, len(text))
         return entry
 
     def _parse(self, fmt: Format, raw: Any, where: Path) -> Entry:

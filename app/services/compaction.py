@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import uuid
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import UTC, datetime
 from typing import Any
 
@@ -33,9 +33,11 @@ from app.domain.compilers.base import Item
 from app.domain.compilers.spec import located
 from app.domain.errors import Conflict, InvalidInput, NotFound
 from app.domain.messages import SUMMARY_SECTION, Message, TextPart
+from app.domain.models import Catalog
 from app.domain.providers import ProviderProfile
 from app.domain.sessions import SessionPk, TenantId
-from app.domain.tokens import TokenCounter
+from app.domain.summaries.budget import cut_to_budget
+from app.domain.tokens import Encoder, TokenCounter, count_message
 from app.services import events
 from app.services.messages import NewMessage, message_rows, stored_message
 from app.services.sessions import require_session, session_profile
@@ -116,10 +118,8 @@ async def apply_plan(
     pk = SessionPk(session.pk)
     seqs = [i.seq for i in plan.taken]
     cid = str(uuid.uuid4())
-    message = Message(
-        role="user", content=(TextPart(text=SUMMARY_HEADER + summary.text),),
-        metadata={"compaction_id": cid, "summarized_seqs": [seqs[0], seqs[-1]]},
-    )  # fmt: skip
+    metadata = {"compaction_id": cid, "summarized_seqs": [seqs[0], seqs[-1]]}
+    message = summary_message(summary.text).model_copy(update={"metadata": metadata})
     counts = counter.count_all(message)
     summary_tokens = counts[where.encoding]
     if summary_tokens >= plan.tokens_taken:
@@ -155,16 +155,37 @@ async def apply_plan(
     return Done(record, before, len(plan.left) + 1)
 
 
+def summary_message(text: str) -> Message:
+    """The summary as the message a compaction stores (without its metadata)."""
+    return Message(role="user", content=(TextPart(text=SUMMARY_HEADER + text),))
+
+
+async def within_budget(summarizer: Summarizer, plan: Plan, encoder: Encoder) -> Summary:
+    """The summary of ``plan`` as a message of at most ``plan.summary_tokens`` tokens: the
+    summariser is asked for that less the header's tokens, and whatever it wrote is cut to fit."""
+    header = count_message(summary_message(""), encoder)
+    asked = max(1, plan.summary_tokens - header)
+    summary = await summarizer.summarize([i.message for i in plan.taken], plan.reason, asked)
+
+    def count(text: str) -> int:
+        return count_message(summary_message(text), encoder)
+
+    cut = await anyio.to_thread.run_sync(cut_to_budget, summary.text, plan.summary_tokens, count)
+    return summary if cut is None else replace(summary, text=cut, cut=True)
+
+
 def now() -> datetime:
     """The clock at the moment of writing: compactions of one request stay in order."""
     return datetime.now(UTC)
 
 
 def _written_by(summary: Summary) -> str:
-    """The backend that wrote the summary, and why it fell back when it did."""
+    """The backend that wrote the summary, why it fell back when it did, and whether it was cut
+    to its budget."""
+    cut = " (cut to its budget)" if summary.cut else ""
     if summary.fallback_reason is None:
-        return summary.backend
-    return f"{summary.backend} (fallback: {summary.fallback_reason})"[:128]
+        return summary.backend + cut
+    return f"{summary.backend}{cut} (fallback: {summary.fallback_reason})"[:128]
 
 
 async def compactions(db: AsyncSession, tenant: TenantId, session_id: str) -> list[CompactionRow]:
@@ -231,9 +252,15 @@ class Compactor:
     ``context_compaction_end`` for request-boundary compaction, ``compaction`` for the others."""
 
     def __init__(
-        self, db: AsyncSession, counter: TokenCounter, summarizer: Summarizer, now: datetime
+        self,
+        db: AsyncSession,
+        counter: TokenCounter,
+        summarizer: Summarizer,
+        now: datetime,
+        catalog: Catalog,
     ) -> None:
         self.db, self.counter, self.summarizer, self.now = db, counter, summarizer, now
+        self.catalog = catalog
 
     async def run(self, session: SessionRow, plan: Plan, where: Where) -> Done:
         """Summarise and persist ``plan``, announced; commits. ``NotCompacted`` when it wrote
@@ -248,7 +275,7 @@ class Compactor:
             data = {**before, "budget_used_pct": where.pct(plan.tokens_before)}
             await events.emit(self.db, pk, events.COMPACTION_START, data, self.now)
         await self.db.commit()  # no transaction (nor connection) is held while it summarises
-        summary = await self.summarizer.summarize([i.message for i in plan.taken], plan.reason)
+        summary = await within_budget(self.summarizer, plan, self.counter.encoder(where.encoding))
         try:
             done = await apply_plan(self.db, self.counter, session, plan, summary, where)
         except NotCompacted as err:
@@ -323,7 +350,7 @@ async def compact_now(
     ``override`` over it, still chooses what is kept)."""
     db = compactor.db
     session = await require_session(db, tenant, session_id)
-    profile = session_profile(session)
+    profile = session_profile(session, compactor.catalog)
     policy = policy_of(session.compaction_policy, override, "policy") or CompactionPolicy()
     rows = await queries.all_messages(db, SessionPk(session.pk))
     items = stored_items(rows, profile.encoding)

@@ -26,7 +26,8 @@ from app.domain.compiling import (
 from app.domain.errors import FormatError, InvalidInput
 from app.domain.formats.convert import Format
 from app.domain.messages import DEFAULT_SECTION, Message
-from app.domain.providers import ProviderProfile, get_profile
+from app.domain.models import Catalog
+from app.domain.providers import ProviderProfile
 from app.domain.sessions import PromptFragment, SessionPk, TenantId
 from app.domain.tokens import Encoder, count_message
 from app.services.cache import Entry, MessageCache
@@ -42,6 +43,7 @@ DEFAULT_COMPILE_SPEC = CompilerSpec(decorators=(Component(name="token_limit"),))
 # millisecond, and a worker thread round trip costs a good part of that.
 LIGHT_MESSAGES = 64
 LIGHT_TOKENS = 16_384
+SCANNING = frozenset({"redact"})
 
 
 @dataclass(frozen=True)
@@ -89,11 +91,11 @@ def _tools_tokens(tools: list[dict[str, Any]] | None, encoder: Encoder) -> int:
 
 
 def _parse(
-    cache: MessageCache, fmt: Format, raw: list[Any], system: Any, field: str
+    cache: MessageCache, tenant: str, fmt: Format, raw: list[Any], system: Any, field: str
 ) -> list[Entry]:
     """Parsed and counted messages; problems are located under ``field`` (or ``system``)."""
     try:
-        return cache.parse(fmt, raw, system)
+        return cache.parse(tenant, fmt, raw, system)
     except FormatError as exc:
         raise InvalidInput([(exc.path, exc.message)]) from None
     except InvalidInput as exc:
@@ -105,7 +107,8 @@ def _parse(
 def _snapshot(
     items: tuple[Item, ...], cache: MessageCache, encoder: Encoder, options: Options, **context: Any
 ) -> Snapshot:
-    parsed = _parse(cache, options.ephemeral_format, options.ephemeral, None, "ephemeral")
+    tenant = context["tenant"]
+    parsed = _parse(cache, tenant, options.ephemeral_format, options.ephemeral, None, "ephemeral")
     ephemeral = tuple(m for m, _ in parsed)
     return Snapshot(
         items=items, count=lambda m: count_message(m, encoder), ephemeral=ephemeral,
@@ -122,16 +125,17 @@ def compile_posted(
     options: Options,
     tenant: str,
     default_provider: str,
+    catalog: Catalog,
     now: datetime,
 ) -> Compilation:
     """Compile a posted history; nothing is stored (CPU work: run it off the event loop)."""
-    profile = get_profile(options.provider or default_provider)
+    profile = catalog.resolve(options.provider or default_provider)
     encoder = cache.counter.encoder(profile.encoding)
     spec = _spec(options.compiler, None)
     compiler = build(spec, registry)
     items = tuple(
         Item(i + 1, DEFAULT_SECTION, message, counts[profile.encoding])
-        for i, (message, counts) in enumerate(_parse(cache, fmt, raw, system, "messages"))
+        for i, (message, counts) in enumerate(_parse(cache, tenant, fmt, raw, system, "messages"))
     )
     snapshot = _snapshot(items, cache, encoder, options, tenant=tenant, now=now,
                          metadata=options.metadata)  # fmt: skip
@@ -151,6 +155,7 @@ async def compile_session(
     session_id: str,
     options: Options,
     now: datetime,
+    catalog: Catalog,
     compactor: Compactor | None = None,
 ) -> Compilation:
     """Compile the stored session and record the compile (for the cursor), after the
@@ -163,7 +168,7 @@ async def compile_session(
     await autocommit(db)  # reads, then one INSERT
     row, tenant_name = await require_session_and_tenant_name(db, tenant, session_id)
     pk = SessionPk(row.pk)
-    profile = session_profile(row, options.provider)
+    profile = session_profile(row, catalog, options.provider)
     compacted: list[Done] = []
     if compactor is not None and (row.compaction_policy or options.compaction):
         await db.commit()  # compactions need transactions of their own: out of autocommit
@@ -177,7 +182,8 @@ async def compile_session(
         # Read again: a compaction may have ended the provider session.
         row, tenant_name = await require_session_and_tenant_name(db, tenant, session_id)
     encoder = cache.counter.encoder(profile.encoding)
-    compiler = build(_spec(options.compiler, row.compiler), registry)
+    spec = _spec(options.compiler, row.compiler)
+    compiler = build(spec, registry)
     stored = tuple(PromptFragment.model_validate(f) for f in row.system_prompt)
     fragments = with_request_fragments(stored, options.fragments)
     cursor = row.cursor_seq if profile.session_resumption and row.provider_session_id else None
@@ -205,7 +211,8 @@ async def compile_session(
                              metadata=row.meta, session_id=row.id)  # fmt: skip
         return compile_request(snapshot, compiler, target)
 
-    output = work() if _light(rows, target, options) else await anyio.to_thread.run_sync(work)
+    light = _light(rows, target, options) and not _scans(spec)
+    output = work() if light else await anyio.to_thread.run_sync(work)
     output = replace(output, warnings=[*notes, *output.warnings])
     mode: Mode = "full" if cursor is None else "delta"
     compile_id = str(uuid.uuid4())
@@ -229,6 +236,12 @@ def _light(rows: Sequence[Row[Any]], target: Target, options: Options) -> bool:
     texts = [f.text for f in target.fragments] + [m.text for m in target.context]
     tokens = sum(r.tokens for r in rows) + sum(len(t) for t in texts) // 4  # ~4 chars a token
     return len(rows) <= LIGHT_MESSAGES and tokens <= LIGHT_TOKENS and not options.ephemeral
+
+
+def _scans(spec: CompilerSpec) -> bool:
+    """Whether the compile runs patterns over every text (``redact``): up to a budget per byte
+    and pattern, more than a light compile may spend on the event loop."""
+    return any(part.name in SCANNING for part in spec.decorators)
 
 
 def _item(row: Row[Any]) -> Item:

@@ -16,10 +16,10 @@ from sqlalchemy.ext.asyncio import AsyncSession
 from app.domain.errors import Conflict, NotFound
 from app.domain.formats.convert import Format, parse_messages
 from app.domain.messages import Message, ToolCallPart, ToolResultPart
-from app.domain.providers import get_profile
+from app.domain.models import Catalog
 from app.domain.sessions import SessionPk, TenantId
 from app.domain.tokens import TokenCounter
-from app.services.sessions import require_session
+from app.services.sessions import require_session, session_profile
 from app.storage import queries
 from app.storage.models import IdempotencyKeyRow, MessageRow, ToolPartRow
 
@@ -84,6 +84,7 @@ async def append_messages(
     batch: Batch,
     idempotency: Idempotency | None,
     now: datetime,
+    catalog: Catalog,
 ) -> Appended:
     """Store a batch with consecutive seqs in one transaction.
 
@@ -101,7 +102,7 @@ async def append_messages(
     if last is None:
         raise NotFound("session", session_id)
     first = last - len(messages) + 1
-    encoding = get_profile(row.provider).encoding
+    encoding = session_profile(row, catalog).encoding
     new = [
         NewMessage(first + i, batch.section, m, c, now)
         for i, (m, c) in enumerate(zip(messages, counts, strict=True))
@@ -222,9 +223,10 @@ async def read_messages(
     after_seq: int,
     limit: int,
     section: str | None,
+    catalog: Catalog,
 ) -> list[StoredMessage]:
     """A page of messages in seq order."""
     row = await require_session(db, tenant, session_id)
-    encoding = get_profile(row.provider).encoding
+    encoding = session_profile(row, catalog).encoding
     rows = await queries.message_page(db, SessionPk(row.pk), after_seq, limit, section)
     return [stored_message(r, encoding) for r in rows]

@@ -68,7 +68,7 @@ async def compact_payloads_now(
     compiler = _compiler(steps)
     session = await require_session(db, tenant, session_id)
     pk = SessionPk(session.pk)
-    profile = session_profile(session)
+    profile = session_profile(session, compactor.catalog)
     encoder = compactor.counter.encoder(profile.encoding)
     if not await queries.lock_session(db, pk):
         raise NotFound("session", session_id)

@@ -12,8 +12,9 @@ from sqlalchemy.exc import IntegrityError
 from sqlalchemy.ext.asyncio import AsyncSession
 from sqlalchemy.orm.exc import StaleDataError
 
-from app.domain.errors import Conflict, NotFound
-from app.domain.providers import ProviderProfile, get_profile, with_overrides
+from app.domain.errors import Conflict, NotFound, UnknownName
+from app.domain.models import Catalog
+from app.domain.providers import ProviderProfile, with_overrides
 from app.domain.sessions import SESSION_ID_RE, SessionPk, TenantId
 from app.storage import compiles, queries
 from app.storage.models import SessionRow
@@ -28,9 +29,26 @@ class SessionView:
     tokens: int  # in the encoding of the session's provider
 
 
-def session_profile(row: SessionRow, provider: str | None = None) -> ProviderProfile:
+def session_profile(
+    row: SessionRow, catalog: Catalog, provider: str | None = None
+) -> ProviderProfile:
     """The profile a session compiles for: ``provider`` or its own, with its overrides."""
-    return with_overrides(get_profile(provider or row.provider), row.profile)
+    if provider is not None:
+        return with_overrides(catalog.resolve(provider), row.profile)
+    return with_overrides(stored_profile(catalog, row.provider, row.id), row.profile)
+
+
+def stored_profile(catalog: Catalog, provider: str, session_id: str) -> ProviderProfile:
+    """A stored session's provider; one no longer declared (``CTXC_MODELS`` changed) is a
+    Conflict saying how to mend it, not a fault of the request."""
+    try:
+        return catalog.resolve(provider)
+    except UnknownName:
+        raise Conflict(
+            f"session {session_id!r} has provider {provider!r}, which is no longer a provider "
+            "profile or a known model: declare it again in CTXC_MODELS, or PATCH the session's "
+            "provider"
+        ) from None
 
 
 async def require_session(db: AsyncSession, tenant: TenantId, session_id: str) -> SessionRow:
@@ -55,18 +73,20 @@ async def require_session_and_tenant_name(
     return found
 
 
-async def views(db: AsyncSession, rows: Sequence[SessionRow]) -> list[SessionView]:
+async def views(
+    db: AsyncSession, rows: Sequence[SessionRow], catalog: Catalog
+) -> list[SessionView]:
     """The rows with their message figures, in one query."""
     stats = await queries.message_stats(db, [SessionPk(row.pk) for row in rows])
     out = []
     for row in rows:
         count, tokens = stats[SessionPk(row.pk)]
-        out.append(SessionView(row, count, tokens[session_profile(row).encoding]))
+        out.append(SessionView(row, count, tokens[session_profile(row, catalog).encoding]))
     return out
 
 
-async def view(db: AsyncSession, row: SessionRow) -> SessionView:
-    return (await views(db, [row]))[0]
+async def view(db: AsyncSession, row: SessionRow, catalog: Catalog) -> SessionView:
+    return (await views(db, [row], catalog))[0]
 
 
 async def create_session(
@@ -75,10 +95,11 @@ async def create_session(
     session_id: str | None,
     fields: dict[str, Any],
     now: datetime,
+    catalog: Catalog,
 ) -> SessionView:
     """Create a session with the caller's id, or a generated one."""
     row = await add_session(
-        db, tenant, session_id or f"ses_{uuid.uuid4().hex}", fields, now, now, last_seq=0
+        db, tenant, session_id or f"ses_{uuid.uuid4().hex}", fields, now, now, 0, catalog
     )
     await db.commit()
     return SessionView(row, 0, 0)
@@ -92,9 +113,10 @@ async def add_session(
     created_at: datetime,
     updated_at: datetime,
     last_seq: int,
+    catalog: Catalog,
 ) -> SessionRow:
     """Insert a session row from its API fields (the caller commits); a taken id is a Conflict."""
-    get_profile(fields["provider"])
+    catalog.resolve(fields["provider"])
     row = SessionRow(
         pk=str(uuid.uuid4()), tenant_id=tenant, id=session_id, last_seq=last_seq,
         created_at=created_at, updated_at=updated_at, **_columns(fields),
@@ -109,13 +131,20 @@ async def add_session(
 
 
 async def update_session(
-    db: AsyncSession, tenant: TenantId, session_id: str, changes: dict[str, Any], now: datetime
+    db: AsyncSession,
+    tenant: TenantId,
+    session_id: str,
+    changes: dict[str, Any],
+    now: datetime,
+    catalog: Catalog,
 ) -> SessionView:
     """Apply the given fields; a new resume key, provider or profile ends the provider session
     (cursor reset)."""
     row = await require_session(db, tenant, session_id)
     if "provider" in changes:
-        get_profile(changes["provider"])
+        catalog.resolve(changes["provider"])
+    else:  # nothing is changed on a session whose provider is no longer known
+        stored_profile(catalog, row.provider, row.id)
     ends = ("resume_key", "provider", "profile")
     if any(name in changes and changes[name] != getattr(row, name) for name in ends):
         row.cursor_seq = None
@@ -124,7 +153,7 @@ async def update_session(
         setattr(row, column, value)
     row.updated_at = now
     await _commit_unless_gone(db, session_id)
-    return await view(db, row)
+    return await view(db, row, catalog)
 
 
 async def delete_session(db: AsyncSession, tenant: TenantId, session_id: str) -> None:
@@ -137,9 +166,9 @@ async def delete_session(db: AsyncSession, tenant: TenantId, session_id: str) ->
 
 
 async def list_sessions(
-    db: AsyncSession, tenant: TenantId, after_id: str | None, limit: int
+    db: AsyncSession, tenant: TenantId, after_id: str | None, limit: int, catalog: Catalog
 ) -> list[SessionView]:
-    return await views(db, await queries.session_rows(db, tenant, after_id, limit))
+    return await views(db, await queries.session_rows(db, tenant, after_id, limit), catalog)
 
 
 async def _commit_unless_gone(db: AsyncSession, session_id: str) -> None:

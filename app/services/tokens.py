@@ -7,7 +7,8 @@ from dataclasses import dataclass
 from typing import Any
 
 from app.domain.formats.convert import Format, parse_messages
-from app.domain.providers import estimate_note, get_profile
+from app.domain.models import Catalog
+from app.domain.providers import estimate_note
 from app.domain.tokens import REPLY_PRIMING, TokenCounter, count_messages, request_total
 
 
@@ -31,9 +32,10 @@ def count_request(
     provider: str,
     encoding: str | None,
     tools: list[dict[str, Any]] | None,
+    catalog: Catalog,
 ) -> RequestCount:
     """Per-message and total tokens of a request for a provider (or an explicit encoding)."""
-    profile = get_profile(provider)
+    profile = catalog.resolve(provider)
     enc = counter.encoder(encoding or profile.encoding)
     messages = parse_messages(fmt, raw_messages, system)
     per_message = count_messages(messages, enc)

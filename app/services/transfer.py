@@ -11,6 +11,7 @@ from sqlalchemy.ext.asyncio import AsyncSession
 from app.domain.errors import InvalidInput
 from app.domain.formats.convert import canonical_messages
 from app.domain.limits import message_problems
+from app.domain.models import Catalog
 from app.domain.sessions import SessionPk, TenantId
 from app.domain.tokens import TokenCounter
 from app.services.messages import NewMessage, message_rows, stored_message
@@ -37,10 +38,12 @@ class Imported:
     messages: list[dict[str, Any]]
 
 
-async def export_session(db: AsyncSession, tenant: TenantId, session_id: str) -> dict[str, Any]:
+async def export_session(
+    db: AsyncSession, tenant: TenantId, session_id: str, catalog: Catalog
+) -> dict[str, Any]:
     """The session's fields and every stored message, canonical, with seq, section and time."""
     row = await require_session(db, tenant, session_id)
-    encoding = session_profile(row).encoding
+    encoding = session_profile(row, catalog).encoding
     messages: list[dict[str, Any]] = []
     after = 0
     while page := await queries.message_page(db, SessionPk(row.pk), after, EXPORT_PAGE, None):
@@ -81,7 +84,11 @@ def _prepare(counter: TokenCounter, document: Imported) -> list[NewMessage]:
 
 
 async def import_session(
-    db: AsyncSession, counter: TokenCounter, tenant: TenantId, document: Imported
+    db: AsyncSession,
+    counter: TokenCounter,
+    tenant: TenantId,
+    document: Imported,
+    catalog: Catalog,
 ) -> SessionView:
     """Recreate an exported session under this tenant, seqs and times as they were."""
     fields = document.session
@@ -89,8 +96,8 @@ async def import_session(
     columns = {k: v for k, v in fields.items() if k not in ("id", "created_at", "updated_at")}
     row = await add_session(
         db, tenant, fields["id"], columns, fields["created_at"], fields["updated_at"],
-        last_seq=new[-1].seq if new else 0,
+        new[-1].seq if new else 0, catalog,
     )  # fmt: skip
     db.add_all(message_rows(SessionPk(row.pk), new))
     await db.commit()
-    return await view(db, row)
+    return await view(db, row, catalog)

@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-from datetime import UTC, datetime
-from typing import Any
+from datetime import UTC, datetime, timedelta, timezone
+from typing import Any, overload
 
 from sqlalchemy import (
     JSON,
@@ -45,12 +45,47 @@ class UTCDateTime(TypeDecorator[datetime]):
     def process_bind_param(self, value: datetime | None, dialect: Dialect) -> datetime | None:
         if value is not None and value.tzinfo is None:
             raise ValueError("naive datetime")
-        return value
+        # SQLite keeps the wall-clock time and drops the offset: store the instant in UTC.
+        return None if value is None else value.astimezone(UTC)
 
     def process_result_value(self, value: datetime | None, dialect: Dialect) -> datetime | None:
         if value is not None and value.tzinfo is None:
             return value.replace(tzinfo=UTC)
         return value
+
+
+def utc_offset(at: datetime) -> int:
+    """Seconds east of UTC of an aware datetime."""
+    offset = at.utcoffset()
+    if offset is None:
+        raise ValueError("naive datetime")
+    return int(offset.total_seconds())
+
+
+def at_offset(utc: datetime, seconds: int) -> datetime:
+    """The instant ``utc`` shown at the UTC offset it was given with."""
+    return utc.astimezone(timezone(timedelta(seconds=seconds))) if seconds else utc
+
+
+class LocalTime:
+    """A time attribute kept in two columns: its UTC instant and the offset it was given with,
+    so it reads back as it was written, on both databases."""
+
+    def __init__(self, utc: str, offset: str) -> None:
+        self.utc, self.offset = utc, offset
+
+    @overload
+    def __get__(self, row: None, owner: type) -> LocalTime: ...
+    @overload
+    def __get__(self, row: object, owner: type) -> datetime: ...
+    def __get__(self, row: object, owner: type) -> datetime | LocalTime:
+        if row is None:  # on the class: the descriptor (the ORM's constructor looks for it)
+            return self
+        return at_offset(getattr(row, self.utc), getattr(row, self.offset))
+
+    def __set__(self, row: object, value: datetime) -> None:
+        setattr(row, self.utc, value)
+        setattr(row, self.offset, utc_offset(value))
 
 
 def _session_fk() -> Mapped[str]:
@@ -108,8 +143,14 @@ class SessionRow(Base):
     last_seq: Mapped[int] = mapped_column(BigInteger, default=0)
     cursor_seq: Mapped[int | None] = mapped_column(BigInteger)
     provider_session_id: Mapped[str | None] = mapped_column(String(256))
-    created_at: Mapped[datetime] = mapped_column(UTCDateTime())
-    updated_at: Mapped[datetime] = mapped_column(UTCDateTime())
+    # Times are stored as UTC instants with the offset they came with (an import keeps both).
+    created_utc: Mapped[datetime] = mapped_column("created_at", UTCDateTime())
+    created_offset: Mapped[int] = mapped_column(Integer, default=0, server_default="0")
+    updated_utc: Mapped[datetime] = mapped_column("updated_at", UTCDateTime())
+    updated_offset: Mapped[int] = mapped_column(Integer, default=0, server_default="0")
+
+    created_at = LocalTime("created_utc", "created_offset")
+    updated_at = LocalTime("updated_utc", "updated_offset")
 
 
 class MessageRow(Base):
@@ -125,7 +166,10 @@ class MessageRow(Base):
     meta: Mapped[dict[str, Any]] = mapped_column("metadata", Json)
     tokens_o200k: Mapped[int] = mapped_column(Integer)
     tokens_cl100k: Mapped[int] = mapped_column(Integer)
-    created_at: Mapped[datetime] = mapped_column(UTCDateTime())
+    created_utc: Mapped[datetime] = mapped_column("created_at", UTCDateTime())
+    created_offset: Mapped[int] = mapped_column(Integer, default=0, server_default="0")
+
+    created_at = LocalTime("created_utc", "created_offset")
 
     def tokens(self, encoding: str) -> int:
         """The stored count in ``encoding``."""

@@ -17,6 +17,7 @@ from app.adapters.summarizers.extractive import Extractive
 from app.adapters.tokenizers import load_counter
 from app.domain.compilers.registry import BUILTINS
 from app.domain.messages import Message
+from app.domain.models import BUILTIN_CATALOG
 from app.domain.summaries import Reason
 from app.services import compiling
 from app.services.cache import MessageCache
@@ -353,7 +354,9 @@ class HeldSummarizer:
         self.waiting = asyncio.Event()
         self.release = asyncio.Event()
 
-    async def summarize(self, messages: Sequence[Message], reason: Reason) -> Summary:
+    async def summarize(
+        self, messages: Sequence[Message], reason: Reason, max_tokens: int | None = None
+    ) -> Summary:
         self.waiting.set()
         await self.release.wait()
         return Summary(f"{len(messages)} messages about src/pkg", "held")
@@ -378,13 +381,13 @@ def test_a_compile_that_loses_a_compaction_race_still_compiles(
                     tenant = await authenticate(keys_db, api.key_a)
                 assert tenant is not None
                 now = datetime.now(UTC)
-                slow = Compactor(slow_db, counter, held, now)
+                slow = Compactor(slow_db, counter, held, now, BUILTIN_CATALOG)
                 compile_task = asyncio.create_task(compiling.compile_session(
                     slow_db, MessageCache(counter, 1 << 20), BUILTINS, tenant, sid,
-                    compiling.Options(), now, slow))  # fmt: skip
+                    compiling.Options(), now, BUILTIN_CATALOG, slow))  # fmt: skip
                 await held.waiting.wait()  # the compile's compaction is summarising...
                 extractive = Extractive(counter.encoder("o200k_base").count, 2_000)
-                fast = Compactor(fast_db, counter, extractive, now)
+                fast = Compactor(fast_db, counter, extractive, now, BUILTIN_CATALOG)
                 done = await compact_now(fast, tenant, sid, "session", None)  # ... this wins
                 held.release.set()
                 compiled = await compile_task

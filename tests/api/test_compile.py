@@ -14,7 +14,7 @@ import pytest
 
 from app.domain.validity import anthropic_problems, openai_problems
 from tests.api.test_messages import openai_history
-from tests.conftest import Api, new_session, row_counts
+from tests.conftest import Api, new_session, row_counts, scrape
 
 TRANSCRIPTS = Path(__file__).resolve().parents[3] / "shared" / "transcripts"
 
@@ -24,7 +24,7 @@ def valid(answer: dict[str, Any]) -> dict[str, Any]:
     if answer["format"] == "openai":
         assert openai_problems(answer["messages"]) == []
     else:
-        assert anthropic_problems(answer["system"], answer["messages"]) == []
+        assert anthropic_problems(answer.get("system"), answer["messages"]) == []
     return answer
 
 
@@ -42,7 +42,7 @@ def test_stateless_compile_returns_the_history_and_stores_nothing(
     answer = compile_posted(client, messages=history, provider="gpt-4o")
     assert row_counts(api.database_url) == before
     assert answer["messages"] == history
-    assert answer["format"] == "openai" and answer["system"] is None and answer["compile_id"]
+    assert answer["format"] == "openai" and "system" not in answer and answer["compile_id"]
     tokens = answer["tokens"]
     assert tokens["encoding"] == "o200k_base" and tokens["context_window"] == 128_000
     assert tokens["total"] == sum(tokens["sections"].values()) + 3
@@ -212,7 +212,7 @@ def test_session_compile_for_anthropic_uses_the_native_response_format(
     )
     client.post(f"/v1/sessions/{sid}/messages", json={"messages": openai_history(6)})
     answer = valid(client.post(f"/v1/sessions/{sid}/compile", json={}).json())
-    assert answer["response_format"] == {"type": "json_schema", "schema": schema}
+    assert answer["response_format"] == {"format": {"type": "json_schema", "schema": schema}}
 
 
 def test_selected_sections_in_the_given_order(client: httpx.Client) -> None:
@@ -253,7 +253,7 @@ def test_an_empty_history_has_nothing_to_send(client: httpx.Client) -> None:
 
 def remembered(client: httpx.Client) -> float:
     """How many stateless compiles were answered from memory (the service's metric)."""
-    text = client.get("/metrics").text
+    text = scrape(client).text
     line = 'ctxc_stateless_compiles_total{answer="remembered"} '
     found = [row for row in text.splitlines() if row.startswith(line)]
     return float(found[0].removeprefix(line)) if found else 0.0
@@ -365,13 +365,28 @@ def test_real_transcripts_under_budget_keep_their_system_prompt_and_task(
                 continue
             assert response.status_code == 200, (path.name, share, response.text[:300])
             answer = valid(response.json())
-            sent = json.dumps([answer["system"], answer["messages"]])
+            sent = json.dumps([answer.get("system"), answer["messages"]])
             if system:
                 first = answer["messages"][0]
-                assert answer["system"] if provider == "anthropic" else first["role"] == "system"
+                anthropic = provider == "anthropic"
+                assert answer.get("system") if anthropic else first["role"] == "system"
                 probe = system if isinstance(system, str) else system[0]["text"]
                 assert json.dumps(probe[:200])[1:-1] in sent, (path.name, share)
             if task and not any("opening task" in w for w in answer["warnings"]):
                 assert json.dumps(task[:200])[1:-1] in sent, (path.name, share)
             kept += 1
     assert kept > refused
+
+
+@pytest.mark.parametrize("provider", ["gpt-4o", "anthropic"])
+def test_a_blank_message_is_left_out_of_either_shape_and_says_so(
+    client: httpx.Client, provider: str
+) -> None:
+    history = [{"role": "user", "content": "hi"}, {"role": "assistant", "content": " \n"},
+               {"role": "user", "content": "still there?"}]  # fmt: skip
+    answer = compile_posted(client, messages=history, provider=provider)
+    assert [m["content"] for m in answer["messages"]] in (
+        [history[0]["content"], history[2]["content"]],
+        [[{"type": "text", "text": "hi"}, {"type": "text", "text": "still there?"}]],
+    )
+    assert {"reason": "invalid", "count": 1, "seq_ranges": [[2, 2]]} in answer["left_out"]

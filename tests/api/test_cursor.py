@@ -57,7 +57,7 @@ def compile_(
     if answer["format"] == "openai":
         assert openai_problems(answer["messages"], prior) == []
     else:
-        assert anthropic_problems(answer["system"], answer["messages"], prior) == []
+        assert anthropic_problems(answer.get("system"), answer["messages"], prior) == []
     return answer
 
 

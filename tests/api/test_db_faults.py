@@ -21,7 +21,7 @@ import httpx
 import pytest
 from sqlalchemy.engine import make_url
 
-from app.api.middleware import RETRY_AFTER_S
+from app.api.unavailable import RETRY_AFTER_S
 from app.settings import Settings
 from app.storage.migrate import upgrade
 from tests.api.faults import Load, Tally, unavailable_problem, wait_for_success

@@ -10,7 +10,7 @@ from typing import Any
 import httpx
 import pytest
 
-from tests.conftest import Api, new_session, row_counts
+from tests.conftest import Api, new_session, row_counts, scrape
 
 
 def post_raw(client: httpx.Client, path: str, text: str) -> httpx.Response:
@@ -225,7 +225,7 @@ def test_replays_do_not_count_tokens_again(client: httpx.Client) -> None:
     )
 
     def counted() -> float:
-        for line in client.get("/metrics").text.splitlines():
+        for line in scrape(client).text.splitlines():
             if line.startswith('ctxc_tokens_counted_total{encoding="o200k_base"}'):
                 return float(line.split()[-1])
         return 0.0

@@ -28,6 +28,7 @@ from tests.conftest import (
     fresh_database,
     make_key,
     new_session,
+    scrape,
 )
 
 CTXC = [sys.executable, "-m", "app.cli"]
@@ -44,7 +45,7 @@ def test_metrics_count_requests_by_route_and_tokens(client: httpx.Client) -> Non
     client.post(
         f"/v1/sessions/{sid}/messages", json={"messages": [{"role": "user", "content": "hi"}]}
     )
-    text = client.get("/metrics").text
+    text = scrape(client).text
     assert (
         'ctxc_http_requests_total{method="POST",route="/v1/sessions/{session_id}/messages",status="201"}'
         in text

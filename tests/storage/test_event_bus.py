@@ -17,6 +17,7 @@ from app.adapters.events import EventBus, create_bus
 from app.adapters.events.postgres import APPLICATION_NAME, PostgresBus
 from app.api.schemas import SessionCreate
 from app.domain.errors import NotFound
+from app.domain.models import BUILTIN_CATALOG
 from app.domain.sessions import SessionPk, TenantId
 from app.services import events, keys, sessions
 from app.storage.db import create_engine, create_sessionmaker
@@ -33,7 +34,9 @@ async def new_pk(maker: Maker) -> SessionPk:
     async with maker() as db:
         tenant = await keys.ensure_tenant(db, f"bus-{now.timestamp()}", now)
         fields = SessionCreate().model_dump(mode="json", exclude={"id"}) | {"provider": "openai"}
-        view = await sessions.create_session(db, TenantId(tenant), None, fields, now)
+        view = await sessions.create_session(
+            db, TenantId(tenant), None, fields, now, BUILTIN_CATALOG
+        )
     return SessionPk(view.row.pk)
 
 

@@ -88,10 +88,13 @@ def test_a_custom_pattern_may_mark_the_secret_group() -> None:
     assert redact_text("pin=1234", patterns=[r"pin=(?P<secret>\d+)"]) == "pin=[REDACTED]"
 
 
-def test_a_pattern_matching_the_empty_string_changes_nothing() -> None:
-    compiled = redacted(user("abc"), patterns=["x*"], builtin=False)
-    assert texts(compiled) == ["abc"]
-    assert compiled.warnings == ()
+@pytest.mark.parametrize("pattern", ["x*", "a?", "|b", r"\b", "^"])
+def test_a_pattern_matching_the_empty_string_is_refused(pattern: str) -> None:
+    with pytest.raises(InvalidInput) as caught:
+        compile_patterns([pattern], builtin=False)
+    path, message = caught.value.problems[0]
+    assert path == ("patterns", 0)
+    assert "matches the empty string" in message
 
 
 def test_an_invalid_regex_is_an_error_naming_it() -> None:
@@ -100,6 +103,38 @@ def test_an_invalid_regex_is_an_error_naming_it() -> None:
     path, message = caught.value.problems[0]
     assert path == ("patterns", 1)
     assert "(unclosed" in message
+
+
+@pytest.mark.parametrize(
+    ("pattern", "why"),
+    [
+        (r"token(?=\d)", "invalid perl operator: (?="),  # lookahead: RE2 has none
+        (r"(?<!x)y", "invalid perl operator: (?<"),
+        (r"(a)\1", "invalid escape sequence: \\1"),  # backreference
+        (r"a\Cb", "\\C (one byte) could split a character"),
+        (r"(?:ab|cd|ef){1,400}", "too complex"),
+    ],
+)
+def test_what_re2_cannot_run_in_linear_time_is_refused_naming_the_pattern(
+    pattern: str, why: str
+) -> None:
+    with pytest.raises(InvalidInput) as caught:
+        compile_patterns(["ok", pattern], builtin=True)
+    [(path, message)] = caught.value.problems
+    assert path == ("patterns", 1)
+    assert why in message and repr(pattern) in message
+
+
+def test_secrets_found_by_several_patterns_are_replaced_once() -> None:
+    compiled = redacted(user(f"Authorization: Bearer {SECRET} and 555-0100"),
+                        patterns=[r"\d{3}-\d{4}", r"555-"])  # fmt: skip
+    assert texts(compiled) == ["Authorization: Bearer [REDACTED] and [REDACTED]"]
+    assert compiled.warnings == ("redact: 2 replacements (api_key: 1, custom: 1)",)
+
+
+def test_text_around_secrets_keeps_its_characters() -> None:
+    text = f"clé « {SECRET} » 日本 postgres://ü:pässwörd@db ✓"
+    assert redact_text(text) == "clé « [REDACTED] » 日本 postgres://ü:[REDACTED]@db ✓"
 
 
 def test_replacements_are_counted_in_a_warning() -> None:

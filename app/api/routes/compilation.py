@@ -12,6 +12,7 @@ import xxhash
 from fastapi import APIRouter, Request, Response
 
 from app.api.deps import DbDep, StateDep, TenantDep
+from app.api.metrics import MeteredCompactor, counted
 from app.api.openapi import json_body
 from app.api.problems import check_body, parse_body, responses
 from app.api.routes.compactions import compaction_read
@@ -29,12 +30,11 @@ from app.api.schemas import (
 from app.domain.compilers.base import StepReport
 from app.domain.sessions import PromptFragment
 from app.services import compiling, cursor
-from app.services.compaction import Compactor
 from app.services.compiling import Compilation, Options
 from app.storage import queries
 
 router = APIRouter(tags=["compile"])
-ANSWERS = responses(400, 401, 404, 413, 422)
+ANSWERS = responses(400, 401, 404, 409, 413, 422)
 JSON: Final = "application/json"
 # Every answer starts with its compile id; the answer cache keeps what follows it.
 ID_FIELD: Final = b'{"compile_id":"'
@@ -89,7 +89,15 @@ def _step(report: StepReport) -> StepRead:
 
 
 def _answer(done: Compilation) -> bytes:
-    return _result(done).model_dump_json().encode()
+    # No `system` rather than a null one: the SDKs and the API refuse `system: null`.
+    omit = {"system"} if done.output.system is None else None
+    return _result(done).model_dump_json(exclude=omit).encode()
+
+
+def _checked(raw: bytes) -> CompileRequest:
+    body = parse_body(CompileRequest, raw)
+    check_body(body)
+    return body
 
 
 @router.post(
@@ -114,20 +122,24 @@ async def compile_posted(request: Request, state: StateDep, tenant: TenantDep) -
     known = state.answers.get(key)
     if known is not None:
         state.metrics.answers.labels("remembered").inc()
+        state.metrics.compiled("stateless", "full")
         return Response(ID_FIELD + str(uuid.uuid4()).encode() + known, media_type=JSON)
-    body = parse_body(CompileRequest, b"".join(chunks))
-    check_body(body)
-    async with state.sessionmaker() as db:  # only a compile opens a database session
-        tenant_name = await queries.tenant_name(db, tenant)
+    raw = b"".join(chunks)
+    # Validating a big body is CPU work like the compile itself: off the event loop.
+    body = await anyio.to_thread.run_sync(_checked, raw) if len(raw) > 65_536 else _checked(raw)
 
-    def run() -> tuple[Compilation, bytes]:
+    def run(tenant_name: str) -> tuple[Compilation, bytes]:
         done = compiling.compile_posted(
             state.cache, state.registry, body.format, body.messages, body.system,
-            _options(body), tenant_name, state.settings.default_provider, datetime.now(UTC),
+            _options(body), tenant_name, state.settings.default_provider, state.settings.catalog,
+            datetime.now(UTC),
         )  # fmt: skip
         return done, _answer(done)
 
-    done, answer = await anyio.to_thread.run_sync(run)
+    with counted(state.metrics, "stateless", "full"):
+        async with state.sessionmaker() as db:  # only a compile opens a database session
+            tenant_name = await queries.tenant_name(db, tenant)
+        done, answer = await anyio.to_thread.run_sync(run, tenant_name)
     state.metrics.answers.labels("compiled").inc()
     head = ID_FIELD + done.compile_id.encode()
     if done.repeatable and answer.startswith(head):
@@ -150,10 +162,17 @@ async def compile_session(
     last acknowledgement (or `usage` / `error_kind` here); they are listed in `compactions`."""
     check_body(body)
     now = datetime.now(UTC)
-    compactor = Compactor(db, state.counter, state.summarizer, now)
-    done = await compiling.compile_session(
-        db, state.cache, state.registry, tenant, session_id, _options(body), now, compactor
-    )
+    catalog = state.settings.catalog
+    compactor = MeteredCompactor(
+        db, state.counter, state.summarizer, now, catalog, state.metrics, trigger="compile",
+        backend=state.settings.summarizer,
+    )  # fmt: skip
+    with counted(state.metrics, "session") as tally:
+        done = await compiling.compile_session(
+            db, state.cache, state.registry, tenant, session_id, _options(body), now, catalog,
+            compactor,
+        )  # fmt: skip
+        tally.mode = done.mode
     return Response(_answer(done), media_type=JSON)
 
 

@@ -12,8 +12,8 @@ from fastapi import APIRouter, Header, Query
 from sse_starlette import EventSourceResponse, ServerSentEvent
 
 from app.api.deps import AppState, DbDep, StateDep, TenantDep
-from app.api.middleware import RETRY_AFTER_S
 from app.api.problems import responses
+from app.api.unavailable import RETRY_AFTER_S
 from app.domain.sessions import SessionPk
 from app.services import events
 from app.storage.faults import is_fault

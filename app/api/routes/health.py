@@ -2,14 +2,18 @@
 
 from __future__ import annotations
 
-from fastapi import APIRouter, Response
+import hmac
+from typing import Literal
+
+from fastapi import APIRouter, Request, Response
 from fastapi.responses import JSONResponse
 from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
+from pydantic import BaseModel, Field, SecretStr
 from sqlalchemy.exc import SQLAlchemyError
 
 from app.api.deps import StateDep
-from app.api.middleware import RETRY_AFTER_S
-from app.api.problems import RETRY_AFTER_HEADER
+from app.api.problems import RETRY_AFTER_HEADER, ProblemError, responses
+from app.api.unavailable import RETRY_AFTER_S
 from app.storage.migrate import SchemaNotCurrent, check_schema
 
 router = APIRouter(tags=["health"])
@@ -21,11 +25,20 @@ async def healthz() -> dict[str, str]:
     return {"status": "ok"}
 
 
+class Readiness(BaseModel):
+    status: Literal["ready", "unavailable"]
+    detail: str | None = Field(None, description="Why not (unavailable only).")
+
+
+NOT_READY = {"description": "Not ready", "model": Readiness, "headers": RETRY_AFTER_HEADER}
+# text/plain with a version parameter that follows prometheus_client; the document stays put.
+PROMETHEUS_TEXT = {"content": {"text/plain": {"schema": {"type": "string"}}}}
+
+
 @router.get(
-    "/readyz",
-    operation_id="readyz",
-    responses={503: {"description": "Not ready", "headers": RETRY_AFTER_HEADER}},
-)
+    "/readyz", operation_id="readyz", response_model=Readiness, responses={503: NOT_READY},
+    response_model_exclude_none=True,
+)  # fmt: skip
 async def readyz(state: StateDep) -> JSONResponse:
     """The database answers and its schema is the one this code needs; else 503 with
     Retry-After."""
@@ -38,7 +51,27 @@ async def readyz(state: StateDep) -> JSONResponse:
     return JSONResponse({"status": "ready"})
 
 
-@router.get("/metrics", operation_id="metrics", response_class=Response)
-async def metrics(state: StateDep) -> Response:
-    """Prometheus text: requests and latencies by route, tokens counted by encoding."""
+@router.get(
+    "/metrics", operation_id="metrics", response_class=Response,
+    responses={200: PROMETHEUS_TEXT, **responses(401, 404, database=False)},
+)  # fmt: skip
+async def metrics(request: Request, state: StateDep) -> Response:
+    """Prometheus text: requests by route, compiles, compactions, summaries, compile caches and
+    tokens counted (README, Observability). With `CTXC_AUTH=keys` it needs the scraper's
+    `Authorization: Bearer <CTXC_METRICS_TOKEN>`, and is off without that setting: the figures
+    of every tenant are no tenant's to read."""
+    if state.settings.auth == "keys":
+        _check_scraper(request, state.settings.metrics_token)
     return Response(generate_latest(state.metrics.registry), media_type=CONTENT_TYPE_LATEST)
+
+
+def _check_scraper(request: Request, token: SecretStr | None) -> None:
+    if token is None:
+        raise ProblemError(404, "not-found", "Not found", "metrics are off: set CTXC_METRICS_TOKEN")
+    scheme, _, given = request.headers.get("authorization", "").partition(" ")
+    expected = token.get_secret_value().encode()
+    if scheme.lower() != "bearer" or not hmac.compare_digest(given.strip().encode(), expected):
+        raise ProblemError(
+            401, "unauthorized", "Unauthorized", "use `Authorization: Bearer <CTXC_METRICS_TOKEN>`",
+            headers={"WWW-Authenticate": "Bearer"},
+        )  # fmt: skip

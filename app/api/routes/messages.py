@@ -5,21 +5,27 @@ from __future__ import annotations
 from datetime import UTC, datetime, timedelta
 from typing import Annotated
 
+import anyio
 from fastapi import APIRouter, Header, Query, Request, status
 
 from app.api.deps import DbDep, StateDep, TenantDep
 from app.api.problems import FieldError, check_body, from_input_error, invalid, responses
 from app.api.schemas import AppendResult, CanonicalPage, MessageItem, MessagesAppend, ProviderPage
 from app.domain.errors import FormatError, InvalidInput
-from app.domain.formats.anthropic import to_anthropic
 from app.domain.formats.convert import Format
-from app.domain.formats.openai import openai_messages
+from app.domain.formats.documents import provider_document
 from app.domain.sessions import SECTION_PATTERN
 from app.services import messages as service
 from app.services.messages import Idempotency, StoredMessage
 
 MAX_SEQ = 2**63 - 1
 router = APIRouter(prefix="/v1/sessions/{session_id}/messages", tags=["messages"])
+
+
+def _big(request: Request) -> bool:
+    """A body over 64 KiB, or of no stated length (chunked)."""
+    length = request.headers.get("content-length", "")
+    return not length.isdigit() or int(length) > 65_536
 
 
 @router.post(
@@ -43,7 +49,8 @@ async def append_messages(
     nothing; the same key with another body is a 409. Keys are remembered for
     `CTXC_IDEMPOTENCY_TTL_SECONDS` and forgotten with their session.
     """
-    check_body(body)
+    # Walking a big batch is CPU work: off the event loop, like its token counting.
+    await anyio.to_thread.run_sync(check_body, body) if _big(request) else check_body(body)
     if body.system is not None and body.format != "anthropic":
         raise invalid([FieldError(path="body.system", message="only for format anthropic")])
     idempotency = None
@@ -54,8 +61,9 @@ async def append_messages(
     batch = service.Batch(body.format, body.section, body.messages, body.system, body.metadata)
     try:
         appended = await service.append_messages(
-            db, state.counter, tenant, session_id, batch, idempotency, datetime.now(UTC)
-        )
+            db, state.counter, tenant, session_id, batch, idempotency, datetime.now(UTC),
+            state.settings.catalog,
+        )  # fmt: skip
     except (FormatError, InvalidInput) as exc:
         raise from_input_error(exc) from None
     if not appended.replayed:
@@ -80,23 +88,17 @@ def _render(
             for s in page
         ]
         return CanonicalPage(items=items, next_after_seq=next_after)
-    if fmt == "openai":
-        out, seqs = [], []
-        for s in page:
-            converted = openai_messages(s.message)
-            out += converted
-            seqs += [s.seq] * len(converted)
-        return ProviderPage(format="openai", messages=out, seqs=seqs, next_after_seq=next_after)
-    system, turns = to_anthropic([s.message for s in page])
-    seqs = [s.seq for s in page if s.message.role != "system"]
+    found = provider_document(fmt, [(s.seq, s.message) for s in page])
     return ProviderPage(
-        format="anthropic", system=system, messages=turns, seqs=seqs, next_after_seq=next_after
-    )
+        format=fmt, system=found.system, messages=found.messages, seqs=found.seqs,
+        next_after_seq=next_after,
+    )  # fmt: skip
 
 
-@router.get("", responses=responses(401, 404, 422), operation_id="list_messages")
+@router.get("", responses=responses(401, 404, 409, 422), operation_id="list_messages")
 async def list_messages(
     session_id: str,
+    state: StateDep,
     db: DbDep,
     tenant: TenantDep,
     after_seq: Annotated[int, Query(ge=0, le=MAX_SEQ)] = 0,
@@ -109,6 +111,8 @@ async def list_messages(
     Provider shapes come as one document with `seqs` mapping each message to its stored seq
     (an Anthropic user turn holding several tool results becomes several OpenAI tool messages).
     """
-    page = await service.read_messages(db, tenant, session_id, after_seq, limit, section)
+    page = await service.read_messages(
+        db, tenant, session_id, after_seq, limit, section, state.settings.catalog
+    )
     next_after = page[-1].seq if len(page) == limit else None
     return _render(format, page, next_after)

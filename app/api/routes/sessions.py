@@ -12,6 +12,7 @@ from app.api.problems import check_body, responses
 from app.api.schemas import SessionCreate, SessionPage, SessionRead, SessionUpdate
 from app.domain.compilers.registry import Registry, build
 from app.domain.compilers.spec import parse_spec
+from app.domain.models import Catalog
 from app.domain.sessions import PromptFragment
 from app.services import sessions
 from app.services.compaction import policy_of
@@ -20,9 +21,9 @@ from app.services.sessions import SessionView
 router = APIRouter(prefix="/v1/sessions", tags=["sessions"])
 
 
-def session_read(view: SessionView) -> SessionRead:
+def session_read(view: SessionView, catalog: Catalog) -> SessionRead:
     row = view.row
-    profile = sessions.session_profile(row)
+    profile = sessions.session_profile(row, catalog)
     return SessionRead(
         id=row.id,
         metadata=row.meta,
@@ -68,12 +69,14 @@ async def create_session(
     check_settings(body, state.registry)
     fields = body.model_dump(mode="json", exclude={"id"})
     fields["provider"] = body.provider or state.settings.default_provider
-    view = await sessions.create_session(db, tenant, body.id, fields, datetime.now(UTC))
-    return session_read(view)
+    catalog = state.settings.catalog
+    view = await sessions.create_session(db, tenant, body.id, fields, datetime.now(UTC), catalog)
+    return session_read(view, catalog)
 
 
 @router.get("", responses=responses(401, 422), operation_id="list_sessions")
 async def list_sessions(
+    state: StateDep,
     db: DbDep,
     tenant: TenantDep,
     after: Annotated[
@@ -83,16 +86,20 @@ async def list_sessions(
     limit: Annotated[int, Query(ge=1, le=500)] = 50,
 ) -> SessionPage:
     """Your sessions, ordered by id, a page at a time."""
-    views = await sessions.list_sessions(db, tenant, after, limit)
+    catalog = state.settings.catalog
+    views = await sessions.list_sessions(db, tenant, after, limit, catalog)
     next_after = views[-1].row.id if len(views) == limit else None
-    return SessionPage(items=[session_read(v) for v in views], next_after=next_after)
+    return SessionPage(items=[session_read(v, catalog) for v in views], next_after=next_after)
 
 
-@router.get("/{session_id}", responses=responses(401, 404), operation_id="get_session")
-async def get_session(session_id: str, db: DbDep, tenant: TenantDep) -> SessionRead:
+@router.get("/{session_id}", responses=responses(401, 404, 409), operation_id="get_session")
+async def get_session(
+    session_id: str, state: StateDep, db: DbDep, tenant: TenantDep
+) -> SessionRead:
     """One session with its message count and token total."""
+    catalog = state.settings.catalog
     row = await sessions.require_session(db, tenant, session_id)
-    return session_read(await sessions.view(db, row))
+    return session_read(await sessions.view(db, row, catalog), catalog)
 
 
 @router.patch(
@@ -105,8 +112,11 @@ async def update_session(
     check_body(body)
     check_settings(body, state.registry)
     changes = body.model_dump(mode="json", exclude_unset=True)
-    view = await sessions.update_session(db, tenant, session_id, changes, datetime.now(UTC))
-    return session_read(view)
+    catalog = state.settings.catalog
+    view = await sessions.update_session(
+        db, tenant, session_id, changes, datetime.now(UTC), catalog
+    )
+    return session_read(view, catalog)
 
 
 @router.delete(

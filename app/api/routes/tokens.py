@@ -34,6 +34,7 @@ async def count_tokens(body: TokenCount, state: StateDep, _: TenantDep) -> Token
                 body.provider or state.settings.default_provider,
                 body.encoding,
                 body.tools,
+                state.settings.catalog,
             )
         except (FormatError, InvalidInput) as exc:
             raise from_input_error(exc) from None

@@ -8,19 +8,24 @@ from app.api.deps import DbDep, StateDep, TenantDep
 from app.api.problems import check_body, from_domain, responses
 from app.api.routes.sessions import session_read
 from app.api.schemas import SessionExport, SessionRead
-from app.domain.errors import InvalidInput
+from app.domain.errors import InvalidInput, UnknownName
 from app.services import transfer
 
 router = APIRouter(prefix="/v1/sessions", tags=["sessions"])
 
 
-@router.get("/{session_id}/export", responses=responses(401, 404), operation_id="export_session")
-async def export_session(session_id: str, db: DbDep, tenant: TenantDep) -> SessionExport:
+@router.get(
+    "/{session_id}/export", responses=responses(401, 404, 409), operation_id="export_session"
+)
+async def export_session(
+    session_id: str, state: StateDep, db: DbDep, tenant: TenantDep
+) -> SessionExport:
     """The session's whole context as one JSON document (fields and every message, canonical).
 
     Cursor, compile records and provider session ids belong to a deployment and are not included.
     """
-    return SessionExport.model_validate(await transfer.export_session(db, tenant, session_id))
+    exported = await transfer.export_session(db, tenant, session_id, state.settings.catalog)
+    return SessionExport.model_validate(exported)
 
 
 @router.post(
@@ -40,7 +45,11 @@ async def import_session(
         [m.model_dump() for m in body.messages],
     )
     try:
-        view = await transfer.import_session(db, state.counter, tenant, document)
+        view = await transfer.import_session(
+            db, state.counter, tenant, document, state.settings.catalog
+        )
     except InvalidInput as exc:
         raise from_domain(exc, ("body", "messages")) from None
-    return session_read(view)
+    except UnknownName as exc:
+        raise from_domain(exc, ("body", "session")) from None
+    return session_read(view, state.settings.catalog)

@@ -3,19 +3,32 @@
 Patterns apply to text parts, tool call arguments (a raw string, or every string value of the
 JSON object), tool result text and reasoning text. When a pattern has a group named ``secret``
 only that group is replaced (``Bearer [REDACTED]``, ``postgres://app:[REDACTED]@db``); otherwise
-the whole match is. Image data and opaque provider blocks are left as they are.
+the whole match is. Every pattern looks at the text as it was: secrets found by several patterns,
+overlapping or touching, are replaced once. Image data and opaque provider blocks are left as
+they are. Patterns are RE2 (see ``patterns``): the work is linear in the text, per pattern.
 """
 
 from __future__ import annotations
 
-import re
 from collections import Counter
 from collections.abc import Sequence
-from functools import partial
-from typing import Any
+from typing import Annotated, Any
+
+from pydantic import Field
 
 from app.domain.compilers.base import Compiled, Compiler, Item, Snapshot
-from app.domain.errors import InvalidInput
+from app.domain.compilers.patterns import (
+    BUILTIN_PATTERNS,
+    MAX_PATTERN_CHARS,
+    MAX_PATTERNS,
+    Meter,
+    Pattern,
+    PatternErrors,
+    TooCostly,
+    compile_all,
+    secrets,
+)
+from app.domain.errors import InvalidInput, InvalidParams
 from app.domain.messages import (
     Part,
     ReasoningPart,
@@ -26,35 +39,16 @@ from app.domain.messages import (
     with_provider_meta,
 )
 
-BUILTIN_PATTERNS: dict[str, str] = {
-    "private_key": (
-        r"-----BEGIN (?:[A-Z0-9]+ )*PRIVATE KEY-----[\s\S]*?"
-        r"(?:-----END (?:[A-Z0-9]+ )*PRIVATE KEY-----|\Z)"  # a truncated block: up to the end
-    ),
-    "api_key": r"\bsk-(?:ant-)?[A-Za-z0-9_-]{20,}",  # OpenAI sk-..., sk-proj-...; Anthropic
-    # A token has a digit somewhere: "the bearer settlement" is prose, not a credential.
-    "bearer_token": r"(?i)\bbearer\s+(?P<secret>(?=[\w.~+/=-]*\d)[\w.~+/=-]{12,})",
-    "aws_access_key_id": r"\b(?:AKIA|ASIA|ABIA|ACCA)[A-Z0-9]{16}\b",
-    "aws_secret_access_key": (
-        r"(?i)aws_?secret_?access_?key[\"']?\s*[:=]\s*[\"']?(?P<secret>[A-Za-z0-9/+=]{40})"
-    ),
-    "github_token": r"\b(?:gh[pousr]_[A-Za-z0-9]{36,}|github_pat_[A-Za-z0-9_]{22,})",
-    "connection_password": r"\b[A-Za-z][A-Za-z0-9+.-]*://[^\s:/@]*:(?P<secret>[^\s@/]+)@",
-}
+__all__ = ["BUILTIN_PATTERNS", "compile_patterns", "redact"]
+MAX_REPLACEMENT = 64
 
 
-def compile_patterns(custom: Sequence[str], builtin: bool) -> list[tuple[str, re.Pattern[str]]]:
-    """The patterns to apply, named; an invalid custom regex is an error naming it."""
-    named = [(name, re.compile(p)) for name, p in BUILTIN_PATTERNS.items()] if builtin else []
-    problems: list[tuple[Sequence[str | int], str]] = []
-    for n, pattern in enumerate(custom):
-        try:
-            named.append(("custom", re.compile(pattern)))
-        except re.error as err:
-            problems.append((("patterns", n), f"invalid regular expression {pattern!r}: {err}"))
-    if problems:
-        raise InvalidInput(problems)
-    return named
+def compile_patterns(custom: Sequence[str], builtin: bool) -> list[Pattern]:
+    """The patterns to apply; a refused custom pattern is an error naming it."""
+    try:
+        return compile_all(custom, builtin)
+    except PatternErrors as err:
+        raise InvalidInput([(("patterns", n), message) for n, message in err.problems]) from None
 
 
 def _changed(part: Part, field: str, old: Any, new: Any) -> Part:
@@ -64,25 +58,40 @@ def _changed(part: Part, field: str, old: Any, new: Any) -> Part:
 class _Redaction:
     """One compile's redaction pass; it counts what it replaced."""
 
-    def __init__(self, patterns: list[tuple[str, re.Pattern[str]]], replacement: str) -> None:
+    def __init__(self, patterns: list[Pattern], replacement: str) -> None:
         self.patterns = patterns
-        self.replacement = replacement
+        self.replacement = replacement.encode()
         self.counts: Counter[str] = Counter()
 
     def text(self, text: str) -> str:
-        for name, pattern in self.patterns:
-            text = pattern.sub(partial(self._replace, name=name), text)
-        return text
+        if not text or not self.patterns:
+            return text
+        data = text.encode()
+        found = sorted(
+            (start, n, end)
+            for n, pattern in enumerate(self.patterns)
+            for start, end in self._secrets(pattern, data)
+        )
+        if not found:
+            return text
+        pieces: list[bytes] = []
+        last = 0
+        for start, n, end in found:
+            if start <= last and pieces:  # overlapping or touching the one before: one secret
+                last = max(last, end)
+                continue
+            pieces += (data[last:start], self.replacement)
+            last = end
+            self.counts[self.patterns[n].name] += 1
+        pieces.append(data[last:])
+        return b"".join(pieces).decode()
 
-    def _replace(self, match: re.Match[str], name: str) -> str:
-        if not match.group(0):  # a custom pattern that matches the empty string
-            return ""
-        self.counts[name] += 1
-        if match.re.groupindex.get("secret") and match.group("secret") is not None:
-            start, end = match.span("secret")
-            head, tail = match.string[match.start() : start], match.string[end : match.end()]
-            return head + self.replacement + tail
-        return self.replacement
+    def _secrets(self, pattern: Pattern, data: bytes) -> list[tuple[int, int]]:
+        try:
+            return list(secrets(pattern, data, Meter(pattern, len(data))))
+        except TooCostly as err:
+            where = ("builtin",) if pattern.index is None else ("patterns", pattern.index)
+            raise InvalidParams([(where, str(err))]) from None
 
     def value(self, value: Any) -> Any:
         if isinstance(value, str):
@@ -136,9 +145,12 @@ class _Redaction:
 
 def redact(
     inner: Compiler,
-    patterns: Sequence[str] = (),
+    patterns: Annotated[
+        Sequence[Annotated[str, Field(min_length=1, max_length=MAX_PATTERN_CHARS)]],
+        Field(max_length=MAX_PATTERNS),
+    ] = (),
     builtin: bool = True,
-    replacement: str = "[REDACTED]",
+    replacement: Annotated[str, Field(max_length=MAX_REPLACEMENT)] = "[REDACTED]",
 ) -> Compiler:
     """Replace secrets (built-in patterns and ``patterns``) in the view with ``replacement``."""
     compiled_patterns = compile_patterns(patterns, builtin)

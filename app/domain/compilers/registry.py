@@ -15,7 +15,7 @@ from functools import cache
 
 from pydantic import ConfigDict, ValidationError, validate_call
 
-from app.domain.compilers.base import Compiler
+from app.domain.compilers.base import Compiled, Compiler, Snapshot
 from app.domain.compilers.builtins import all_sections, current_tool_trace, selected_sections
 from app.domain.compilers.compaction import compact_tool_results, tool_compaction
 from app.domain.compilers.context import inject, providers
@@ -23,7 +23,7 @@ from app.domain.compilers.decorators import token_limit, window
 from app.domain.compilers.redact import redact
 from app.domain.compilers.repairing import repaired
 from app.domain.compilers.spec import CompilerSpec, Component, dotted, located
-from app.domain.errors import InvalidInput, UnknownName
+from app.domain.errors import InvalidInput, InvalidParams, UnknownName
 
 Factory = Callable[..., Compiler]
 _STRICT = ConfigDict(strict=True, arbitrary_types_allowed=True)
@@ -84,7 +84,7 @@ def _make(
         raise UnknownName(kind, part.name, sorted(factories), dotted((*path, "name")))
     where = (*path, "params")
     try:
-        return _validated(factory)(*inner, **part.params)
+        return _located(_validated(factory)(*inner, **part.params), where)
     except ValidationError as err:
         raise InvalidInput(located(err, where)) from None
     except InvalidInput as err:
@@ -93,6 +93,18 @@ def _make(
         raise UnknownName(
             err.kind, err.name, err.available, f"{dotted(where)}.{err.field}"
         ) from None
+
+
+def _located(compiler: Compiler, where: tuple[str | int, ...]) -> Compiler:
+    """``compiler``, its refusals of its own params located under ``where``."""
+
+    def compile_located(snapshot: Snapshot) -> Compiled:
+        try:
+            return compiler(snapshot)
+        except InvalidParams as err:
+            raise InvalidInput([((*where, *p), message) for p, message in err.problems]) from None
+
+    return compile_located
 
 
 # Transforms rewrite content and so change token counts: after token_limit they could break its

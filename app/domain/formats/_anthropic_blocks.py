@@ -20,6 +20,7 @@ from app.domain.formats._common import (
     extra_fields,
     part_metadata,
 )
+from app.domain.formats._foreign import foreign_in_anthropic, part_message
 from app.domain.messages import (
     ImagePart,
     JSONObject,
@@ -40,11 +41,15 @@ Reader = Callable[[JSONObject, Path], Part]
 
 
 def read_block(raw: Any, path: Path, readers: Mapping[str, Reader] | None = None) -> Part:
-    """One content block; a type without a reader is kept opaque."""
+    """One content block; a type without a reader is kept opaque, another format's part is
+    refused."""
     block = expect_object(raw, path, "a content block object")
     kind = block.get("type")
     if not isinstance(kind, str):
         raise FormatError((*path, "type"), "a content block needs a string type")
+    shape = foreign_in_anthropic(kind, block)
+    if shape is not None:
+        raise FormatError((*path, "type"), part_message(kind, shape, "anthropic"))
     reader = (BLOCK_READERS if readers is None else readers).get(kind)
     if reader is None:
         return OpaquePart(provider=PROVIDER, data=clone(block))

@@ -27,6 +27,7 @@ from app.domain.formats._common import (
     extra_fields,
     part_metadata,
 )
+from app.domain.formats._foreign import advice, foreign_in_openai, part_message
 from app.domain.limits import json_problems
 from app.domain.messages import (
     ImagePart,
@@ -44,11 +45,15 @@ _DATA_URL = re.compile(r"data:(?P<media>[^;,]+);base64,(?P<data>.*)", re.DOTALL)
 
 
 def read_part(raw: Any, path: Path) -> ContentItem:
-    """One content part; unknown types (audio, file, refusal...) are kept opaque."""
+    """One content part; parts we do not model (audio, file, refusal, newer types) are kept
+    opaque, another format's parts are refused."""
     part = expect_object(raw, path, "a content part object")
     kind = part.get("type")
     if not isinstance(kind, str):
         raise FormatError((*path, "type"), "a content part needs a string type")
+    shape = foreign_in_openai(kind, part)
+    if shape is not None:
+        raise FormatError((*path, "type"), part_message(kind, shape, "openai"))
     if kind == "text":
         text = expect_str(part, "text", path)
         meta = part_metadata(PROVIDER, extra=extra_fields(part, ("type", "text")))
@@ -105,7 +110,8 @@ def read_tool_call(raw: Any, path: Path) -> ToolCallPart:
     if kind == "custom":
         return _read_custom_call(call, call_id, path)
     if "type" in call and kind != "function":
-        raise FormatError((*path, "type"), "a tool call type must be 'function' or 'custom'")
+        hint = f"; this {advice('anthropic')}" if kind == "tool_use" else ""
+        raise FormatError((*path, "type"), f"a tool call type must be 'function' or 'custom'{hint}")
     function = expect_object(call.get("function"), (*path, "function"), "a function object")
     name = expect_str(function, "name", (*path, "function"))
     raw_arguments = expect_str(function, "arguments", (*path, "function"))

@@ -31,6 +31,7 @@ from app.domain.formats._common import (
     extra_fields,
     hints,
 )
+from app.domain.formats._foreign import OPENAI_MESSAGE_FIELDS, OPENAI_ONLY_ROLES, advice
 from app.domain.messages import (
     JSONObject,
     Message,
@@ -69,7 +70,17 @@ def _read_turn(raw: Any, path: Path) -> Message:
     turn = expect_object(raw, path, "a message object")
     role = turn.get("role")
     if role not in ("user", "assistant"):
-        raise FormatError((*path, "role"), "role must be 'user' or 'assistant'")
+        why = ""
+        if isinstance(role, str) and role in OPENAI_ONLY_ROLES:
+            why = f"; a {role!r} message {advice('openai')}"
+            if role == "system":
+                why += ", or give the system prompt as `system`"
+        raise FormatError((*path, "role"), f"role must be 'user' or 'assistant'{why}")
+    for key in OPENAI_MESSAGE_FIELDS:
+        if key in turn:
+            raise FormatError(
+                (*path, key), f"{key!r} is an OpenAI message field: this {advice('openai')}"
+            )
     content = turn.get("content")
     if isinstance(content, str):
         parts: tuple[Part, ...] = (TextPart(text=content),)

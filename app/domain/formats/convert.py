@@ -8,6 +8,7 @@ from typing import Any, Literal
 from pydantic import ValidationError
 
 from app.domain.errors import FormatError, InvalidInput
+from app.domain.formats._opaque import opaque_problems
 from app.domain.formats.anthropic import from_anthropic
 from app.domain.formats.openai import from_openai
 from app.domain.limits import Problem, message_problems
@@ -60,9 +61,12 @@ def parse_messages(fmt: Format, raw: Any, system: Any = None) -> list[Message]:
 
     Raises FormatError or InvalidInput with paths relative to the message list (or ``system``).
     """
-    messages = (
-        canonical_messages(raw) if fmt == "canonical" else _provider_messages(fmt, raw, system)
-    )
+    if fmt == "canonical":
+        messages = canonical_messages(raw)
+        if problems := opaque_problems(messages):
+            raise InvalidInput(problems)
+    else:
+        messages = _provider_messages(fmt, raw, system)
     # Anthropic's system prompt is the first message; report paths against the posted list.
     offset = 1 if fmt == "anthropic" and messages and system is not None else 0
     problems = [

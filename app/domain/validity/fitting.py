@@ -57,8 +57,9 @@ def _fit_part(
             " there"
         )
         return None
-    # OpenAI accepts blank text; Anthropic refuses empty and whitespace-only text blocks.
-    if isinstance(part, TextPart) and target == "anthropic" and is_blank(part.text):
+    # Anthropic refuses empty and whitespace-only text blocks; OpenAI takes them, but a blank
+    # message tells the model nothing: both leave it out (a message left empty is dropped).
+    if isinstance(part, TextPart) and is_blank(part.text):
         warnings.append(f"dropped blank text part (message {index})")
         return None
     if isinstance(part, ToolResultPart):

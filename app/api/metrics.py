@@ -1,0 +1,179 @@
+"""Prometheus metrics, in a registry of each app's own, and what feeds them.
+
+Labels take values from small fixed sets only (routes, modes, kinds, backends, problem types):
+never a session id, a tenant or a key.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Iterator, Mapping, Sequence
+from contextlib import contextmanager
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any, Literal
+
+from prometheus_client import CollectorRegistry, Counter, Histogram
+from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
+from sqlalchemy.ext.asyncio import AsyncSession
+
+from app.adapters.summarizers import Summarizer, Summary
+from app.api.problems import problem_slug
+from app.domain.compaction.planning import Plan
+from app.domain.messages import Message
+from app.domain.models import Catalog
+from app.domain.summaries import Reason
+from app.domain.tokens import TokenCounter
+from app.services.cache import Lru
+from app.services.compaction import Compactor, Done, Where
+from app.storage.models import SessionRow
+
+Source = Literal["stateless", "session"]
+Trigger = Literal["compile", "request"]
+# From a millisecond (the extractive summariser) to minutes (a remote model, retries included).
+SUMMARY_BUCKETS = (0.005, 0.025, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 120, 300)
+
+
+class Metrics:
+    """The service's Prometheus metrics, in a registry of its own (one per app)."""
+
+    def __init__(self) -> None:
+        self.registry = r = CollectorRegistry()
+        self.requests = Counter(
+            "ctxc_http_requests", "HTTP requests", ["method", "route", "status"], registry=r
+        )
+        self.latency = Histogram(
+            "ctxc_http_request_duration_seconds", "HTTP request latency", ["method", "route"],
+            registry=r,
+        )  # fmt: skip
+        self.tokens = Counter(
+            "ctxc_tokens_counted", "Tokens counted, by encoding", ["encoding"], registry=r
+        )
+        self.answers = Counter(
+            "ctxc_stateless_compiles",
+            "Stateless compile answers: compiled, or remembered from the same request",
+            ["answer"],
+            registry=r,
+        )
+        self.compiles = Counter(
+            "ctxc_compiles",
+            "Compiles of valid requests: stateless or session, full or delta (unknown when a "
+            "session compile failed before its mode was known); outcome ok or the problem type",
+            ["source", "mode", "outcome"],
+            registry=r,
+        )
+        self.compactions = Counter(
+            "ctxc_compactions",
+            "Compactions written, by kind and reason; trigger: a compile or POST .../compact",
+            ["kind", "reason", "trigger"],
+            registry=r,
+        )
+        self.summaries = Counter(
+            "ctxc_summaries",
+            "Summaries by configured backend; outcome ok, fallback (the extractive summary "
+            "instead) or error",
+            ["backend", "outcome"],
+            registry=r,
+        )
+        self.summary_latency = Histogram(
+            "ctxc_summary_duration_seconds",
+            "Time to a summary (parts, retries and fallback included), by configured backend",
+            ["backend"],
+            buckets=SUMMARY_BUCKETS,
+            registry=r,
+        )
+        self.summarizer_requests = Counter(
+            "ctxc_summarizer_requests",
+            "Requests sent to a remote summariser (retries and parts included)",
+            ["backend"],
+            registry=r,
+        )
+
+    def compiled(self, source: Source, mode: str, outcome: str = "ok") -> None:
+        self.compiles.labels(source, mode, outcome).inc()
+
+    def compacted(self, done: Done, trigger: Trigger) -> None:
+        self.compactions.labels(done.row.kind, done.row.reason, trigger).inc()
+
+
+@dataclass
+class Tally:
+    mode: str
+
+
+@contextmanager
+def counted(metrics: Metrics, source: Source, mode: str = "unknown") -> Iterator[Tally]:
+    """Count the compile run inside: ok in the tally's mode, or the problem it failed with."""
+    tally = Tally(mode)
+    try:
+        yield tally
+    except Exception as exc:
+        metrics.compiled(source, tally.mode, problem_slug(exc))
+        raise
+    metrics.compiled(source, tally.mode)
+
+
+class MeteredSummarizer:
+    """``summarizer``, timed and counted under the configured backend's name."""
+
+    def __init__(self, summarizer: Summarizer, backend: str, metrics: Metrics) -> None:
+        self.summarizer, self.backend, self.metrics = summarizer, backend, metrics
+
+    async def summarize(
+        self, messages: Sequence[Message], reason: Reason, max_tokens: int | None = None
+    ) -> Summary:
+        start = time.perf_counter()
+        outcome = "error"
+        try:
+            summary = await self.summarizer.summarize(messages, reason, max_tokens)
+            outcome = "ok" if summary.fallback_reason is None else "fallback"
+            self.metrics.summarizer_requests.labels(self.backend).inc(summary.requests)
+            return summary
+        finally:
+            self.metrics.summary_latency.labels(self.backend).observe(time.perf_counter() - start)
+            self.metrics.summaries.labels(self.backend, outcome).inc()
+
+    async def aclose(self) -> None:
+        await self.summarizer.aclose()
+
+
+class MeteredCompactor(Compactor):
+    """A compactor that counts each compaction it writes and times its summaries."""
+
+    def __init__(
+        self, db: AsyncSession, counter: TokenCounter, summarizer: Summarizer, now: datetime,
+        catalog: Catalog, metrics: Metrics, trigger: Trigger, backend: str,
+    ) -> None:  # fmt: skip
+        summarizer = MeteredSummarizer(summarizer, backend, metrics)
+        super().__init__(db, counter, summarizer, now, catalog)
+        self.metrics, self.trigger = metrics, trigger
+
+    async def run(self, session: SessionRow, plan: Plan, where: Where) -> Done:
+        done = await super().run(session, plan, where)
+        self.metrics.compacted(done, self.trigger)
+        return done
+
+
+class CacheCollector:
+    """Lookups (hit or miss), bytes and entries of the compile caches, read when scraped."""
+
+    def __init__(self, caches: Mapping[str, Lru[Any, Any]]) -> None:
+        self.caches = caches
+
+    def collect(self) -> Iterator[Metric]:
+        lookups = CounterMetricFamily(
+            "ctxc_cache_lookups",
+            "Compile cache lookups, by cache and result",
+            labels=["cache", "result"],
+        )
+        size = GaugeMetricFamily("ctxc_cache_bytes", "Bytes held, by cache", labels=["cache"])
+        entries = GaugeMetricFamily(
+            "ctxc_cache_entries", "Entries held, by cache", labels=["cache"]
+        )
+        for name, cache in self.caches.items():
+            hits, misses, held, count = cache.stats()
+            lookups.add_metric([name, "hit"], hits)
+            lookups.add_metric([name, "miss"], misses)
+            size.add_metric([name], held)
+            entries.add_metric([name], count)
+        yield from (lookups, size, entries)
