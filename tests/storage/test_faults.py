@@ -16,7 +16,8 @@ from sqlalchemy.engine import make_url
 from sqlalchemy.exc import DBAPIError, PendingRollbackError
 from starlette.types import Receive, Scope, Send
 
-from app.api.unavailable import RETRY_AFTER_S, CatchAll
+from app.api.middleware import CatchAll
+from app.api.unavailable import RETRY_AFTER_S
 from app.storage.db import create_engine
 from app.storage.faults import is_fault
 from tests.conftest import _asyncpg_dsn, admin
