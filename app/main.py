@@ -51,7 +51,9 @@ def create_app(settings: Settings | None = None) -> FastAPI:
 
     @asynccontextmanager
     async def lifespan(_: FastAPI) -> AsyncIterator[dict[str, AppState]]:
-        engine = create_engine(settings.database_url, settings.db_pool_size)
+        engine = create_engine(
+            settings.database_url, settings.db_pool_size, settings.sqlite_busy_timeout_seconds
+        )
         summarizer: Summarizer | None = None
         caches: CacheCollector | None = None
         bus = create_bus(engine, settings.sse_queue_size)

@@ -225,14 +225,30 @@ def install(app: FastAPI) -> None:
         app.add_exception_handler(cls, _domain)
 
 
+RETRY_AFTER_HEADER = {
+    "Retry-After": {
+        "description": "Seconds to wait before retrying.",
+        "schema": {"type": "integer"},
+    }
+}
+
+
 def problem_content() -> dict[str, Any]:
     """An OpenAPI `content` entry: a problem (``app.api.openapi.document`` puts `Problem` in
     the components)."""
     return {MEDIA_TYPE: {"schema": {"$ref": "#/components/schemas/Problem"}}}
 
 
-def responses(*statuses: int) -> dict[int | str, dict[str, Any]]:
-    """The `responses=` entry of a route that can answer these problems."""
-    return {
+def responses(*statuses: int, database: bool = True) -> dict[int | str, dict[str, Any]]:
+    """The `responses=` entry of a route that can answer these problems, and 503 with
+    Retry-After when it uses the ``database``."""
+    answers: dict[int | str, dict[str, Any]] = {
         s: {"description": HTTPStatus(s).phrase, "content": problem_content()} for s in statuses
     }
+    unavailable = {
+        "description": "The database is unavailable (`urn:ctxc:problem:database-unavailable`): "
+        "retry after `Retry-After` seconds.",
+        "content": problem_content(),
+        "headers": RETRY_AFTER_HEADER,
+    }
+    return answers | {503: unavailable} if database else answers
