@@ -3,6 +3,7 @@ compile is due or a caller asks for (app/services/compaction.py plans and persis
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
@@ -93,11 +94,19 @@ class Compactor:
         now: datetime,
         catalog: Catalog,
         lease_seconds: float = 30.0,
+        on_compacted: Callable[[Done], None] | None = None,
     ) -> None:
         self.db, self.counter, self.summarizer, self.now = db, counter, summarizer, now
         self.catalog = catalog
         self.lease_seconds = lease_seconds
+        self.on_compacted = on_compacted  # told of each compaction written (metrics)
         self.notes: list[str] = []  # for the compile's warnings
+
+    def compacted(self, done: Done) -> Done:
+        """``done``, once whoever asked to hear of compactions has."""
+        if self.on_compacted is not None:
+            self.on_compacted(done)
+        return done
 
     async def run(self, session: SessionRow, plan: Plan, where: Where) -> Done:
         """Summarise and persist ``plan``, announced; commits. ``NotCompacted`` when it wrote
@@ -140,7 +149,7 @@ class Compactor:
         await events.emit(self.db, pk, kind, data, self.now)
         await leases.release(self.db, lease)
         await self.db.commit()
-        return done
+        return self.compacted(done)
 
     async def _lease(self, pk: SessionPk, plan: Plan) -> leases.Lease:
         """The session's compaction lease, in a transaction left open for the start event;

@@ -107,4 +107,4 @@ async def compact_payloads_now(
             "resets_provider_session": resets}  # fmt: skip
     await events.emit(db, pk, events.COMPACTION, data, now)
     await db.commit()
-    return Done(record, len(items), len(items))
+    return compactor.compacted(Done(record, len(items), len(items)))

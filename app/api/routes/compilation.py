@@ -12,7 +12,7 @@ import xxhash
 from fastapi import APIRouter, Request, Response
 
 from app.api.deps import DbDep, StateDep, TenantDep
-from app.api.metrics import MeteredCompactor, counted
+from app.api.metrics import counted, metered_compactor
 from app.api.openapi import json_body
 from app.api.problems import check_body, parse_body, responses
 from app.api.routes.compactions import compaction_read
@@ -164,7 +164,7 @@ async def compile_session(
     check_body(body)
     now = datetime.now(UTC)
     catalog = state.settings.catalog
-    compactor = MeteredCompactor(
+    compactor = metered_compactor(
         db, state.counter, state.summarizer, now, catalog, state.metrics, trigger="compile",
         backend=state.settings.summarizer, lease_seconds=state.settings.compaction_lease_seconds,
     )  # fmt: skip
