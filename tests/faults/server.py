@@ -84,6 +84,12 @@ class Server:
         self.proc.wait(timeout=30)
         self.kills += 1
 
+    def cpu_seconds(self) -> float:
+        """CPU time (user and system) the running process has used so far (Linux)."""
+        assert self.proc is not None
+        fields = Path(f"/proc/{self.proc.pid}/stat").read_text().rsplit(")", 1)[1].split()
+        return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
     def stop(self) -> None:
         if self.proc is not None and self.proc.poll() is None:
             self.proc.terminate()
