@@ -3,10 +3,7 @@ committed it (LISTEN/NOTIFY). The replicas are real `ctxc serve` processes."""
 
 from __future__ import annotations
 
-import os
 import subprocess
-import sys
-import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 
@@ -15,43 +12,17 @@ import pytest
 
 from tests.api.sse import emit_one, stream
 from tests.conftest import Api, free_port, new_session
-
-START_TIMEOUT_S = 60
+from tests.processes import ctxc_command, ctxc_env, serving
 
 
 @contextmanager
 def replica(database_url: str) -> Iterator[str]:
     """`ctxc serve` in a process of its own, on ``database_url``, in keys mode."""
-    port = free_port()
-    env = {k: v for k, v in os.environ.items() if not k.startswith("CTXC_")}
-    env |= {"CTXC_DATABASE_URL": database_url, "CTXC_AUTH": "keys", "CTXC_LOG_LEVEL": "warning"}
-    process = subprocess.Popen(
-        [sys.executable, "-m", "app.cli", "serve", "--port", str(port)],
-        env=env,
-        stdout=subprocess.DEVNULL,
-    )
-    url = f"http://127.0.0.1:{port}"
-    try:
-        deadline = time.monotonic() + START_TIMEOUT_S
-        while not _ready(url):
-            assert process.poll() is None, "the replica exited"
-            assert time.monotonic() < deadline, "the replica did not become ready"
-            time.sleep(0.1)
+    url = f"http://127.0.0.1:{free_port()}"
+    env = ctxc_env(CTXC_DATABASE_URL=database_url, CTXC_AUTH="keys", CTXC_LOG_LEVEL="warning")
+    command = ctxc_command("serve", "--port", url.rsplit(":", 1)[1])
+    with serving(command, url, env=env, stdout=subprocess.DEVNULL):
         yield url
-    finally:
-        process.terminate()
-        try:
-            process.wait(timeout=30)
-        except subprocess.TimeoutExpired:
-            process.kill()
-            process.wait()
-
-
-def _ready(url: str) -> bool:
-    try:
-        return httpx.get(f"{url}/readyz", timeout=2).status_code == 200
-    except httpx.TransportError:
-        return False
 
 
 @pytest.fixture(scope="module")

@@ -15,17 +15,16 @@ import re
 import shutil
 import subprocess
 import sys
-import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-import httpx
 import pytest
 
 from tests.conftest import DATABASES, free_port, fresh_database
+from tests.processes import ctxc_command, ctxc_env, serving
 
 README = Path(__file__).resolve().parents[2] / "README.md"
 BIN = Path(sys.executable).parent
@@ -188,41 +187,22 @@ def check(expected: Expected, call: Call) -> list[str]:
     return [f"{where}: no event like {want} in {sse(call.body)}"]
 
 
-def ctxc(*args: str) -> list[str]:
-    script = BIN / "ctxc"
-    return [str(script), *args] if script.exists() else [sys.executable, "-m", "app.cli", *args]
-
-
 @contextmanager
 def served(database_url: str, cwd: Path) -> Iterator[tuple[str, dict[str, str]]]:
     """`ctxc migrate` then `ctxc serve` on ``database_url`` (as `make serve`), local mode."""
     port = free_port()
-    env = {k: v for k, v in os.environ.items() if not k.startswith("CTXC_")}
-    env |= {"CTXC_DATABASE_URL": database_url, "CTXC_PORT": str(port)}
+    env = ctxc_env(CTXC_DATABASE_URL=database_url, CTXC_PORT=str(port))
     env["PATH"] = f"{BIN}{os.pathsep}{env.get('PATH', '')}"
     migrated = subprocess.run(
-        ctxc("migrate"), env=env, cwd=cwd, capture_output=True, text=True, timeout=60
+        ctxc_command("migrate"), env=env, cwd=cwd, capture_output=True, text=True, timeout=60
     )
     assert migrated.returncode == 0, migrated.stderr
-    log = (cwd / "serve.log").open("w")
-    proc = subprocess.Popen(ctxc("serve"), env=env, cwd=cwd, stdout=log, stderr=log)
     base = f"http://127.0.0.1:{port}"
-    try:
-        deadline = time.monotonic() + 60
-        while True:
-            try:
-                if httpx.get(f"{base}/readyz").status_code == 200:
-                    break
-            except httpx.TransportError:
-                pass
-            assert proc.poll() is None, (cwd / "serve.log").read_text()
-            assert time.monotonic() < deadline, "ctxc serve did not become ready"
-            time.sleep(0.1)
+    with (cwd / "serve.log").open("w") as log, serving(
+        ctxc_command("serve"), base, log=(cwd / "serve.log").read_text, env=env, cwd=cwd,
+        stdout=log, stderr=log,
+    ):  # fmt: skip
         yield base, env
-    finally:
-        proc.terminate()
-        proc.wait(timeout=30)
-        log.close()
 
 
 def run_walkthrough(api: str, env: dict[str, str], cwd: Path) -> tuple[list[Call], list[str]]:

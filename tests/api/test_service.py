@@ -5,7 +5,6 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
-import time
 import uuid
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -30,6 +29,7 @@ from tests.conftest import (
     new_session,
     scrape,
 )
+from tests.processes import serving
 
 CTXC = [sys.executable, "-m", "app.cli"]
 
@@ -136,30 +136,12 @@ def test_serve_refuses_an_unmigrated_database(
 @contextmanager
 def serve(url: str) -> Iterator[str]:
     port = free_port()
-    proc = subprocess.Popen(
-        [*CTXC, "serve", "--port", str(port)],
-        env=_env(url, CTXC_AUTH="keys"),
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.PIPE,
-    )
     base = f"http://127.0.0.1:{port}"
-    try:
-        deadline = time.monotonic() + 60
-        while True:
-            try:
-                if httpx.get(f"{base}/readyz").status_code == 200:
-                    break
-            except httpx.TransportError:
-                pass
-            assert proc.poll() is None, proc.stderr.read() if proc.stderr else ""
-            assert time.monotonic() < deadline, "server did not become ready"
-            time.sleep(0.1)
+    with serving(
+        [*CTXC, "serve", "--port", str(port)], base, env=_env(url, CTXC_AUTH="keys"),
+        stdout=subprocess.DEVNULL,
+    ):  # fmt: skip
         yield base
-    finally:
-        proc.terminate()
-        proc.wait(timeout=30)
-        if proc.stderr:
-            proc.stderr.close()
 
 
 def test_connections_the_database_closed_are_replaced_not_answered_500(

@@ -7,11 +7,9 @@ against a real `ctxc serve` process, on loopback."""
 from __future__ import annotations
 
 import asyncio
-import os
 import select
 import socket
 import subprocess
-import sys
 import time
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -21,6 +19,7 @@ import pytest
 
 from app.storage.migrate import upgrade
 from tests.conftest import free_port
+from tests.processes import ctxc_command, ctxc_env, serving
 
 LIMIT = 1024 * 1024
 TIMEOUT_S = 2.0
@@ -39,41 +38,17 @@ def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Server]:
     database_url = f"sqlite+aiosqlite:///{tmp_path_factory.mktemp('slow') / 'ctxc.db'}"
     upgrade(database_url)
     port = free_port()
-    env = {k: v for k, v in os.environ.items() if not k.startswith("CTXC_")}
-    env |= {
-        "CTXC_DATABASE_URL": database_url,
-        "CTXC_LOG_LEVEL": "warning",
-        "CTXC_MAX_BODY_BYTES": str(LIMIT),
-        "CTXC_REQUEST_READ_TIMEOUT_SECONDS": str(TIMEOUT_S),
-        "CTXC_RESPONSE_WRITE_TIMEOUT_SECONDS": str(TIMEOUT_S),
-    }
-    process = subprocess.Popen(
-        [sys.executable, "-m", "app.cli", "serve", "--port", str(port)],
-        env=env,
-        stdout=subprocess.DEVNULL,
+    env = ctxc_env(
+        CTXC_DATABASE_URL=database_url,
+        CTXC_LOG_LEVEL="warning",
+        CTXC_MAX_BODY_BYTES=str(LIMIT),
+        CTXC_REQUEST_READ_TIMEOUT_SECONDS=str(TIMEOUT_S),
+        CTXC_RESPONSE_WRITE_TIMEOUT_SECONDS=str(TIMEOUT_S),
     )
     url = f"http://127.0.0.1:{port}"
-    try:
-        deadline = time.monotonic() + 60
-        while not _ready(url):
-            assert process.poll() is None, "ctxc serve exited"
-            assert time.monotonic() < deadline, "ctxc serve did not become ready"
-            time.sleep(0.1)
+    command = ctxc_command("serve", "--port", str(port))
+    with serving(command, url, env=env, stdout=subprocess.DEVNULL):
         yield Server(url, ("127.0.0.1", port))
-    finally:
-        process.terminate()
-        try:
-            process.wait(timeout=30)
-        except subprocess.TimeoutExpired:
-            process.kill()
-            process.wait()
-
-
-def _ready(url: str) -> bool:
-    try:
-        return httpx.get(f"{url}/readyz", timeout=2).status_code == 200
-    except httpx.TransportError:
-        return False
 
 
 def _read_until_closed(sock: socket.socket, within_s: float) -> tuple[bytes, float]:

@@ -4,22 +4,17 @@ processes configured to call it."""
 from __future__ import annotations
 
 import json
-import os
 import subprocess
-import sys
 import threading
-import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
-import httpx
-
 from tests.conftest import free_port
+from tests.processes import ctxc_command, ctxc_env, serving
 
 SECRET = "webhook-secret"
-START_TIMEOUT_S = 60
 
 
 @dataclass
@@ -77,44 +72,19 @@ def webhook(delay: float) -> Iterator[Webhook]:
 
 
 def serve_env(database_url: str, hook: Webhook, lease_seconds: float) -> dict[str, str]:
-    env = {k: v for k, v in os.environ.items() if not k.startswith("CTXC_")}
-    return env | {
+    return ctxc_env(**{
         "CTXC_DATABASE_URL": database_url, "CTXC_AUTH": "keys", "CTXC_LOG_LEVEL": "warning",
         "CTXC_SUMMARIZER": "webhook", "CTXC_SUMMARIZER_URL": hook.url,
         "CTXC_SUMMARIZER_WEBHOOK_SECRET": SECRET, "CTXC_SUMMARIZER_RETRIES": "0",
         "CTXC_COMPACTION_LEASE_SECONDS": str(lease_seconds),
-    }  # fmt: skip
+    })  # fmt: skip
 
 
 @contextmanager
 def serve(env: dict[str, str]) -> Iterator[tuple[str, subprocess.Popen[bytes]]]:
     """`ctxc serve` in a process of its own with ``env``: its URL and the process."""
     port = free_port()
-    process = subprocess.Popen(
-        [sys.executable, "-m", "app.cli", "serve", "--port", str(port)],
-        env=env,
-        stdout=subprocess.DEVNULL,
-    )
     url = f"http://127.0.0.1:{port}"
-    try:
-        deadline = time.monotonic() + START_TIMEOUT_S
-        while not _ready(url):
-            assert process.poll() is None, "the server exited"
-            assert time.monotonic() < deadline, "the server did not become ready"
-            time.sleep(0.1)
+    command = ctxc_command("serve", "--port", str(port))
+    with serving(command, url, env=env, stdout=subprocess.DEVNULL) as process:
         yield url, process
-    finally:
-        if process.poll() is None:
-            process.terminate()
-            try:
-                process.wait(timeout=30)
-            except subprocess.TimeoutExpired:
-                process.kill()
-                process.wait()
-
-
-def _ready(url: str) -> bool:
-    try:
-        return httpx.get(f"{url}/readyz", timeout=2).status_code == 200
-    except httpx.TransportError:
-        return False

@@ -7,7 +7,6 @@ import os
 import subprocess
 import sys
 import sysconfig
-import time
 import venv
 import zipfile
 from dataclasses import dataclass
@@ -19,6 +18,7 @@ import pytest
 
 from app.storage.migrate import head_revision
 from tests.conftest import free_port, fresh_database
+from tests.processes import serving
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -112,33 +112,15 @@ def test_the_wheel_is_what_runs_not_the_source_tree(installed: Installed, tmp_pa
 
 def serve_until_ready(installed: Installed, cwd: Path, key: str, env: dict[str, str]) -> None:
     port = free_port()
-    proc = subprocess.Popen(
-        [str(installed.venv / "bin" / "ctxc"), "serve", "--port", str(port)],
-        cwd=cwd,
-        env=clean_env(CTXC_AUTH="keys", **env),
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.PIPE,
-        text=True,
-    )
     base = f"http://127.0.0.1:{port}"
-    try:
-        deadline = time.monotonic() + 60
-        while True:
-            try:
-                if httpx.get(f"{base}/readyz").status_code == 200:
-                    break
-            except httpx.TransportError:
-                pass
-            assert proc.poll() is None, proc.stderr.read() if proc.stderr else ""
-            assert time.monotonic() < deadline, "the server did not become ready"
-            time.sleep(0.1)
+    log = cwd / "serve.log"
+    with log.open("w") as out, serving(
+        [str(installed.venv / "bin" / "ctxc"), "serve", "--port", str(port)], base,
+        log=log.read_text, cwd=cwd, env=clean_env(CTXC_AUTH="keys", **env), stdout=out,
+        stderr=out,
+    ):  # fmt: skip
         listed = httpx.get(f"{base}/v1/sessions", headers={"Authorization": f"Bearer {key}"})
         assert listed.status_code == 200, listed.text
-    finally:
-        proc.terminate()
-        proc.wait(timeout=30)
-        if proc.stderr:
-            proc.stderr.close()
 
 
 @pytest.mark.parametrize("kind", ["sqlite", "postgres"])

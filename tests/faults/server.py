@@ -21,13 +21,9 @@ import asyncpg
 import httpx
 
 from tests.conftest import _asyncpg_dsn, free_port
+from tests.processes import ctxc_command, ctxc_env, stop, wait_ready
 
 BIN = Path(sys.executable).parent
-
-
-def ctxc(*args: str) -> list[str]:
-    script = BIN / "ctxc"
-    return [str(script), *args] if script.exists() else [sys.executable, "-m", "app.cli", *args]
 
 
 class Server:
@@ -37,14 +33,10 @@ class Server:
         self.database_url = database_url
         self.port = free_port()
         self.url = f"http://127.0.0.1:{self.port}"
-        base = {k: v for k, v in os.environ.items() if not k.startswith("CTXC_")}
-        self.env = base | {
-            "CTXC_DATABASE_URL": database_url,
-            "CTXC_PORT": str(self.port),
-            "CTXC_AUTH": "keys",
-            "CTXC_LOG_LEVEL": "warning",
-            **env,
-        }
+        self.env = ctxc_env(
+            CTXC_DATABASE_URL=database_url, CTXC_PORT=str(self.port), CTXC_AUTH="keys",
+            CTXC_LOG_LEVEL="warning", **env,
+        )  # fmt: skip
         self.log_dir = log_dir
         self.proc: subprocess.Popen[bytes] | None = None
         self.starts = 0
@@ -55,7 +47,7 @@ class Server:
 
     def _run(self, *args: str) -> str:
         done = subprocess.run(
-            ctxc(*args), env=self.env, capture_output=True, text=True, timeout=120
+            ctxc_command(*args), env=self.env, capture_output=True, text=True, timeout=120
         )
         assert done.returncode == 0, done.stderr
         return done.stdout
@@ -64,18 +56,9 @@ class Server:
         assert self.proc is None or self.proc.poll() is not None
         self.starts += 1
         log = (self.log_dir / f"serve-{self.starts}.log").open("wb")
-        self.proc = subprocess.Popen(ctxc("serve"), env=self.env, stdout=log, stderr=log)
+        self.proc = subprocess.Popen(ctxc_command("serve"), env=self.env, stdout=log, stderr=log)
         log.close()
-        deadline = time.monotonic() + 60
-        while True:
-            try:
-                if httpx.get(f"{self.url}/readyz", timeout=2).status_code == 200:
-                    return
-            except httpx.TransportError:
-                pass
-            assert self.proc.poll() is None, self.log()
-            assert time.monotonic() < deadline, "ctxc serve did not become ready"
-            time.sleep(0.05)
+        wait_ready(self.url, self.proc, log=self.log)
 
     def kill(self) -> None:
         """SIGKILL: no shutdown, no cleanup, as when the machine or the OOM killer stops it."""
@@ -91,13 +74,8 @@ class Server:
         return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
     def stop(self) -> None:
-        if self.proc is not None and self.proc.poll() is None:
-            self.proc.terminate()
-            try:
-                self.proc.wait(timeout=30)
-            except subprocess.TimeoutExpired:
-                self.proc.kill()
-                self.proc.wait(timeout=30)
+        if self.proc is not None:
+            stop(self.proc)
 
     def log(self) -> str:
         return (self.log_dir / f"serve-{self.starts}.log").read_text(errors="replace")
