@@ -15,7 +15,7 @@ import statistics
 import time
 from collections.abc import Callable
 
-from app.domain.compilers.patterns import Meter, TooCostly, builtins, custom, secrets
+from app.domain.compilers.patterns import TooCostly, alone, builtins, custom, secrets
 
 SIZE = 256 * 1024
 OLD_PASSWORD = r"\b[A-Za-z][A-Za-z0-9+.-]*://[^\s:/@]*:(?P<secret>[^\s@/]+)@"
@@ -47,10 +47,10 @@ def best(run: Callable[[], object], repeat: int = 5) -> float:
 def redact_all(data: bytes) -> int:
     work = 0
     for pattern in builtins():
-        meter = Meter(pattern, len(data))
+        meter = alone(pattern, data)
         for _ in secrets(pattern, data, meter):
             pass
-        work += meter.spent
+        work += meter.budget.spent
     return work
 
 
@@ -71,7 +71,7 @@ def growth() -> None:
     new = next(p for p in builtins() if p.name == "connection_password")
     sizes = (8192, 16384, 32768)
     old_times = [best(lambda n=n: old.findall(fill("a.", n).decode()), 1) for n in sizes]
-    new_times = [best(lambda n=n: list(secrets(new, fill("a.", n), Meter(new, n))))
+    new_times = [best(lambda n=n: list(secrets(new, fill("a.", n), alone(new, fill("a.", n)))))
                  for n in sizes]  # fmt: skip
     for label, times in (("re (before)", old_times), ("RE2, metered", new_times)):
         ratios = "  ".join(f"{t / times[0]:6.1f}x" for t in times[1:])
@@ -88,7 +88,7 @@ def tenant_figures() -> None:
         for _ in range(3):
             start = time.perf_counter()
             try:
-                outcome = f"{len(list(secrets(pattern, data, Meter(pattern, len(data))))):,} found"
+                outcome = f"{len(list(secrets(pattern, data, alone(pattern, data)))):,} found"
             except TooCostly:
                 outcome = "refused"
             times.append(time.perf_counter() - start)

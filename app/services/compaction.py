@@ -16,7 +16,6 @@ from dataclasses import dataclass, replace
 from datetime import UTC, datetime
 from typing import Any
 
-import anyio
 from pydantic import ValidationError
 from sqlalchemy.ext.asyncio import AsyncSession
 
@@ -38,7 +37,7 @@ from app.domain.providers import ProviderProfile
 from app.domain.sessions import SessionPk, TenantId
 from app.domain.summaries.budget import cut_to_budget
 from app.domain.tokens import Encoder, TokenCounter, count_message
-from app.services import events
+from app.services import cpu, events
 from app.services.messages import NewMessage, message_rows, stored_message
 from app.services.sessions import require_session, session_profile
 from app.storage import queries
@@ -170,7 +169,7 @@ async def within_budget(summarizer: Summarizer, plan: Plan, encoder: Encoder) ->
     def count(text: str) -> int:
         return count_message(summary_message(text), encoder)
 
-    cut = await anyio.to_thread.run_sync(cut_to_budget, summary.text, plan.summary_tokens, count)
+    cut = await cpu.run_sync(cut_to_budget, summary.text, plan.summary_tokens, count)
     return summary if cut is None else replace(summary, text=cut, cut=True)
 
 
@@ -318,7 +317,7 @@ class Compactor:
 
     async def _items(self, pk: SessionPk, where: Where) -> list[Item]:
         rows = await queries.all_messages(self.db, pk)
-        return await anyio.to_thread.run_sync(stored_items, rows, where.encoding)
+        return await cpu.run_sync(stored_items, rows, where.encoding)
 
     async def _attempt(self, session: SessionRow, plan: Plan, where: Where) -> list[Done]:
         """``run``, where a compaction that wrote nothing is no error (the compile goes on)."""

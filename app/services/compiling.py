@@ -9,7 +9,6 @@ from dataclasses import dataclass, field, replace
 from datetime import datetime
 from typing import Any, Literal
 
-import anyio
 from sqlalchemy import Row
 from sqlalchemy.ext.asyncio import AsyncSession
 
@@ -30,6 +29,7 @@ from app.domain.models import Catalog
 from app.domain.providers import ProviderProfile
 from app.domain.sessions import PromptFragment, SessionPk, TenantId
 from app.domain.tokens import Encoder, count_message
+from app.services import cpu
 from app.services.cache import Entry, MessageCache
 from app.services.compaction import Compactor, Done, Report, compact_due
 from app.services.originals import keep_originals
@@ -212,7 +212,7 @@ async def compile_session(
         return compile_request(snapshot, compiler, target)
 
     light = _light(rows, target, options) and not _scans(spec)
-    output = work() if light else await anyio.to_thread.run_sync(work)
+    output = work() if light else await cpu.run_sync(work)
     output = replace(output, warnings=[*notes, *output.warnings])
     mode: Mode = "full" if cursor is None else "delta"
     compile_id = str(uuid.uuid4())
