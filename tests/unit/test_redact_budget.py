@@ -83,7 +83,9 @@ def test_the_deadline_stops_a_redaction_within_its_budget() -> None:
     budget.text(len(data))
     with pytest.raises(TooCostly) as caught:
         list(secrets(password, data, Meter(password, budget)))
-    assert "took more than 0.05 s" in str(caught.value)
+    assert caught.value.pattern is password
+    message = str(caught.value)
+    assert "took more than 0.05 s" in message and "built-in pattern connection_password" in message
     assert budget.spent < budget.allowed
 
 

@@ -224,10 +224,17 @@ class Budget:
     def _why(self, what: str) -> str:
         culprit = self._culprit()
         share = self.by_pattern[(culprit.name, culprit.index)] * 100 // max(1, self.spent)
+        if culprit.index is None:
+            who, advice = (
+                f"the built-in pattern {culprit.name}",
+                "the text is dense with its matches",
+            )
+        else:
+            who = f"the pattern {culprit.regex.pattern!r}"
+            advice = "it matches too often or waits on too much text; narrow it"
         return (
             f"redaction {what} on {self.size:,} bytes of text with {self.patterns} patterns;"
-            f" the pattern {culprit.regex.pattern!r} did {share}% of the work: it matches too"
-            " often or waits on too much text; narrow it (or send less text)"
+            f" {who} did {share}% of the work: {advice}, or send less text"
         )
 
 
