@@ -113,3 +113,35 @@ def test_concurrent_hostile_redactions_leave_other_tenants_and_healthz_answering
     refused_naming_a_pattern(answers["many patterns"])
     refused_naming_a_pattern(answers["many patterns 2"])
     assert answers["bearers"].status_code == 200  # no secret, and quick since 12+ stays in RE2
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(300)
+def test_one_tenant_cannot_fill_the_worker_pool(big_api: Api) -> None:
+    """44 compiles of tenant B at once: before, they took all 40 threads of the worker pool
+    (each bearer near-miss went back to Python, about a second a request) and tenant A's compile
+    waited for one; now B holds 2, and its compiles are quick."""
+    hostile = posted(fill("bearer 1 ", 1_000_000))
+    statuses: list[int] = []
+
+    def attack() -> None:
+        with big_api.client(big_api.key_b) as client:
+            client.timeout = httpx.Timeout(240)
+            statuses.append(client.post("/v1/compile", json=hostile).status_code)
+
+    threads = [threading.Thread(target=attack) for _ in range(44)]
+    for thread in threads:
+        thread.start()
+    time.sleep(1)  # the requests are in
+    ordinary = posted("Deploy with token sk-" + "A" * 24 + " please.")
+    probes = 0
+    with big_api.client() as other:
+        other.timeout = httpx.Timeout(5)  # a liveness bound, not a benchmark
+        while any(t.is_alive() for t in threads) or probes < 3:
+            compiled = other.post("/v1/compile", json=ordinary)
+            assert compiled.status_code == 200, compiled.text[:300]
+            probes += 1
+            time.sleep(0.05)
+    for thread in threads:
+        thread.join()
+    assert statuses == [200] * 44
