@@ -114,7 +114,20 @@ class Settings(BaseSettings):
         description="Wake-ups an event subscriber can have pending; more are merged (events "
         "are read from the database, so none is lost).",
     )
+    compaction_lease_seconds: float = Field(
+        30.0,
+        ge=1,
+        le=3600,
+        description="Lifetime of a compaction lease: the request summarising a session renews "
+        "it every third of this; one a stopped process leaves is taken over once it expires.",
+    )
     db_pool_size: int = Field(10, ge=1, description="Postgres connection pool size.")
+    sqlite_busy_timeout_seconds: float = Field(
+        30.0,
+        gt=0,
+        description="How long a SQLite write waits for another writer's lock before the "
+        "request gets a 503 (database unavailable).",
+    )
     log_level: str = Field("info", description="Log level of the service.")
     summarizer: SummarizerKind = Field(
         "extractive",

@@ -13,7 +13,9 @@ from starlette.exceptions import HTTPException
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from app.api.metrics import Metrics
+from app.api.unavailable import DATABASE_UNAVAILABLE, RETRY_AFTER, FaultLog
 from app.logs import REQUEST_ID
+from app.storage.faults import is_fault
 
 log = logging.getLogger("ctxc")
 REQUEST_ID_HEADER = b"x-request-id"
@@ -128,18 +130,21 @@ INTERNAL_ERROR = {
 }
 
 
-def _internal_error() -> bytes:
-    """The 500 problem, with the request's id: the one way to find its logged traceback."""
+def _problem_body(problem: dict[str, object]) -> bytes:
+    """The problem with the request's id (for a 500, the one way to find its logged
+    traceback)."""
     request_id = REQUEST_ID.get()
-    return json.dumps(INTERNAL_ERROR | ({"request_id": request_id} if request_id else {})).encode()
+    return json.dumps(problem | ({"request_id": request_id} if request_id else {})).encode()
 
 
 class CatchAll:
     """An unexpected error is logged once, with its traceback, and answered as a 500 problem
-    with no internals; the connection stays usable (nothing is re-raised to the server)."""
+    with no internals; a fault of the database (see app.storage.faults) is a 503 problem with
+    Retry-After. The connection stays usable (nothing is re-raised to the server)."""
 
     def __init__(self, app: ASGIApp) -> None:
         self.app = app
+        self.faults = FaultLog()
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] != "http":
@@ -155,11 +160,16 @@ class CatchAll:
         try:
             await self.app(scope, receive, tracking_send)
         except Exception as exc:
-            log.error("unexpected error on %s %s", scope["method"], scope["path"], exc_info=exc)
+            if is_fault(exc):
+                self.faults.fault(scope, exc)
+                status, problem, extra = 503, DATABASE_UNAVAILABLE, [RETRY_AFTER]
+            else:
+                log.error("unexpected error on %s %s", scope["method"], scope["path"], exc_info=exc)
+                status, problem, extra = 500, INTERNAL_ERROR, []
             if not started:
-                headers = [(b"content-type", b"application/problem+json")]
-                await send({"type": "http.response.start", "status": 500, "headers": headers})
-                await send({"type": "http.response.body", "body": _internal_error()})
+                headers = [(b"content-type", b"application/problem+json"), *extra]
+                await send({"type": "http.response.start", "status": status, "headers": headers})
+                await send({"type": "http.response.body", "body": _problem_body(problem)})
 
 
 def _route(scope: Scope) -> str:

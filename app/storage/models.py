@@ -151,6 +151,11 @@ class SessionRow(Base):
 
     created_at = LocalTime("created_utc", "created_offset")
     updated_at = LocalTime("updated_utc", "updated_offset")
+    # The compaction lease (app/services/leases.py): who summarises the session now, until when,
+    # and the id of the `context_compaction_start` it announced (closed when it ends).
+    compaction_holder: Mapped[str | None] = mapped_column(String(64))
+    compaction_expires: Mapped[datetime | None] = mapped_column(UTCDateTime(), index=True)
+    compaction_start_event: Mapped[int | None] = mapped_column(BigInteger)
 
 
 class MessageRow(Base):
@@ -256,10 +261,15 @@ class CompactionRow(Base):
 
 
 class EventRow(Base):
-    """The durable event log; ids increase and drive SSE Last-Event-ID replay."""
+    """The durable event log; ids increase and drive SSE Last-Event-ID replay. They are never
+    reused, also after a session's events go with it: SQLite's AUTOINCREMENT (a plain rowid
+    would hand the highest deleted id out again), a sequence on Postgres."""
 
     __tablename__ = "events"
-    __table_args__ = (Index("ix_events_session", "session_pk", "id"),)
+    __table_args__ = (
+        Index("ix_events_session", "session_pk", "id"),
+        {"sqlite_autoincrement": True},
+    )
 
     id: Mapped[int] = mapped_column(BigId, primary_key=True, autoincrement=True)
     session_pk: Mapped[str] = mapped_column(

@@ -9,7 +9,7 @@ from fastapi import APIRouter, Path, Query, status
 
 from app.api.archive_schemas import ArchivedDocument, CompactionDocument
 from app.api.deps import DbDep, StateDep, TenantDep
-from app.api.metrics import MeteredCompactor
+from app.api.metrics import metered_compactor
 from app.api.problems import FieldError, check_body, invalid, responses
 from app.api.schemas import (
     ArchivedMessage,
@@ -23,6 +23,7 @@ from app.domain.formats.documents import Provider, provider_document
 from app.domain.messages import JSONObject, Message
 from app.services import compaction as service
 from app.services import cpu, persisted_steps
+from app.services.compactor import compact_now
 from app.storage.models import CompactionRow
 
 router = APIRouter(prefix="/v1/sessions/{session_id}", tags=["compaction"])
@@ -77,15 +78,15 @@ async def compact_session(
     stray = ("policy", body.policy) if payloads else ("steps", body.steps)
     if stray[1] is not None:
         raise invalid([FieldError(path=f"body.{stray[0]}", message=f"not for kind {body.kind}")])
-    compactor = MeteredCompactor(
+    compactor = metered_compactor(
         db, state.counter, state.summarizer, datetime.now(UTC), state.settings.catalog,
         state.metrics, trigger="request", backend=state.settings.summarizer,
+        lease_seconds=state.settings.compaction_lease_seconds,
     )  # fmt: skip
     if body.kind == "tool_payloads":
         done = await persisted_steps.compact_payloads_now(compactor, tenant, session_id, body.steps)
-        state.metrics.compacted(done, "request")  # written without `run`
     else:
-        done = await service.compact_now(compactor, tenant, session_id, body.kind, body.policy)
+        done = await compact_now(compactor, tenant, session_id, body.kind, body.policy)
     return compaction_read(done.row)
 
 

@@ -120,14 +120,11 @@ def trim_rounds(
     needed = used + (_tokens([rounds[newest]]) if newest is not None else 0)
     if needed > budget:
         raise BudgetTooSmall(needed, budget, _needs(rounds, keep, newest, claimed), of)
-    task_left_out = None
-    if task is not None and task in free and task != newest:
-        free.remove(task)
-        if needed + _tokens([rounds[task]]) <= budget:
-            keep.add(task)
-            used += _tokens([rounds[task]])
-        else:
-            task_left_out = task
+    task_left_out = _set_aside(free, task, newest)
+    if task_left_out is not None and needed + _tokens([rounds[task_left_out]]) <= budget:
+        keep.add(task_left_out)
+        used += _tokens([rounds[task_left_out]])
+        task_left_out = None
     target = trim_target(total, budget, low_water)
     for n in free:
         cost = _tokens([rounds[n]])
@@ -136,6 +133,15 @@ def trim_rounds(
         keep.add(n)
         used += cost
     return Trim(keep, task_left_out)
+
+
+def _set_aside(free: list[int], task: int | None, newest: int | None) -> int | None:
+    """Take the opening task's round out of ``free`` (the rounds trimmed newest first), unless
+    it is kept anyway or is the ``newest`` round: the round set aside, or None."""
+    if task is None or task not in free or task == newest:
+        return None
+    free.remove(task)
+    return task
 
 
 def _task_warning(name: str, round_: Round) -> str:
@@ -264,10 +270,9 @@ def window(
         grouped = snapshot.rounds(compiled.items)
         free = _free(grouped)
         keep = set(range(len(grouped))) - set(free)
-        task = opening_task(grouped) if keep_task else None
-        if task is not None and task in free and task != free[0]:
-            free.remove(task)
-            keep.add(task)
+        newest = free[0] if free else None
+        task = _set_aside(free, opening_task(grouped) if keep_task else None, newest)
+        keep |= set() if task is None else {task}
         if messages is None:
             return compiled.then(*_select(grouped, keep | set(free[:rounds]), "window"))
         keep |= _last_messages(grouped, free, messages)
