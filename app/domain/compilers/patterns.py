@@ -1,4 +1,4 @@
-"""Secret patterns for ``redact``, matched by RE2 with the work per text bounded and linear.
+"""Secret patterns for ``redact``, matched by RE2 with a compile's work bounded and linear.
 
 RE2 runs a regular expression in time linear in the text it searches (no backtracking; it refuses
 backreferences and lookaround). That bounds one search, not finding every match: each search
@@ -29,7 +29,7 @@ from __future__ import annotations
 import re
 import time
 from collections import Counter
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from functools import cache
 
@@ -184,17 +184,13 @@ class PatternErrors(ValueError):
 class Budget:
     """The work and time one compile's redaction may spend, every text and pattern together."""
 
-    def __init__(
-        self, patterns: Sequence[Pattern], seconds: float = DEADLINE_SECONDS,
-        clock: Callable[[], float] = time.monotonic,
-    ) -> None:  # fmt: skip
+    def __init__(self, patterns: Sequence[Pattern], seconds: float = DEADLINE_SECONDS) -> None:
         self.patterns = len(patterns)
         self.allowed = BASE_COST * self.patterns
         self.spent = 0
         self.size = 0  # bytes of text so far
         self.seconds = seconds
-        self.clock = clock
-        self.deadline = clock() + seconds
+        self.deadline = time.monotonic() + seconds
         self.by_pattern: Counter[tuple[str, int | None]] = Counter()
         self.spenders: dict[tuple[str, int | None], Pattern] = {}
 
@@ -215,7 +211,7 @@ class Budget:
                 f" {COST_PER_BYTE} + {PATTERN_BYTE_COST} per pattern a byte of text, {TEXT_COST}"
                 f" per text and pattern, {BASE_COST:,} per pattern: {self.allowed:,})"
             ))  # fmt: skip
-        if self.clock() > self.deadline:
+        if time.monotonic() > self.deadline:
             raise TooCostly(self._culprit(), self._why(f"took more than {self.seconds:g} s"))
 
     def _culprit(self) -> Pattern:
