@@ -33,6 +33,7 @@ from app.api.routes import (
 from app.api.schemas import CompileRequest
 from app.services import leases
 from app.services.cache import Lru, MessageCache
+from app.services.cpu import TenantLimiters
 from app.services.events import EventReader
 from app.services.keys import KeyCache, local_tenant
 from app.services.plugins import load_registry
@@ -74,6 +75,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
             state = AppState(
                 settings, engine, maker, counter, metrics, local, load_registry(), cache, answers,
                 summarizer, bus, EventReader(maker), KeyCache(settings.key_cache_seconds),
+                TenantLimiters(settings.tenant_cpu_concurrency),
             )  # fmt: skip
             sweeper = asyncio.create_task(
                 leases.sweep_forever(maker, settings.compaction_lease_seconds)

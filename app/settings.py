@@ -51,6 +51,12 @@ class Settings(BaseSettings):
     max_body_bytes: int = Field(
         16 * 1024 * 1024, ge=1024, description="Request bodies larger than this get a 413."
     )
+    tenant_cpu_concurrency: int = Field(
+        2,
+        ge=1,
+        description="Worker threads one tenant's CPU-heavy work (compiles, big bodies, imports, "
+        "token counts) may hold at once; its further work waits for one of them.",
+    )
     request_read_timeout_seconds: float = Field(
         30.0,
         gt=0,

@@ -17,7 +17,7 @@ from app.api.problems import ProblemError
 from app.domain.compilers.registry import Registry
 from app.domain.sessions import TenantId
 from app.domain.tokens import TokenCounter
-from app.services import keys
+from app.services import cpu, keys
 from app.services.cache import Lru, MessageCache
 from app.services.events import EventReader
 from app.settings import Settings, is_loopback
@@ -40,6 +40,7 @@ class AppState:
     events: EventBus
     event_reader: EventReader
     keys: keys.KeyCache
+    cpu: cpu.TenantLimiters  # CPU-heavy work's worker threads, a few per tenant
 
 
 async def get_state(request: Request) -> AppState:
@@ -80,7 +81,14 @@ Declared = Annotated[HTTPAuthorizationCredentials | None, Security(BEARER)]
 
 
 async def get_tenant(request: Request, state: StateDep, declared: Declared) -> TenantId:
-    """The tenant of the Bearer key; in local mode, keyless loopback callers are `local`."""
+    """The tenant of the Bearer key; in local mode, keyless loopback callers are `local`. The
+    request's CPU-heavy work then takes that tenant's worker slots (``cpu.run_sync``)."""
+    tenant = await _tenant(request, state)
+    cpu.enter(state.cpu, str(tenant))
+    return tenant
+
+
+async def _tenant(request: Request, state: StateDep) -> TenantId:
     header = request.headers.get("authorization")
     if header is not None:
         scheme, _, key = header.partition(" ")

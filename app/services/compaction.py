@@ -17,7 +17,6 @@ from dataclasses import dataclass, replace
 from datetime import UTC, datetime
 from typing import Any
 
-import anyio
 from pydantic import ValidationError
 from sqlalchemy.ext.asyncio import AsyncSession
 
@@ -34,7 +33,7 @@ from app.domain.providers import ProviderProfile
 from app.domain.sessions import SessionPk, TenantId
 from app.domain.summaries.budget import cut_to_budget
 from app.domain.tokens import Encoder, TokenCounter, count_message
-from app.services import leases
+from app.services import cpu, leases
 from app.services.messages import NewMessage, message_rows, stored_message
 from app.services.sessions import require_session
 from app.storage import queries
@@ -174,7 +173,7 @@ async def within_budget(summarizer: Summarizer, plan: Plan, encoder: Encoder) ->
     def count(text: str) -> int:
         return count_message(summary_message(text), encoder)
 
-    cut = await anyio.to_thread.run_sync(cut_to_budget, summary.text, plan.summary_tokens, count)
+    cut = await cpu.run_sync(cut_to_budget, summary.text, plan.summary_tokens, count)
     return summary if cut is None else replace(summary, text=cut, cut=True)
 
 

@@ -26,7 +26,7 @@ from app.domain.models import Catalog
 from app.domain.providers import ProviderProfile
 from app.domain.sessions import SessionPk, TenantId
 from app.domain.tokens import TokenCounter
-from app.services import events, leases
+from app.services import cpu, events, leases
 from app.services.compaction import (
     Done,
     LeaseLost,
@@ -210,7 +210,7 @@ class Compactor:
 
     async def _items(self, pk: SessionPk, where: Where) -> list[Item]:
         rows = await queries.all_messages(self.db, pk)
-        return await anyio.to_thread.run_sync(stored_items, rows, where.encoding)
+        return await cpu.run_sync(stored_items, rows, where.encoding)
 
     async def _attempt(self, session: SessionRow, plan: Plan, where: Where) -> list[Done]:
         """``run``, where a compaction that wrote nothing is no error (the compile goes on)."""

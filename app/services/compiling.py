@@ -9,7 +9,6 @@ from dataclasses import dataclass, field, replace
 from datetime import datetime
 from typing import Any, Literal
 
-import anyio
 from sqlalchemy import Row
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.ext.asyncio import AsyncSession
@@ -32,6 +31,7 @@ from app.domain.models import Catalog
 from app.domain.providers import ProviderProfile
 from app.domain.sessions import PromptFragment, SessionPk, TenantId
 from app.domain.tokens import Encoder, count_message
+from app.services import cpu
 from app.services.cache import Entry, MessageCache
 from app.services.compaction import Done
 from app.services.compactor import Compactor, Report, compact_due
@@ -234,7 +234,7 @@ async def compile_session(
 
     light = _light(rows, target, options) and not _scans(spec)
     try:
-        output = work() if light else await anyio.to_thread.run_sync(work)
+        output = work() if light else await cpu.run_sync(work)
     except NothingToSend:  # also what a session deleted between the reads above looks like
         if not rows and not await compiles.session_exists(db, pk):
             raise NotFound("session", session_id) from None

@@ -9,7 +9,6 @@ from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import Any
 
-import anyio
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.ext.asyncio import AsyncSession
 
@@ -19,6 +18,7 @@ from app.domain.messages import Message, ToolCallPart, ToolResultPart
 from app.domain.models import Catalog
 from app.domain.sessions import SessionPk, TenantId
 from app.domain.tokens import TokenCounter
+from app.services import cpu
 from app.services.sessions import readable_profile, require_session, session_profile
 from app.storage import queries
 from app.storage.models import IdempotencyKeyRow, MessageRow, ToolPartRow
@@ -91,7 +91,7 @@ async def append_messages(
     With an Idempotency-Key, a retry of the same request answers as the first time and writes
     nothing; keys expire after ``idempotency.ttl`` and vanish with their session.
     """
-    messages, counts = await anyio.to_thread.run_sync(prepare, counter, batch)
+    messages, counts = await cpu.run_sync(prepare, counter, batch)
     row = await require_session(db, tenant, session_id)
     if idempotency is not None:
         replay = await _replay(db, tenant, idempotency, now)

@@ -14,15 +14,13 @@ from __future__ import annotations
 import uuid
 from typing import Any
 
-import anyio
-
 from app.domain.compilers.base import Compiler, Snapshot
 from app.domain.compilers.registry import build
 from app.domain.compilers.spec import parse_spec
 from app.domain.errors import Conflict, InvalidInput, NotFound, Path
 from app.domain.sessions import SessionPk, TenantId
 from app.domain.tokens import count_message
-from app.services import events
+from app.services import cpu, events
 from app.services.compaction import Done, Where, archived, stored_items
 from app.services.compactor import Compactor
 from app.services.originals import keep_originals
@@ -77,7 +75,7 @@ async def compact_payloads_now(
     items = tuple(stored_items(list(rows.values()), profile.encoding))
     snapshot = Snapshot(items=items, tenant=tenant, now=now, session_id=session.id,
                         count=lambda m: count_message(m, encoder))  # fmt: skip
-    compiled = await anyio.to_thread.run_sync(compiler, snapshot)
+    compiled = await cpu.run_sync(compiler, snapshot)
     touched = sorted({t.seq for step in compiled.steps for t in step.touched})
     if not touched:
         raise Conflict("nothing to compact: no tool payload may be compacted")

@@ -5,7 +5,6 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-import anyio
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from app.domain.errors import InvalidInput
@@ -14,6 +13,7 @@ from app.domain.limits import message_problems
 from app.domain.models import Catalog
 from app.domain.sessions import SessionPk, TenantId
 from app.domain.tokens import TokenCounter
+from app.services import cpu
 from app.services.messages import NewMessage, message_rows, stored_message
 from app.services.sessions import (
     SessionView,
@@ -92,7 +92,7 @@ async def import_session(
 ) -> SessionView:
     """Recreate an exported session under this tenant, seqs and times as they were."""
     fields = document.session
-    new = await anyio.to_thread.run_sync(_prepare, counter, document)
+    new = await cpu.run_sync(_prepare, counter, document)
     columns = {k: v for k, v in fields.items() if k not in ("id", "created_at", "updated_at")}
     row = await add_session(
         db, tenant, fields["id"], columns, fields["created_at"], fields["updated_at"],

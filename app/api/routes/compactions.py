@@ -5,7 +5,6 @@ from __future__ import annotations
 from datetime import UTC, datetime
 from typing import Annotated, Any
 
-import anyio
 from fastapi import APIRouter, Path, Query, status
 
 from app.api.archive_schemas import ArchivedDocument, CompactionDocument
@@ -23,7 +22,7 @@ from app.domain.formats.convert import Format
 from app.domain.formats.documents import Provider, provider_document
 from app.domain.messages import JSONObject, Message
 from app.services import compaction as service
-from app.services import persisted_steps
+from app.services import cpu, persisted_steps
 from app.services.compactor import compact_now
 from app.storage.models import CompactionRow
 
@@ -117,5 +116,5 @@ async def get_compaction(
     if format == "canonical":
         return CompactionDetail(**read.model_dump(), archived=[_archived(e) for e in row.archived])
     # Converting a large archive is CPU work: off the event loop.
-    document = await anyio.to_thread.run_sync(_document, format, list(row.archived))
+    document = await cpu.run_sync(_document, format, list(row.archived))
     return CompactionDocument(**read.model_dump(), archived=document)

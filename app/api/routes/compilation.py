@@ -7,7 +7,6 @@ from dataclasses import asdict, replace
 from datetime import UTC, datetime
 from typing import Final
 
-import anyio
 import xxhash
 from fastapi import APIRouter, Request, Response
 
@@ -29,7 +28,7 @@ from app.api.schemas import (
 )
 from app.domain.compilers.base import StepReport
 from app.domain.sessions import PromptFragment
-from app.services import compiling, cursor
+from app.services import compiling, cpu, cursor
 from app.services.compiling import Compilation, Options
 from app.storage import queries
 
@@ -126,7 +125,7 @@ async def compile_posted(request: Request, state: StateDep, tenant: TenantDep) -
         return Response(ID_FIELD + str(uuid.uuid4()).encode() + known, media_type=JSON)
     raw = b"".join(chunks)
     # Validating a big body is CPU work like the compile itself: off the event loop.
-    body = await anyio.to_thread.run_sync(_checked, raw) if len(raw) > 65_536 else _checked(raw)
+    body = await cpu.run_sync(_checked, raw) if len(raw) > 65_536 else _checked(raw)
 
     def run(tenant_name: str) -> tuple[Compilation, bytes]:
         done = compiling.compile_posted(
@@ -140,7 +139,7 @@ async def compile_posted(request: Request, state: StateDep, tenant: TenantDep) -
     with counted(state.metrics, "stateless", "full"):
         async with state.sessionmaker() as db:  # only a compile opens a database session
             tenant_name = await queries.tenant_name(db, tenant)
-        done, answer = await anyio.to_thread.run_sync(run, tenant_name)
+        done, answer = await cpu.run_sync(run, tenant_name)
     state.metrics.answers.labels("compiled").inc()
     head = ID_FIELD + done.compile_id.encode()
     if done.repeatable and answer.startswith(head):

@@ -5,7 +5,6 @@ from __future__ import annotations
 from datetime import UTC, datetime, timedelta
 from typing import Annotated
 
-import anyio
 from fastapi import APIRouter, Header, Query, Request, status
 
 from app.api.deps import DbDep, StateDep, TenantDep
@@ -15,6 +14,7 @@ from app.domain.errors import FormatError, InvalidInput
 from app.domain.formats.convert import Format
 from app.domain.formats.documents import provider_document
 from app.domain.sessions import SECTION_PATTERN
+from app.services import cpu
 from app.services import messages as service
 from app.services.messages import Idempotency, StoredMessage
 
@@ -50,7 +50,7 @@ async def append_messages(
     `CTXC_IDEMPOTENCY_TTL_SECONDS` and forgotten with their session.
     """
     # Walking a big batch is CPU work: off the event loop, like its token counting.
-    await anyio.to_thread.run_sync(check_body, body) if _big(request) else check_body(body)
+    await cpu.run_sync(check_body, body) if _big(request) else check_body(body)
     if body.system is not None and body.format != "anthropic":
         raise invalid([FieldError(path="body.system", message="only for format anthropic")])
     idempotency = None

@@ -2,13 +2,13 @@
 
 from __future__ import annotations
 
-import anyio
 from fastapi import APIRouter
 
 from app.api.deps import StateDep, TenantDep
 from app.api.problems import check_body, from_input_error, responses
 from app.api.schemas import TokenCount, TokenCountResult
 from app.domain.errors import FormatError, InvalidInput
+from app.services import cpu
 from app.services.tokens import RequestCount, count_request
 
 router = APIRouter(prefix="/v1/tokens", tags=["tokens"])
@@ -39,7 +39,7 @@ async def count_tokens(body: TokenCount, state: StateDep, _: TenantDep) -> Token
         except (FormatError, InvalidInput) as exc:
             raise from_input_error(exc) from None
 
-    result = await anyio.to_thread.run_sync(run)
+    result = await cpu.run_sync(run)
     state.metrics.tokens.labels(result.encoding).inc(result.total)
     return TokenCountResult(
         provider=result.provider,

@@ -5,7 +5,8 @@ JSON object), tool result text and reasoning text. When a pattern has a group na
 only that group is replaced (``Bearer [REDACTED]``, ``postgres://app:[REDACTED]@db``); otherwise
 the whole match is. Every pattern looks at the text as it was: secrets found by several patterns,
 overlapping or touching, are replaced once. Image data and opaque provider blocks are left as
-they are. Patterns are RE2 (see ``patterns``): the work is linear in the text, per pattern.
+they are. Patterns are RE2 (see ``patterns``): one budget, linear in the text and the number of
+patterns, and a deadline bound the work of the whole compile's redaction.
 """
 
 from __future__ import annotations
@@ -21,6 +22,7 @@ from app.domain.compilers.patterns import (
     BUILTIN_PATTERNS,
     MAX_PATTERN_CHARS,
     MAX_PATTERNS,
+    Budget,
     Meter,
     Pattern,
     PatternErrors,
@@ -62,11 +64,13 @@ class _Redaction:
         self.patterns = patterns
         self.replacement = replacement.encode()
         self.counts: Counter[str] = Counter()
+        self.budget = Budget(patterns)
 
     def text(self, text: str) -> str:
         if not text or not self.patterns:
             return text
         data = text.encode()
+        self.budget.text(len(data))
         found = sorted(
             (start, n, end)
             for n, pattern in enumerate(self.patterns)
@@ -88,9 +92,10 @@ class _Redaction:
 
     def _secrets(self, pattern: Pattern, data: bytes) -> list[tuple[int, int]]:
         try:
-            return list(secrets(pattern, data, Meter(pattern, len(data))))
+            return list(secrets(pattern, data, Meter(pattern, self.budget)))
         except TooCostly as err:
-            where = ("builtin",) if pattern.index is None else ("patterns", pattern.index)
+            culprit = err.pattern
+            where = ("builtin",) if culprit.index is None else ("patterns", culprit.index)
             raise InvalidParams([(where, str(err))]) from None
 
     def value(self, value: Any) -> Any:
