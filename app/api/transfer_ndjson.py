@@ -35,7 +35,6 @@ from app.domain.limits import json_problems
 
 SPOOL_BYTES = 1 << 20
 BATCH_LINES = 1_000
-BATCH_BYTES = 4 << 20
 Located = tuple[Path, str, dict[str, Any]]
 Start = tuple[Path, dict[str, Any], bool]  # where the session fields are, them, strict
 
@@ -54,12 +53,15 @@ def _located(number: int, error: ValidationError) -> InvalidInput:
     return InvalidInput([((number, *e["loc"]), e["msg"]) for e in error.errors()])
 
 
-def _checked(model: Any, number: int, raw: bytes) -> Any:
-    """One line validated, and storable (no lone surrogate, no NaN, bounded nesting)."""
+def _parsed(number: int, raw: bytes) -> Any:
     try:
-        value = pydantic_core.from_json(raw)
+        return pydantic_core.from_json(raw)
     except ValueError as exc:
         raise InvalidInput([((number,), f"not JSON: {exc}")]) from None
+
+
+def _checked(model: Any, number: int, value: Any) -> Any:
+    """One line validated, and storable (no lone surrogate, no NaN, bounded nesting)."""
     try:
         parsed = model.validate_python(value) if model is LINE else model.model_validate(value)
     except ValidationError as exc:
@@ -70,58 +72,85 @@ def _checked(model: Any, number: int, raw: bytes) -> Any:
     return parsed
 
 
-def _batches(stream: IO[bytes], first: int) -> Iterator[list[tuple[int, bytes]]]:
-    batch: list[tuple[int, bytes]] = []
-    size, number = 0, first
-    for line in stream:
-        number += 1
-        if not line.strip():
-            continue
-        batch.append((number, line))
-        size += len(line)
-        if len(batch) >= BATCH_LINES or size >= BATCH_BYTES:
-            yield batch
-            batch, size = [], 0
-    if batch:
-        yield batch
+def _is_header(value: Any) -> bool:
+    return isinstance(value, dict) and "type" not in value and "format" in value
 
 
-async def stream_records(stream: IO[bytes]) -> tuple[Start, AsyncIterator[Located]]:
-    """The header of a stream, and its records to come."""
-    first = await anyio.to_thread.run_sync(stream.readline)
-    if not first.strip():
-        raise InvalidInput([((1,), "the first line is the header {format, session}")])
-    header: Header = _header(first)
-    fields = header.session.model_dump(mode="json") | {
-        "created_at": header.session.created_at, "updated_at": header.session.updated_at,
-    }  # fmt: skip
+class Reader:
+    """The sessions of a stream: each starts at a header line, its records follow. A request
+    carries one session; a backup file (``ctxc export --all``) may carry many."""
 
-    async def records() -> AsyncIterator[Located]:
-        batches = _batches(stream, 1)
-        while batch := await anyio.to_thread.run_sync(_next_batch, batches):
+    def __init__(self, stream: IO[bytes], single: bool = False) -> None:
+        self.stream, self.single, self.number = stream, single, 0
+        self.header: tuple[int, Any] | None = None  # read while reading the previous session
+
+    async def next_session(self) -> tuple[Start, AsyncIterator[Located]] | None:
+        """The next session's start and records to come; None at the end of the stream."""
+        if self.header is None:
+            self.header = await anyio.to_thread.run_sync(self._first)
+            if self.header is None:
+                return None
+        number, value = self.header
+        self.header = None
+        header = _header(number, value)
+        fields = header.session.model_dump(mode="json") | {
+            "created_at": header.session.created_at, "updated_at": header.session.updated_at,
+        }  # fmt: skip
+        return ((number, "session"), fields, True), self._records()
+
+    def _line(self) -> tuple[int, Any] | None:
+        """The next line that is not blank, parsed; None at the end."""
+        while line := self.stream.readline():
+            self.number += 1
+            if line.strip():
+                return self.number, _parsed(self.number, line)
+        return None
+
+    def _first(self) -> tuple[int, Any] | None:
+        found = self._line()
+        if found is not None and not _is_header(found[1]):
+            problem = "a stream starts with its header line {format, session}"
+            raise InvalidInput([((found[0],), problem)])
+        return found
+
+    async def _records(self) -> AsyncIterator[Located]:
+        while batch := await anyio.to_thread.run_sync(self._batch):
             for record in batch:
                 yield record
 
-    return ((1, "session"), fields, True), records()
+    def _batch(self) -> list[Located]:
+        """The session's next records, validated (in a worker thread); a header ends the
+        session and is kept for the next."""
+        out: list[Located] = []
+        while self.header is None and len(out) < BATCH_LINES:
+            found = self._line()
+            if found is None:
+                break
+            number, value = found
+            if not _is_header(value):
+                out.append(line_record(number, _checked(LINE, number, value)))
+            elif self.single:
+                problem = "a second header: one session per request (ctxc import reads many)"
+                raise InvalidInput([((number,), problem)])
+            else:
+                self.header = found
+        return out
 
 
-def _header(raw: bytes) -> Header:
-    try:
-        value = pydantic_core.from_json(raw)
-    except ValueError as exc:
-        raise InvalidInput([((1,), f"not JSON: {exc}")]) from None
+def _header(number: int, value: Any) -> Header:
     version = value.get("format") if isinstance(value, dict) else None
     if version != V2:
-        problem = f"unknown version {version!r}: a stream is {V2}"
-        raise InvalidInput([((1, "format"), problem)])
-    checked: Header = _checked(Header, 1, raw)
+        raise InvalidInput([((number, "format"), f"unknown version {version!r}: a stream is {V2}")])
+    checked: Header = _checked(Header, number, value)
     return checked
 
 
-def _next_batch(batches: Iterator[list[tuple[int, bytes]]]) -> list[Located]:
-    for batch in batches:
-        return [line_record(n, _checked(LINE, n, raw)) for n, raw in batch]
-    return []
+async def stream_records(stream: IO[bytes]) -> tuple[Start, AsyncIterator[Located]]:
+    """The one session of a request's stream."""
+    found = await Reader(stream, single=True).next_session()
+    if found is None:
+        raise InvalidInput([((1,), "the first line is the header {format, session}")])
+    return found
 
 
 def document(raw: bytes) -> tuple[Start, Iterator[Record]]:
