@@ -187,11 +187,11 @@ def message_rows(pk: SessionPk, new: Sequence[NewMessage]) -> list[MessageRow | 
                 created_at=created_at,
             )
         )
-        rows += tool_rows(pk, seq, message)
+        rows += _tool_rows(pk, seq, message)
     return rows
 
 
-def tool_rows(pk: SessionPk, seq: int, message: Message) -> list[ToolPartRow]:
+def _tool_rows(pk: SessionPk, seq: int, message: Message) -> list[ToolPartRow]:
     rows = []
     tool: str | None
     for idx, part in enumerate(message.content):

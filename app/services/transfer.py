@@ -24,16 +24,22 @@ from sqlalchemy.ext.asyncio import AsyncSession
 from app.domain.errors import Conflict, InvalidInput, Path
 from app.domain.formats.convert import canonical_messages
 from app.domain.limits import message_problems
-from app.domain.messages import Message
+from app.domain.messages import Message, ToolCallPart, ToolResultPart
 from app.domain.models import Catalog
 from app.domain.sessions import SessionPk, TenantId
 from app.domain.tokens import TokenCounter
-from app.services.messages import tool_rows
 from app.services.sessions import SessionView, add_session, require_session, view
 from app.services.transfer_ledger import Ledger, refuse, written_by_compaction
 from app.storage import queries
 from app.storage import transfer as store
-from app.storage.models import CompactionRow, CompileRow, MessageRow, PayloadRow, ToolPartRow
+from app.storage.models import (
+    CompactionRow,
+    CompileRow,
+    MessageRow,
+    PayloadRow,
+    ToolPartRow,
+    at_offset,
+)
 
 V2 = "ctxc.session/v2"
 PAGE = 1_000
@@ -71,13 +77,12 @@ async def export_records(
     pk, last_seq = SessionPk(row.pk), row.last_seq
     yield {"format": V2, "session": session_fields(row)}
     after = 0  # messages appended since the header (SQLite) have seqs beyond its last_seq
-    while after < last_seq and (page := await queries.message_page(db, pk, after, PAGE, None)):
+    while after < last_seq and (page := await store.message_page(db, pk, after, last_seq, PAGE)):
         for m in page:
-            if m.seq <= last_seq:
-                yield {"type": "message", "seq": m.seq, "section": m.section,
-                       "created_at": m.created_at, "message": _canonical(m)}  # fmt: skip
+            yield {"type": "message", "seq": m.seq, "section": m.section,
+                   "created_at": at_offset(m.created_at, m.created_offset),
+                   "message": _canonical(m)}  # fmt: skip
         after = page[-1].seq
-        db.expunge_all()
     for cid in await store.compaction_ids(db, pk, start):
         found = await queries.compaction_row(db, pk, cid)
         if found is not None:
@@ -98,12 +103,12 @@ async def export_records(
         db.expunge_all()
 
 
-def _canonical(row: MessageRow) -> Record:
+def _canonical(row: Any) -> Record:
     """A stored message as its canonical document (stored content is already canonical)."""
     message: Record = {"role": row.role, "content": row.content}
     if row.name is not None:
         message["name"] = row.name
-    return message | {"metadata": row.meta}
+    return message | {"metadata": row.metadata}
 
 
 def _counted(counter: TokenCounter, where: list[Path], raw: list[Any]) -> list[Any]:
@@ -203,7 +208,7 @@ class Importer:
             seq, written = fields["seq"], written_by_compaction(message)
             self.ledger.message(w, seq, written)
             rows.append(self._message_row(fields, message, counts))
-            tools = [_part(t) for t in tool_rows(self.pk, seq, message)]
+            tools = _tool_parts(self.pk, seq, message)
             if written:
                 self.rewrites[seq] = tools
             else:
@@ -237,7 +242,7 @@ class Importer:
             if self.ledger.live_original(seq):
                 continue
             self.ledger.indexed.add(seq)
-            parts = [_part(t) for t in tool_rows(self.pk, seq, message)]
+            parts = _tool_parts(self.pk, seq, message)
             await store.insert_rows(self.db, ToolPartRow, parts)
         if await store.taken(self.db, CompactionRow, [fields["id"]]):
             self.taken = self.taken or f"compaction {fields['id']!r}"
@@ -260,9 +265,19 @@ class Importer:
         await store.insert_rows(self.db, CompileRow, batch)
 
 
-def _part(row: ToolPartRow) -> Record:
-    return {"session_pk": row.session_pk, "seq": row.seq, "idx": row.idx, "kind": row.kind,
-            "call_id": row.call_id, "tool_name": row.tool_name}  # fmt: skip
+def _tool_parts(pk: SessionPk, seq: int, message: Message) -> list[Record]:
+    """The tool part index rows of a message, as appends write them (``tool_rows``)."""
+    rows = []
+    for idx, part in enumerate(message.content):
+        if isinstance(part, ToolCallPart):
+            kind, call_id, tool = "call", part.id, part.name
+        elif isinstance(part, ToolResultPart):
+            kind, call_id, tool = "result", part.call_id, None
+        else:
+            continue
+        rows.append({"session_pk": pk, "seq": seq, "idx": idx, "kind": kind,
+                     "call_id": call_id, "tool_name": tool})  # fmt: skip
+    return rows
 
 
 async def import_records(

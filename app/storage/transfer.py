@@ -30,6 +30,21 @@ async def snapshot(db: AsyncSession) -> None:
         await db.connection(execution_options={"isolation_level": "REPEATABLE READ"})
 
 
+async def message_page(
+    db: AsyncSession, pk: SessionPk, after: int, through: int, limit: int
+) -> Sequence[Any]:
+    """Messages after seq ``after`` up to ``through``, as plain rows (no ORM objects)."""
+    m = _table(MessageRow).c
+    query = (
+        select(m.seq, m.section, m.role, m.name, m.content, m.metadata, m.created_at,
+               m.created_offset)
+        .where(m.session_pk == pk, m.seq > after, m.seq <= through)
+        .order_by(m.seq)
+        .limit(limit)
+    )  # fmt: skip
+    return (await db.execute(query)).all()
+
+
 async def compaction_ids(db: AsyncSession, pk: SessionPk, until: datetime) -> list[str]:
     query = (
         select(CompactionRow.id)

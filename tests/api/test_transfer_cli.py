@@ -10,17 +10,12 @@ import subprocess
 import sys
 import time
 import uuid
-from datetime import UTC, datetime
 from pathlib import Path
 
 import httpx
 import pytest
 
-from app.adapters.tokenizers import load_counter
-from app.domain.models import BUILTIN_CATALOG
-from app.domain.sessions import TenantId
-from app.services import keys, messages, sessions
-from app.storage.db import create_engine, create_sessionmaker
+from bench.transfer import long_session
 from tests.api.test_messages import openai_history
 from tests.api.test_transfer_complete import NDJSON, compacted_session, reads
 from tests.conftest import Api, make_key, row_counts
@@ -95,40 +90,20 @@ def test_one_session_exports_to_stdout_and_a_bad_file_writes_nothing(
     assert missing.returncode == 1 and "nope" in missing.stderr
 
 
-async def _long_session(url: str, tenant_name: str, count: int) -> str:
-    """A session of ``count`` messages appended through the service layer, in batches."""
-    engine = create_engine(url)
-    counter = load_counter()
-    now = datetime.now(UTC)
-    try:
-        async with create_sessionmaker(engine)() as db:
-            tenant = TenantId(await keys.ensure_tenant(db, tenant_name, now))
-            await db.commit()
-            view = await sessions.create_session(db, tenant, None, {"provider": "gpt-4o"}, now,
-                                                 BUILTIN_CATALOG)  # fmt: skip
-            sid = view.row.id
-            for _ in range(count // 5_000):
-                batch = messages.Batch("openai", "history", openai_history(5_000))
-                await messages.append_messages(db, counter, tenant, sid, batch, None, now,
-                                               BUILTIN_CATALOG)  # fmt: skip
-        return sid
-    finally:
-        await engine.dispose()
-
-
 @pytest.mark.slow
 def test_a_100k_message_session_streams_out_and_back(api: Api, tmp_path: Path) -> None:
     name, client = tenant_client(api)
     started = time.monotonic()
-    sid = asyncio.run(_long_session(api.database_url, name, 100_000))
+    sid = asyncio.run(long_session(api.database_url, name, 100_000, openai_history(5_000)))
     built = time.monotonic()
     file = tmp_path / "long.ndjson"
-    with client, client.stream("GET", f"/v1/sessions/{sid}/export",
-                               headers={"Accept": NDJSON}) as streamed:  # fmt: skip
-        assert streamed.status_code == 200
+    headers = {"Accept": NDJSON}
+    with client, client.stream("GET", f"/v1/sessions/{sid}/export", headers=headers) as answer:
+        assert answer.status_code == 200
         with file.open("wb") as out:
-            for chunk in streamed.iter_bytes():
+            for chunk in answer.iter_bytes():
                 out.write(chunk)
+        original = client.get(f"/v1/sessions/{sid}").json()
     exported = time.monotonic()
     with file.open() as lines:
         assert sum(1 for _ in lines) == 100_001
@@ -136,13 +111,10 @@ def test_a_100k_message_session_streams_out_and_back(api: Api, tmp_path: Path) -
     done = ctxc("import", str(file), "--tenant", other, url=api.database_url, cwd=tmp_path)
     assert done.returncode == 0, done.stderr
     imported = time.monotonic()
-    with api.client(make_key(api.database_url, other)) as copy, client:
-        there, here = (
-            copy.get(f"/v1/sessions/{sid}").json(),
-            client.get(f"/v1/sessions/{sid}").json(),
-        )
-        assert there == here and there["message_count"] == 100_000
-        again = copy.get(f"/v1/sessions/{sid}/export", headers={"Accept": NDJSON}).text
+    with api.client(make_key(api.database_url, other)) as copy:
+        there = copy.get(f"/v1/sessions/{sid}").json()
+        assert there == original and there["message_count"] == 100_000
+        again = copy.get(f"/v1/sessions/{sid}/export", headers=headers).text
         assert again == file.read_text()
     print(f"built {built - started:.1f}s, exported {exported - built:.1f}s, "
           f"imported {imported - exported:.1f}s")  # fmt: skip
