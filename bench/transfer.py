@@ -4,8 +4,9 @@
 baseline), then its peak RSS while it streams the session out (`GET .../export` with `Accept:
 application/x-ndjson`) and while it imports it back (`POST /v1/sessions/import`, the session
 deleted first); for contrast, the one-document JSON export. Then the same moves through the
-command line (`ctxc export` / `ctxc import`), each a process of its own. Peaks are the kernel's
-high-water mark (VmHWM, reset between steps; ru_maxrss for the commands).
+command line (`ctxc export` / `ctxc import`), each a process of its own, against the same
+commands on a 1-message session. Peaks are the kernel's high-water mark (VmHWM; reset between
+the server's steps).
 """
 
 from __future__ import annotations
@@ -118,17 +119,29 @@ def served(url: str) -> Iterator[tuple[httpx.Client, int]]:
         proc.wait(timeout=30)
 
 
+# A command's own peak: VmHWM of its process image (ru_maxrss would count the parent's memory at
+# fork time, which a child inherits until it execs).
+_REPORTING = (
+    "import pathlib, sys\n"
+    "from app.cli import main\n"
+    "code = main(sys.argv[1:])\n"
+    "status = pathlib.Path('/proc/self/status').read_text().splitlines()\n"
+    "sys.stderr.write([s for s in status if s.startswith('VmHWM:')][0] + '\\n')\n"
+    "sys.exit(code)\n"
+)
+
+
 def _command(url: str, *args: str) -> tuple[float, int]:
     """Seconds and peak RSS (KiB) of one `ctxc` command in a process of its own."""
     env = {k: v for k, v in os.environ.items() if not k.startswith("CTXC_")}
     env["CTXC_DATABASE_URL"] = url
     start = time.perf_counter()
-    proc = subprocess.Popen([sys.executable, "-m", "app.cli", *args], env=env,
-                            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)  # fmt: skip
-    _, status, usage = os.wait4(proc.pid, 0)
-    if status != 0:
-        raise RuntimeError(f"ctxc {' '.join(args)} failed")
-    return time.perf_counter() - start, usage.ru_maxrss
+    done = subprocess.run([sys.executable, "-c", _REPORTING, *args], env=env,
+                          stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)  # fmt: skip
+    if done.returncode != 0:
+        raise RuntimeError(f"ctxc {' '.join(args)} failed: {done.stderr}")
+    peak = [line for line in done.stderr.splitlines() if line.startswith("VmHWM:")][-1]
+    return time.perf_counter() - start, int(peak.split()[1])
 
 
 def _mib(kib: int) -> str:
