@@ -16,13 +16,14 @@ from fastapi import APIRouter, Request, Response, status
 from fastapi.responses import StreamingResponse
 from sqlalchemy.ext.asyncio import AsyncSession
 
-from app.api.deps import DbDep, StateDep, TenantDep
+from app.api.deps import AppState, DbDep, StateDep, TenantDep
 from app.api.problems import ProblemError, from_domain, responses
 from app.api.routes.sessions import session_read
 from app.api.schemas import SessionRead
 from app.api.transfer_ndjson import Located, Start, document, spooled_lines, stream_records
 from app.api.transfer_schemas import NDJSON, SessionExportV2
 from app.domain.errors import Conflict, InvalidInput, UnknownName
+from app.domain.sessions import TenantId
 from app.services import transfer
 from app.services.sessions import SessionView, require_session
 
@@ -64,7 +65,7 @@ async def export_session(
     return SessionExportV2.model_validate(document)
 
 
-async def _lines(state: Any, tenant: Any, session_id: str) -> AsyncIterator[bytes]:
+async def _lines(state: AppState, tenant: TenantId, session_id: str) -> AsyncIterator[bytes]:
     async with state.sessionmaker() as db:  # the request's own session is closed by now
         async for record in transfer.export_records(db, tenant, session_id):
             yield pydantic_core.to_json(record) + b"\n"
@@ -100,7 +101,7 @@ async def import_session(
     exporting it again gives the same document. A document that does not fit is refused with
     the place named (`body.messages[3].seq`, or `body[4].seq` for line 4 of a stream) and
     nothing is written. Send `Content-Type: application/x-ndjson` for a stream."""
-    kind = request.headers.get("content-type", "application/json").split(";")[0].strip()
+    kind = request.headers.get("content-type", "application/json").split(";")[0].strip().lower()
     importer = transfer.Importer(db, state.counter, tenant, state.settings.catalog)
     if kind == NDJSON:
         async with spooled_lines(request) as spool:
