@@ -1,4 +1,4 @@
-"""`ctxc`: serve, migrate, manage API keys."""
+"""`ctxc`: serve, migrate, manage API keys, export and import sessions."""
 
 from __future__ import annotations
 
@@ -15,6 +15,7 @@ from pydantic import ValidationError
 from sqlalchemy.exc import DBAPIError, SQLAlchemyError
 from sqlalchemy.ext.asyncio import AsyncSession
 
+from app import transfer_cli
 from app.domain.errors import Conflict, NotFound
 from app.logs import json_handler
 from app.services import keys
@@ -211,6 +212,7 @@ def _parser() -> argparse.ArgumentParser:
         description="Revoke a key. Running servers refuse it within CTXC_KEY_CACHE_SECONDS.",
     )
     revoke.add_argument("key", metavar="ID_OR_PREFIX", help="the key's id or its shown prefix")
+    transfer_cli.add_commands(commands)
     return parser
 
 
@@ -235,6 +237,8 @@ def main(argv: list[str] | None = None) -> int:
             return _serve(settings, args)
         if args.command == "migrate":
             return _migrate(settings)
+        if args.command in ("export", "import"):
+            return transfer_cli.run(settings, args)
         return _keys(settings, args)
     except Refusal as exc:
         print(f"ctxc: {exc}", file=sys.stderr)

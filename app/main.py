@@ -30,7 +30,8 @@ from app.api.routes import (
     tokens,
     transfer,
 )
-from app.api.schemas import CompileRequest
+from app.api.schemas import CompileRequest, SessionExport
+from app.api.transfer_schemas import SessionExportV2
 from app.services import leases
 from app.services.cache import Lru, MessageCache
 from app.services.cpu import TenantLimiters
@@ -103,7 +104,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
         static_url=DOCS_STATIC,
     )
     problems.install(app)
-    openapi.document(app, CompileRequest)
+    openapi.document(app, CompileRequest, SessionExportV2, SessionExport)
     routers = (
         sessions,
         transfer,

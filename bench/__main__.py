@@ -1,7 +1,19 @@
 """`python -m bench`: every benchmark, one after the other."""
 
-from bench import append, compaction, compile, delta, events, redact, summarising, tenancy
+from bench import (
+    append,
+    compaction,
+    compile,
+    delta,
+    events,
+    redact,
+    summarising,
+    tenancy,
+    transfer,
+)
 
-for module in (append, compile, delta, compaction, summarising, events, redact, tenancy):
+for module in (
+    append, compile, delta, compaction, summarising, events, redact, tenancy, transfer
+):  # fmt: skip
     module.run()
     print()

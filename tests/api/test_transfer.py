@@ -33,7 +33,7 @@ def test_export_then_import_then_export_is_equal(api: Api) -> None:
             },
         )
         exported = a.get(f"/v1/sessions/{sid}/export").json()
-        assert exported["format"] == "ctxc.session/v1"
+        assert exported["format"] == "ctxc.session/v2"
         assert [m["seq"] for m in exported["messages"]] == list(range(1, 42))
         imported = b.post("/v1/sessions/import", json=exported)
         assert imported.status_code == 201, imported.text

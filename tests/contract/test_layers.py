@@ -51,5 +51,6 @@ def test_benchmarks_still_import() -> None:
         "bench.compaction",
         "bench.events",
         "bench.summarising",
+        "bench.transfer",
     ):
         importlib.import_module(module)
