@@ -30,7 +30,7 @@ from app.api.routes import (
     tokens,
     transfer,
 )
-from app.api.schemas import CompileRequest
+from app.api.schemas import CompileRequest, MessagesAppend, SessionExport, TokenCount
 from app.services import leases
 from app.services.cache import Lru, MessageCache
 from app.services.events import EventReader
@@ -101,7 +101,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
         static_url=DOCS_STATIC,
     )
     problems.install(app)
-    openapi.document(app, CompileRequest)
+    openapi.document(app, CompileRequest, MessagesAppend, SessionExport, TokenCount)
     routers = (
         sessions,
         transfer,

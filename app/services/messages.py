@@ -62,10 +62,23 @@ class Appended:
     replayed: bool
 
 
+_CANONICAL = json.JSONEncoder(sort_keys=True, separators=(",", ":"))
+
+
 def fingerprint(method: str, path: str, body: Any) -> str:
-    """A stable hash of a request: same method, path and JSON body give the same value."""
-    text = json.dumps([method, path, body], sort_keys=True, separators=(",", ":"))
-    return hashlib.sha256(text.encode()).hexdigest()
+    """A stable hash of a request: same method, path and JSON body give the same value.
+
+    The hash of ``json.dumps([method, path, body], sort_keys=True, separators=(",", ":"))``,
+    encoded piece by piece (not in one C call: a big body in a worker thread must not hold the
+    GIL from start to end)."""
+    digest, pieces = hashlib.sha256(), []
+    for piece in _CANONICAL.iterencode([method, path, body]):
+        pieces.append(piece)
+        if len(pieces) == 4096:
+            digest.update("".join(pieces).encode())
+            pieces.clear()
+    digest.update("".join(pieces).encode())
+    return digest.hexdigest()
 
 
 def prepare(counter: TokenCounter, batch: Batch) -> tuple[list[Message], list[dict[str, int]]]:

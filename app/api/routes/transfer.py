@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
-from fastapi import APIRouter, status
+from fastapi import APIRouter, Request, status
 
+from app.api.bodies import parse_sized, sized
 from app.api.deps import DbDep, StateDep, TenantDep
-from app.api.problems import check_body, from_domain, responses
+from app.api.openapi import json_body
+from app.api.problems import from_domain, responses
 from app.api.routes.sessions import session_read
 from app.api.schemas import SessionExport, SessionRead
 from app.domain.errors import InvalidInput, UnknownName
@@ -28,22 +30,28 @@ async def export_session(
     return SessionExport.model_validate(exported)
 
 
+def _document(body: SessionExport) -> transfer.Imported:
+    return transfer.Imported(
+        body.session.model_dump(mode="json")
+        | {"created_at": body.session.created_at, "updated_at": body.session.updated_at},
+        [m.model_dump() for m in body.messages],
+    )
+
+
 @router.post(
     "/import",
     status_code=status.HTTP_201_CREATED,
     responses=responses(400, 401, 409, 413, 422),
     operation_id="import_session",
+    openapi_extra=json_body(SessionExport),
 )
 async def import_session(
-    body: SessionExport, state: StateDep, db: DbDep, tenant: TenantDep
+    request: Request, state: StateDep, db: DbDep, tenant: TenantDep
 ) -> SessionRead:
     """Recreate an exported session (same id, seqs and times); exporting it again is equal."""
-    check_body(body)
-    document = transfer.Imported(
-        body.session.model_dump(mode="json")
-        | {"created_at": body.session.created_at, "updated_at": body.session.updated_at},
-        [m.model_dump() for m in body.messages],
-    )
+    raw = await request.body()
+    body = await parse_sized(SessionExport, raw)
+    document = await sized(len(raw), _document, body)
     try:
         view = await transfer.import_session(
             db, state.counter, tenant, document, state.settings.catalog
