@@ -62,6 +62,8 @@ class Appended:
     replayed: bool
 
 
+# Rows flushed at a time by a big append (see `append_messages`).
+FLUSH_ROWS = 500
 _CANONICAL = json.JSONEncoder(sort_keys=True, separators=(",", ":"))
 
 
@@ -120,7 +122,14 @@ async def append_messages(
         NewMessage(first + i, batch.section, m, c, now)
         for i, (m, c) in enumerate(zip(messages, counts, strict=True))
     ]
-    db.add_all(message_rows(pk, new))
+    # Building and flushing thousands of rows is CPU work on the event loop (the ORM runs
+    # there): the rows are built in a worker thread and flushed a slice at a time, so other
+    # requests run between slices.
+    rows = await anyio.to_thread.run_sync(message_rows, pk, new)
+    for start in range(0, len(rows), FLUSH_ROWS):
+        db.add_all(rows[start : start + FLUSH_ROWS])
+        if len(rows) > FLUSH_ROWS:
+            await db.flush()
     answer = {
         "session_id": session_id,
         "section": batch.section,
