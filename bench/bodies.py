@@ -48,31 +48,34 @@ def _collect(url: str, stop: threading.Event, found: list[float]) -> None:
     found.append(longest_health(url, stop))
 
 
+def stalled(client: httpx.Client, path: str, body: bytes, key: str | None = None) -> str:
+    """The longest /healthz answer while ``body`` is posted to ``path``, and the post's time."""
+    base, stop, found = str(client.base_url), threading.Event(), list[float]()
+    probe = threading.Thread(target=_collect, args=(base, stop, found))
+    probe.start()
+    time.sleep(0.3)
+    headers = {"content-type": "application/json"} | ({"Idempotency-Key": key} if key else {})
+    start = time.perf_counter()
+    answer = client.post(path, content=body, headers=headers)
+    took = time.perf_counter() - start
+    stop.set()
+    probe.join()
+    answer.raise_for_status()
+    return f"{took:6.2f} s, longest /healthz {found[0] * 1000:7.1f} ms"
+
+
 def run() -> None:
     body = big_batch()
-    print(f"Event-loop stall: longest /healthz during a {len(body) / 1e6:.1f} MB append")
+    print(f"Event-loop stall: longest /healthz while a {len(body) / 1e6:.1f} MB body is posted")
     for kind in ("sqlite", "postgres"):
         with database(kind) as url, server(url) as client:
-            base = str(client.base_url)
-            idle = longest_health(base, threading.Event(), seconds=2.0)
+            idle = longest_health(str(client.base_url), threading.Event(), seconds=2.0)
             sid = client.post("/v1/sessions", json={}).json()["id"]
-            stop, found = threading.Event(), list[float]()
-            probe = threading.Thread(target=_collect, args=(base, stop, found))
-            probe.start()
-            time.sleep(0.3)
-            start = time.perf_counter()
-            answer = client.post(
-                f"/v1/sessions/{sid}/messages", content=body,
-                headers={"content-type": "application/json"},
-            )  # fmt: skip
-            took = time.perf_counter() - start
-            stop.set()
-            probe.join()
-            answer.raise_for_status()
-            print(
-                f"  {kind:8} append {took:6.2f} s   longest /healthz: idle {idle * 1000:7.1f} ms, "
-                f"during {found[0] * 1000:7.1f} ms ({found[0] / idle:5.0f}x idle)"
-            )
+            append = stalled(client, f"/v1/sessions/{sid}/messages", body, key="bench")
+            count = stalled(client, "/v1/tokens/count", body)
+            print(f"  {kind:8} idle: longest /healthz {idle * 1000:7.1f} ms")
+            print(f"  {kind:8} append (Idempotency-Key) {append}")
+            print(f"  {kind:8} token count              {count}")
 
 
 if __name__ == "__main__":

@@ -19,7 +19,7 @@ from tests.conftest import free_port
 
 # Generous: the machine is shared. Before the fix the event loop stopped for the whole parse
 # and store of the batch (seconds); now for a garbage collection or one slice of rows at most.
-LIVENESS_S = 2.5
+LIVENESS_S = 2.0
 JSON = {"content-type": "application/json"}
 
 
