@@ -122,4 +122,3 @@ def test_the_fingerprint_is_the_hash_of_the_json_dump_and_the_body_is_its_model_
     assert dict(body) == body.model_dump(mode="json")
     text = json.dumps(["POST", "/p", dict(body)], sort_keys=True, separators=(",", ":"))
     assert fingerprint("POST", "/p", dict(body)) == hashlib.sha256(text.encode()).hexdigest()
-
