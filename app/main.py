@@ -30,7 +30,7 @@ from app.api.routes import (
     tokens,
     transfer,
 )
-from app.api.schemas import CompileRequest, SessionExport
+from app.api.schemas import CompileRequest, MessagesAppend, SessionExport, TokenCount
 from app.api.transfer_schemas import SessionExportV2
 from app.services import leases
 from app.services.cache import Lru, MessageCache
@@ -104,7 +104,9 @@ def create_app(settings: Settings | None = None) -> FastAPI:
         static_url=DOCS_STATIC,
     )
     problems.install(app)
-    openapi.document(app, CompileRequest, SessionExportV2, SessionExport)
+    openapi.document(
+        app, CompileRequest, MessagesAppend, SessionExport, SessionExportV2, TokenCount
+    )
     routers = (
         sessions,
         transfer,

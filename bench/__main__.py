@@ -2,6 +2,7 @@
 
 from bench import (
     append,
+    bodies,
     compaction,
     compile,
     delta,
@@ -13,7 +14,7 @@ from bench import (
 )
 
 for module in (
-    append, compile, delta, compaction, summarising, events, redact, tenancy, transfer
+    append, bodies, compile, delta, compaction, summarising, events, redact, tenancy, transfer
 ):  # fmt: skip
     module.run()
     print()

@@ -5,12 +5,12 @@ from __future__ import annotations
 import logging
 from collections.abc import Sequence
 from http import HTTPStatus
-from typing import Any, TypeVar
+from typing import Any
 
 from fastapi import FastAPI, Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
-from pydantic import BaseModel, Field, ValidationError
+from pydantic import BaseModel, Field
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm.exc import ObjectDeletedError, StaleDataError
 from starlette.exceptions import HTTPException as StarletteHTTPException
@@ -21,7 +21,6 @@ from app.domain.errors import Conflict, FormatError, InvalidInput, NotFound, Unk
 from app.domain.limits import json_problems
 
 log = logging.getLogger("ctxc")
-M = TypeVar("M", bound=BaseModel)
 MEDIA_TYPE = "application/problem+json"
 
 
@@ -131,16 +130,6 @@ def from_input_error(exc: FormatError | InvalidInput, field: str = "messages") -
             for p, m in problems
         ]
     )
-
-
-def parse_body(model: type[M], raw: bytes) -> M:
-    """``raw`` validated as ``model``, failing as FastAPI's own body parsing does (for routes
-    that read the raw body first)."""
-    try:
-        return model.model_validate_json(raw)
-    except ValidationError as exc:
-        errors = [{**e, "loc": ("body", *e["loc"])} for e in exc.errors()]
-        raise RequestValidationError(errors) from None
 
 
 def check_body(body: BaseModel) -> None:

@@ -17,6 +17,8 @@ from fastapi import Request
 from fastapi.exceptions import RequestValidationError
 from pydantic import BaseModel, ValidationError
 
+from app.api import json_pieces
+from app.api.bodies import BIG_BODY
 from app.api.schemas import SessionExport
 from app.api.transfer_schemas import (
     LINE,
@@ -157,8 +159,9 @@ def document(raw: bytes) -> tuple[Start, Iterator[Record]]:
     """A whole JSON document (v1 or v2): its session fields and records (CPU work: the caller
     runs a big one in a worker thread). Errors are located under ``body`` as FastAPI's are."""
     try:
-        value = pydantic_core.from_json(raw)
-    except ValueError as exc:
+        # A big document in pieces, so the event loop's thread gets turns while it is read.
+        value = json_pieces.loads(raw) if len(raw) > BIG_BODY else pydantic_core.from_json(raw)
+    except (ValueError, RecursionError) as exc:
         raise RequestValidationError(
             [{"type": "json_invalid", "loc": ("body",), "msg": str(exc), "input": None}]
         ) from None

@@ -62,10 +62,25 @@ class Appended:
     replayed: bool
 
 
+# Rows flushed at a time by a big append (see `append_messages`).
+FLUSH_ROWS = 500
+_CANONICAL = json.JSONEncoder(sort_keys=True, separators=(",", ":"))
+
+
 def fingerprint(method: str, path: str, body: Any) -> str:
-    """A stable hash of a request: same method, path and JSON body give the same value."""
-    text = json.dumps([method, path, body], sort_keys=True, separators=(",", ":"))
-    return hashlib.sha256(text.encode()).hexdigest()
+    """A stable hash of a request: same method, path and JSON body give the same value.
+
+    The hash of ``json.dumps([method, path, body], sort_keys=True, separators=(",", ":"))``,
+    encoded piece by piece (not in one C call: a big body in a worker thread must not hold the
+    GIL from start to end)."""
+    digest, pieces = hashlib.sha256(), []
+    for piece in _CANONICAL.iterencode([method, path, body]):
+        pieces.append(piece)
+        if len(pieces) == 4096:
+            digest.update("".join(pieces).encode())
+            pieces.clear()
+    digest.update("".join(pieces).encode())
+    return digest.hexdigest()
 
 
 def prepare(counter: TokenCounter, batch: Batch) -> tuple[list[Message], list[dict[str, int]]]:
@@ -107,7 +122,14 @@ async def append_messages(
         NewMessage(first + i, batch.section, m, c, now)
         for i, (m, c) in enumerate(zip(messages, counts, strict=True))
     ]
-    db.add_all(message_rows(pk, new))
+    # Building and flushing thousands of rows is CPU work on the event loop (the ORM runs
+    # there): the rows are built in a worker thread and flushed a slice at a time, so other
+    # requests run between slices.
+    rows = await cpu.run_sync(message_rows, pk, new)
+    for start in range(0, len(rows), FLUSH_ROWS):
+        db.add_all(rows[start : start + FLUSH_ROWS])
+        if len(rows) > FLUSH_ROWS:
+            await db.flush()
     answer = {
         "session_id": session_id,
         "section": batch.section,

@@ -10,10 +10,11 @@ from typing import Final
 import xxhash
 from fastapi import APIRouter, Request, Response
 
+from app.api.bodies import parse_sized
 from app.api.deps import DbDep, StateDep, TenantDep
 from app.api.metrics import counted, metered_compactor
 from app.api.openapi import json_body
-from app.api.problems import check_body, parse_body, responses
+from app.api.problems import check_body, responses
 from app.api.routes.compactions import compaction_read
 from app.api.schemas import (
     CompileRequest,
@@ -93,12 +94,6 @@ def _answer(done: Compilation) -> bytes:
     return _result(done).model_dump_json(exclude=omit).encode()
 
 
-def _checked(raw: bytes) -> CompileRequest:
-    body = parse_body(CompileRequest, raw)
-    check_body(body)
-    return body
-
-
 @router.post(
     "/v1/compile", responses=ANSWERS, operation_id="compile", response_model=CompileResult,
     openapi_extra=json_body(CompileRequest),
@@ -124,8 +119,7 @@ async def compile_posted(request: Request, state: StateDep, tenant: TenantDep) -
         state.metrics.compiled("stateless", "full")
         return Response(ID_FIELD + str(uuid.uuid4()).encode() + known, media_type=JSON)
     raw = b"".join(chunks)
-    # Validating a big body is CPU work like the compile itself: off the event loop.
-    body = await cpu.run_sync(_checked, raw) if len(raw) > 65_536 else _checked(raw)
+    body = await parse_sized(CompileRequest, raw)
 
     def run(tenant_name: str) -> tuple[Compilation, bytes]:
         done = compiling.compile_posted(

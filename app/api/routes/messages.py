@@ -7,14 +7,15 @@ from typing import Annotated
 
 from fastapi import APIRouter, Header, Query, Request, status
 
+from app.api.bodies import parse_sized, sized
 from app.api.deps import DbDep, StateDep, TenantDep
-from app.api.problems import FieldError, check_body, from_input_error, invalid, responses
+from app.api.openapi import json_body
+from app.api.problems import FieldError, from_input_error, invalid, responses
 from app.api.schemas import AppendResult, CanonicalPage, MessageItem, MessagesAppend, ProviderPage
 from app.domain.errors import FormatError, InvalidInput
 from app.domain.formats.convert import Format
 from app.domain.formats.documents import provider_document
 from app.domain.sessions import SECTION_PATTERN
-from app.services import cpu
 from app.services import messages as service
 from app.services.messages import Idempotency, StoredMessage
 
@@ -22,21 +23,15 @@ MAX_SEQ = 2**63 - 1
 router = APIRouter(prefix="/v1/sessions/{session_id}/messages", tags=["messages"])
 
 
-def _big(request: Request) -> bool:
-    """A body over 64 KiB, or of no stated length (chunked)."""
-    length = request.headers.get("content-length", "")
-    return not length.isdigit() or int(length) > 65_536
-
-
 @router.post(
     "",
     status_code=status.HTTP_201_CREATED,
     responses=responses(400, 401, 404, 409, 413, 422),
     operation_id="append_messages",
+    openapi_extra=json_body(MessagesAppend),
 )
 async def append_messages(
     session_id: str,
-    body: MessagesAppend,
     request: Request,
     state: StateDep,
     db: DbDep,
@@ -49,13 +44,16 @@ async def append_messages(
     nothing; the same key with another body is a 409. Keys are remembered for
     `CTXC_IDEMPOTENCY_TTL_SECONDS` and forgotten with their session.
     """
-    # Walking a big batch is CPU work: off the event loop, like its token counting.
-    await cpu.run_sync(check_body, body) if _big(request) else check_body(body)
+    raw = await request.body()
+    body = await parse_sized(MessagesAppend, raw)
     if body.system is not None and body.format != "anthropic":
         raise invalid([FieldError(path="body.system", message="only for format anthropic")])
     idempotency = None
     if idempotency_key is not None:
-        digest = service.fingerprint("POST", request.url.path, body.model_dump(mode="json"))
+        # Its fields hold JSON values only: `dict(body)` is its JSON dump, without one long C
+        # call over a big body.
+        posted = dict(body)
+        digest = await sized(len(raw), service.fingerprint, "POST", request.url.path, posted)
         ttl = timedelta(seconds=state.settings.idempotency_ttl_seconds)
         idempotency = Idempotency(idempotency_key, digest, ttl)
     batch = service.Batch(body.format, body.section, body.messages, body.system, body.metadata)

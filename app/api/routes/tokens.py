@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
-from fastapi import APIRouter
+from fastapi import APIRouter, Request
 
+from app.api.bodies import read_body
 from app.api.deps import StateDep, TenantDep
-from app.api.problems import check_body, from_input_error, responses
+from app.api.openapi import json_body
+from app.api.problems import from_input_error, responses
 from app.api.schemas import TokenCount, TokenCountResult
 from app.domain.errors import FormatError, InvalidInput
 from app.services import cpu
@@ -14,15 +16,17 @@ from app.services.tokens import RequestCount, count_request
 router = APIRouter(prefix="/v1/tokens", tags=["tokens"])
 
 
-@router.post("/count", responses=responses(400, 401, 413, 422), operation_id="count_tokens")
-async def count_tokens(body: TokenCount, state: StateDep, _: TenantDep) -> TokenCountResult:
+@router.post(
+    "/count", responses=responses(400, 401, 413, 422), operation_id="count_tokens",
+    openapi_extra=json_body(TokenCount),
+)  # fmt: skip
+async def count_tokens(request: Request, state: StateDep, _: TenantDep) -> TokenCountResult:
     """Count a message list per message and in total, for a provider or an encoding.
 
     `exact` is false where the provider's tokenizer is not public (Anthropic, OpenRouter,
     Ollama...): the figures are then estimates, and `note` says so.
     """
-
-    check_body(body)
+    body = await read_body(request, TokenCount)
 
     def run() -> RequestCount:
         try:

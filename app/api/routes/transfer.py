@@ -15,6 +15,7 @@ from fastapi import APIRouter, Request, Response, status
 from fastapi.responses import StreamingResponse
 from sqlalchemy.ext.asyncio import AsyncSession
 
+from app.api.bodies import sized
 from app.api.deps import AppState, DbDep, StateDep, TenantDep
 from app.api.problems import ProblemError, from_domain, responses
 from app.api.routes.sessions import session_read
@@ -23,7 +24,7 @@ from app.api.transfer_ndjson import Located, Start, document, spooled_lines, str
 from app.api.transfer_schemas import NDJSON, SessionExportV2
 from app.domain.errors import Conflict, InvalidInput, UnknownName
 from app.domain.sessions import TenantId
-from app.services import cpu, transfer
+from app.services import transfer
 from app.services.sessions import SessionView, require_session
 
 router = APIRouter(prefix="/v1/sessions", tags=["sessions"])
@@ -116,7 +117,7 @@ async def import_session(
 
 
 async def _whole(raw: bytes) -> tuple[Start, AsyncIterator[Located]]:
-    start, found = await cpu.run_sync(document, raw) if len(raw) > 65_536 else (document(raw))
+    start, found = await sized(len(raw), document, raw)
 
     async def records() -> AsyncIterator[Located]:
         for record in found:
