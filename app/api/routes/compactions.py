@@ -47,8 +47,8 @@ def _archived(entry: dict[str, Any]) -> ArchivedMessage:
 
 
 @router.post(
-    "/compact", status_code=status.HTTP_201_CREATED, responses=responses(401, 404, 409, 422),
-    operation_id="compact_session",
+    "/compact", status_code=status.HTTP_201_CREATED,
+    responses=responses(400, 401, 404, 409, 413, 422), operation_id="compact_session",
 )  # fmt: skip
 async def compact_session(
     session_id: str, body: CompactRequest, state: StateDep, db: DbDep, tenant: TenantDep
