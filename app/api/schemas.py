@@ -18,7 +18,9 @@ NO_NUL = r"^[^\x00]*$"  # Postgres text cannot hold NUL
 
 
 class _Body(BaseModel):
-    model_config = ConfigDict(extra="forbid")
+    # Strict: a value of another JSON type than documented is a 422 (`1` is not `true`, `"5"`
+    # and `true` are not integers), not silently converted.
+    model_config = ConfigDict(extra="forbid", strict=True)
 
 
 def _unique_fragment_names(fragments: list[PromptFragment] | None) -> list[PromptFragment] | None:

@@ -48,3 +48,37 @@ def test_a_body_that_is_not_utf8_is_malformed_json(client: httpx.Client, body: b
         assert answer.status_code == 400, (method, path, answer.text)
         assert answer.headers["content-type"] == PROBLEM
         assert answer.json()["type"] == "urn:ctxc:problem:malformed-json", answer.text
+
+
+@pytest.mark.parametrize(
+    ("body", "path"),
+    [
+        ({"profile": {"session_resumption": 1}}, "body.profile.session_resumption"),
+        ({"profile": {"prompt_cache": "yes"}}, "body.profile.prompt_cache"),
+        ({"context_window": True}, "body.context_window"),
+        ({"context_window": "8000"}, "body.context_window"),
+        ({"profile": {"context_window": "8000"}}, "body.profile.context_window"),
+    ],
+)
+def test_a_value_of_another_type_than_documented_is_refused(
+    client: httpx.Client, body: dict[str, Any], path: str
+) -> None:
+    """`1` is not `true` and `"8000"` is not an integer: the document says so, and so does
+    the server (nothing is converted, nothing is stored)."""
+    created = client.post("/v1/sessions", json=body)
+    assert created.status_code == 422, created.text
+    assert path in [e["path"] for e in created.json()["errors"]], created.text
+    sid = new_session(client)
+    changed = client.patch(f"/v1/sessions/{sid}", json=body)
+    assert changed.status_code == 422, changed.text
+    assert client.get(f"/v1/sessions/{sid}").json()["profile"] is None
+
+
+def test_usage_counts_must_be_integers(client: httpx.Client) -> None:
+    sid = new_session(client)
+    answer = client.post(
+        f"/v1/sessions/{sid}/cursor",
+        json={"compile_id": "c", "usage": {"prompt_tokens": "12"}},
+    )
+    assert answer.status_code == 422, answer.text
+    assert answer.json()["errors"][0]["path"] == "body.usage.prompt_tokens"
