@@ -313,7 +313,9 @@ class Usage(_Body):
 
 
 class CursorAcknowledge(_Body):
-    compile_id: str = Field(max_length=64, description="The compile whose model call ended.")
+    compile_id: str = Field(
+        max_length=64, pattern=NO_NUL, description="The compile whose model call ended."
+    )
     provider_session_id: str | None = Field(
         None, min_length=1, max_length=256, pattern=NO_NUL,
         description="The provider's own session id (it makes the provider session active).",

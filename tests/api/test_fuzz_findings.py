@@ -82,3 +82,11 @@ def test_usage_counts_must_be_integers(client: httpx.Client) -> None:
     )
     assert answer.status_code == 422, answer.text
     assert answer.json()["errors"][0]["path"] == "body.usage.prompt_tokens"
+
+
+def test_a_compile_id_with_nul_is_a_422_not_a_server_error(client: httpx.Client) -> None:
+    """Postgres text cannot hold NUL: looking such an id up failed with a 500 there."""
+    sid = new_session(client)
+    answer = client.post(f"/v1/sessions/{sid}/cursor", json={"compile_id": "a\x00b"})
+    assert answer.status_code == 422, answer.text
+    assert answer.json()["errors"][0]["path"] == "body.compile_id"
