@@ -61,6 +61,50 @@ def conversations(draw: st.DrawFn) -> list[dict[str, Any]]:
     return [*system, *(m for turn in turns for m in turn)]
 
 
+@st.composite
+def _anthropic_round(draw: st.DrawFn) -> list[dict[str, Any]]:
+    ids = draw(st.lists(CALL_ID, min_size=1, max_size=3, unique=True))
+    uses = [{"type": "tool_use", "id": i, "name": draw(TOOL), "input": draw(ARGS)} for i in ids]
+    results = [
+        {"type": "tool_result", "tool_use_id": i, "content": draw(TEXT),
+         "is_error": draw(st.booleans())}
+        for i in ids
+    ]  # fmt: skip
+    return [{"role": "assistant", "content": uses}, {"role": "user", "content": results}]
+
+
+@st.composite
+def anthropic_conversations(draw: st.DrawFn) -> list[dict[str, Any]]:
+    """An Anthropic-format history: text turns and answered tool uses."""
+    turns = draw(
+        st.lists(
+            st.one_of(
+                st.builds(lambda t: [{"role": "user", "content": t}], TEXT),
+                st.builds(
+                    lambda t: [{"role": "assistant", "content": [{"type": "text", "text": t}]}],
+                    TEXT,
+                ),
+                _anthropic_round(),
+            ),
+            min_size=1,
+            max_size=6,
+        )
+    )
+    return [m for turn in turns for m in turn]
+
+
+def _histories() -> st.SearchStrategy[dict[str, Any]]:
+    """``messages`` (and their ``format``) in either provider's shape."""
+    return st.one_of(
+        st.builds(lambda m: {"messages": m}, conversations()),
+        st.builds(
+            lambda m, s: {"format": "anthropic", "messages": m, **s},
+            anthropic_conversations(),
+            st.fixed_dictionaries({}, optional={"system": TEXT}),
+        ),
+    )
+
+
 def _options() -> st.SearchStrategy[dict[str, Any]]:
     return st.fixed_dictionaries(
         {},
@@ -74,12 +118,11 @@ def _options() -> st.SearchStrategy[dict[str, Any]]:
 
 def bodies(operation: str, export: dict[str, Any]) -> st.SearchStrategy[Any] | None:
     """Accepted-looking bodies for ``operation`` (``METHOD path``), or None."""
-    history = conversations()
     match operation:
         case "POST /v1/tokens/count" | "POST /v1/sessions/{session_id}/messages":
-            return st.builds(lambda m: {"messages": m}, history)
+            return _histories()
         case "POST /v1/compile":
-            return st.builds(lambda m, o: {"messages": m, **o}, history, _options())
+            return st.builds(lambda h, o: {**h, **o}, _histories(), _options())
         case "POST /v1/sessions/{session_id}/compile":
             return _options()
         case "POST /v1/sessions/{session_id}/compact":
