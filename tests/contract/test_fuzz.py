@@ -151,7 +151,7 @@ def aim(case: schemathesis.Case, target: Target, data: st.DataObject) -> None:
 @SCHEMA.parametrize()
 @SCHEMA.given(data=st.data())
 @hypothesis.settings(
-    max_examples=EXAMPLES or 25,
+    max_examples=EXAMPLES or 40,
     deadline=None,
     derandomize=not EXAMPLES,
     database=None,
