@@ -72,6 +72,8 @@ async def _nothing(_: AsyncSession) -> None:
 def _serve(settings: Settings, args: argparse.Namespace) -> int:
     import uvicorn
 
+    from app.server import uvicorn_config
+
     host = args.host or settings.host
     port = args.port or settings.port
     if settings.auth == "local" and not is_loopback(host):
@@ -83,15 +85,7 @@ def _serve(settings: Settings, args: argparse.Namespace) -> int:
         return 2
     _db_call(settings, _nothing)
     logging.basicConfig(level=settings.log_level.upper(), handlers=[json_handler()], force=True)
-    config = uvicorn.Config(
-        "app.main:create_app",
-        factory=True,
-        host=host,
-        port=port,
-        log_config=None,
-        access_log=False,
-        proxy_headers=False,
-    )
+    config = uvicorn_config("app.main:create_app", settings, factory=True, host=host, port=port)
     uvicorn.Server(config).run()
     return 0
 

@@ -2,8 +2,9 @@
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import AsyncIterator
-from contextlib import asynccontextmanager
+from contextlib import asynccontextmanager, suppress
 from datetime import UTC, datetime
 
 import anyio
@@ -30,6 +31,7 @@ from app.api.routes import (
     transfer,
 )
 from app.api.schemas import CompileRequest
+from app.services import leases
 from app.services.cache import Lru, MessageCache
 from app.services.events import EventReader
 from app.services.keys import KeyCache, local_tenant
@@ -49,7 +51,9 @@ def create_app(settings: Settings | None = None) -> FastAPI:
 
     @asynccontextmanager
     async def lifespan(_: FastAPI) -> AsyncIterator[dict[str, AppState]]:
-        engine = create_engine(settings.database_url, settings.db_pool_size)
+        engine = create_engine(
+            settings.database_url, settings.db_pool_size, settings.sqlite_busy_timeout_seconds
+        )
         summarizer: Summarizer | None = None
         caches: CacheCollector | None = None
         bus = create_bus(engine, settings.sse_queue_size)
@@ -71,7 +75,15 @@ def create_app(settings: Settings | None = None) -> FastAPI:
                 settings, engine, maker, counter, metrics, local, load_registry(), cache, answers,
                 summarizer, bus, EventReader(maker), KeyCache(settings.key_cache_seconds),
             )  # fmt: skip
-            yield {"ctxc": state}
+            sweeper = asyncio.create_task(
+                leases.sweep_forever(maker, settings.compaction_lease_seconds)
+            )
+            try:
+                yield {"ctxc": state}
+            finally:
+                sweeper.cancel()
+                with suppress(asyncio.CancelledError):
+                    await sweeper
         finally:
             if caches is not None:
                 metrics.registry.unregister(caches)

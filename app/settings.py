@@ -51,6 +51,18 @@ class Settings(BaseSettings):
     max_body_bytes: int = Field(
         16 * 1024 * 1024, ge=1024, description="Request bodies larger than this get a 413."
     )
+    request_read_timeout_seconds: float = Field(
+        30.0,
+        gt=0,
+        description="Time a client has to send a whole request, headers and body, from its "
+        "first byte (or from connecting); a slower one gets a 408 and its connection is closed.",
+    )
+    response_write_timeout_seconds: float = Field(
+        30.0,
+        gt=0,
+        description="Time an answer may wait for a client that stopped reading it (the send "
+        "buffers are full); then the connection is dropped.",
+    )
     key_cache_seconds: float = Field(
         5.0,
         ge=0,
@@ -96,7 +108,20 @@ class Settings(BaseSettings):
         description="Wake-ups an event subscriber can have pending; more are merged (events "
         "are read from the database, so none is lost).",
     )
+    compaction_lease_seconds: float = Field(
+        30.0,
+        ge=1,
+        le=3600,
+        description="Lifetime of a compaction lease: the request summarising a session renews "
+        "it every third of this; one a stopped process leaves is taken over once it expires.",
+    )
     db_pool_size: int = Field(10, ge=1, description="Postgres connection pool size.")
+    sqlite_busy_timeout_seconds: float = Field(
+        30.0,
+        gt=0,
+        description="How long a SQLite write waits for another writer's lock before the "
+        "request gets a 503 (database unavailable).",
+    )
     log_level: str = Field("info", description="Log level of the service.")
     summarizer: SummarizerKind = Field(
         "extractive",

@@ -15,6 +15,11 @@ target_metadata = Base.metadata
 
 
 def _run(connection: Connection) -> None:
+    if connection.dialect.name == "sqlite":
+        # Batch mode copies a table, drops it and renames the copy: with foreign keys on, the
+        # drop would take every row that refers to it along (ON DELETE CASCADE).
+        connection.exec_driver_sql("PRAGMA foreign_keys=OFF")
+        connection.commit()
     context.configure(
         connection=connection,
         target_metadata=target_metadata,

@@ -15,17 +15,25 @@ from pathlib import Path
 
 import asyncpg
 import httpx
+import hypothesis
 import pytest
 import uvicorn
 from sqlalchemy import func, select
 from sqlalchemy.engine import make_url
 
 from app.main import create_app
+from app.server import uvicorn_config
 from app.services import keys
 from app.settings import Settings
 from app.storage.db import create_engine, create_sessionmaker
 from app.storage.migrate import upgrade
 from app.storage.models import Base
+
+# No test asserts a timing: Hypothesis's deadline and too-slow check would, on a busy machine.
+hypothesis.settings.register_profile(
+    "ctxc", deadline=None, suppress_health_check=[hypothesis.HealthCheck.too_slow]
+)
+hypothesis.settings.load_profile("ctxc")
 
 POSTGRES_ADMIN_URL = os.environ.get(
     "CTXC_TEST_POSTGRES_URL", "postgresql+asyncpg://postgres@127.0.0.1:5432/postgres"
@@ -97,8 +105,9 @@ class LiveServer:
 
     def __init__(self, settings: Settings) -> None:
         port = free_port()
-        config = uvicorn.Config(
+        config = uvicorn_config(
             create_app(settings),
+            settings,
             host="127.0.0.1",
             port=port,
             log_level="warning",

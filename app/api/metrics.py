@@ -19,14 +19,13 @@ from sqlalchemy.ext.asyncio import AsyncSession
 
 from app.adapters.summarizers import Summarizer, Summary
 from app.api.problems import problem_slug
-from app.domain.compaction.planning import Plan
 from app.domain.messages import Message
 from app.domain.models import Catalog
 from app.domain.summaries import Reason
 from app.domain.tokens import TokenCounter
 from app.services.cache import Lru
-from app.services.compaction import Compactor, Done, Where
-from app.storage.models import SessionRow
+from app.services.compaction import Done
+from app.services.compactor import Compactor
 
 Source = Literal["stateless", "session"]
 Trigger = Literal["compile", "request"]
@@ -119,11 +118,13 @@ class MeteredSummarizer:
     def __init__(self, summarizer: Summarizer, backend: str, metrics: Metrics) -> None:
         self.summarizer, self.backend, self.metrics = summarizer, backend, metrics
 
-    async def summarize(self, messages: Sequence[Message], reason: Reason) -> Summary:
+    async def summarize(
+        self, messages: Sequence[Message], reason: Reason, max_tokens: int | None = None
+    ) -> Summary:
         start = time.perf_counter()
         outcome = "error"
         try:
-            summary = await self.summarizer.summarize(messages, reason)
+            summary = await self.summarizer.summarize(messages, reason, max_tokens)
             outcome = "ok" if summary.fallback_reason is None else "fallback"
             self.metrics.summarizer_requests.labels(self.backend).inc(summary.requests)
             return summary
@@ -135,21 +136,16 @@ class MeteredSummarizer:
         await self.summarizer.aclose()
 
 
-class MeteredCompactor(Compactor):
-    """A compactor that counts each compaction it writes and times its summaries."""
-
-    def __init__(
-        self, db: AsyncSession, counter: TokenCounter, summarizer: Summarizer, now: datetime,
-        catalog: Catalog, metrics: Metrics, trigger: Trigger, backend: str,
-    ) -> None:  # fmt: skip
-        summarizer = MeteredSummarizer(summarizer, backend, metrics)
-        super().__init__(db, counter, summarizer, now, catalog)
-        self.metrics, self.trigger = metrics, trigger
-
-    async def run(self, session: SessionRow, plan: Plan, where: Where) -> Done:
-        done = await super().run(session, plan, where)
-        self.metrics.compacted(done, self.trigger)
-        return done
+def metered_compactor(
+    db: AsyncSession, counter: TokenCounter, summarizer: Summarizer, now: datetime,
+    catalog: Catalog, metrics: Metrics, trigger: Trigger, backend: str,
+    lease_seconds: float = 30.0,
+) -> Compactor:  # fmt: skip
+    """A compactor whose compactions are counted and whose summaries are timed."""
+    return Compactor(
+        db, counter, MeteredSummarizer(summarizer, backend, metrics), now, catalog, lease_seconds,
+        on_compacted=lambda done: metrics.compacted(done, trigger),
+    )  # fmt: skip
 
 
 class CacheCollector:

@@ -13,7 +13,9 @@ from starlette.exceptions import HTTPException
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from app.api.metrics import Metrics
+from app.api.unavailable import DATABASE_UNAVAILABLE, RETRY_AFTER, FaultLog
 from app.logs import REQUEST_ID
+from app.storage.faults import is_fault
 
 log = logging.getLogger("ctxc")
 REQUEST_ID_HEADER = b"x-request-id"
@@ -62,9 +64,16 @@ def _problem_413(limit: int) -> bytes:
     ).encode()
 
 
+CLOSE = (b"connection", b"close")
+
+
 class BodyLimit:
     """Answer 413 for bodies over ``limit`` bytes: by Content-Length before anything is read,
-    else as soon as the streamed body passes the limit (the route's problem handler answers)."""
+    else as soon as the streamed body passes the limit (the route's problem handler answers).
+
+    An answer that starts before the request body was read whole (a 413, or any answer given
+    without reading the body) says ``Connection: close``: the server then closes the connection
+    after it instead of reading the rest of the body to reach the next request."""
 
     def __init__(self, app: ASGIApp, limit: int) -> None:
         self.app = app
@@ -74,29 +83,40 @@ class BodyLimit:
         if scope["type"] != "http":
             await self.app(scope, receive, send)
             return
-        length = dict(scope["headers"]).get(b"content-length")
+        headers = dict(scope["headers"])
+        length = headers.get(b"content-length")
         if length is not None and length.isdigit() and int(length) > self.limit:
             await self._reject(send)
             return
         seen = 0
+        unread = b"transfer-encoding" in headers or (length is not None and length != b"0")
 
         async def limited_receive() -> Message:
-            nonlocal seen
+            nonlocal seen, unread
             message = await receive()
+            if message["type"] == "http.disconnect" and unread:
+                # Cut off by the server's read deadline, or gone: either way it is logged so.
+                raise HTTPException(408, "the request body was not received whole")
             if message["type"] == "http.request":
                 seen += len(message.get("body", b""))
                 if seen > self.limit:
                     raise HTTPException(413, f"the request body is larger than {self.limit} bytes")
+                unread = bool(message.get("more_body", False))
             return message
 
-        await self.app(scope, limited_receive, send)
+        async def closing_send(message: Message) -> None:
+            if message["type"] == "http.response.start" and unread:
+                message = {**message, "headers": [*message.get("headers", []), CLOSE]}
+            await send(message)
+
+        await self.app(scope, limited_receive, closing_send)
 
     async def _reject(self, send: Send) -> None:
         body = _problem_413(self.limit)
         headers = [
             (b"content-type", b"application/problem+json"),
             (b"content-length", str(len(body)).encode()),
-            (b"connection", b"close"),
+            CLOSE,
         ]
         await send({"type": "http.response.start", "status": 413, "headers": headers})
         await send({"type": "http.response.body", "body": body})
@@ -110,18 +130,21 @@ INTERNAL_ERROR = {
 }
 
 
-def _internal_error() -> bytes:
-    """The 500 problem, with the request's id: the one way to find its logged traceback."""
+def _problem_body(problem: dict[str, object]) -> bytes:
+    """The problem with the request's id (for a 500, the one way to find its logged
+    traceback)."""
     request_id = REQUEST_ID.get()
-    return json.dumps(INTERNAL_ERROR | ({"request_id": request_id} if request_id else {})).encode()
+    return json.dumps(problem | ({"request_id": request_id} if request_id else {})).encode()
 
 
 class CatchAll:
     """An unexpected error is logged once, with its traceback, and answered as a 500 problem
-    with no internals; the connection stays usable (nothing is re-raised to the server)."""
+    with no internals; a fault of the database (see app.storage.faults) is a 503 problem with
+    Retry-After. The connection stays usable (nothing is re-raised to the server)."""
 
     def __init__(self, app: ASGIApp) -> None:
         self.app = app
+        self.faults = FaultLog()
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] != "http":
@@ -137,11 +160,16 @@ class CatchAll:
         try:
             await self.app(scope, receive, tracking_send)
         except Exception as exc:
-            log.error("unexpected error on %s %s", scope["method"], scope["path"], exc_info=exc)
+            if is_fault(exc):
+                self.faults.fault(scope, exc)
+                status, problem, extra = 503, DATABASE_UNAVAILABLE, [RETRY_AFTER]
+            else:
+                log.error("unexpected error on %s %s", scope["method"], scope["path"], exc_info=exc)
+                status, problem, extra = 500, INTERNAL_ERROR, []
             if not started:
-                headers = [(b"content-type", b"application/problem+json")]
-                await send({"type": "http.response.start", "status": 500, "headers": headers})
-                await send({"type": "http.response.body", "body": _internal_error()})
+                headers = [(b"content-type", b"application/problem+json"), *extra]
+                await send({"type": "http.response.start", "status": status, "headers": headers})
+                await send({"type": "http.response.body", "body": _problem_body(problem)})
 
 
 def _route(scope: Scope) -> str:

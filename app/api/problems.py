@@ -11,6 +11,8 @@ from fastapi import FastAPI, Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
 from pydantic import BaseModel, Field, ValidationError
+from sqlalchemy.exc import IntegrityError
+from sqlalchemy.orm.exc import ObjectDeletedError, StaleDataError
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from app.domain.compilers.decorators import BudgetTooSmall
@@ -175,9 +177,12 @@ def _http(_: Request, exc: Exception) -> JSONResponse:
     assert isinstance(exc, StarletteHTTPException)
     if exc.status_code == 400 and exc.detail == FASTAPI_BODY_ERROR:
         return _malformed()  # a body FastAPI could not even decode (not UTF-8)
-    title = {404: "Not found", 405: "Method not allowed", 413: "Payload too large"}.get(
-        exc.status_code, "Error"
-    )
+    title = {
+        404: "Not found",
+        405: "Method not allowed",
+        408: "Request timeout",
+        413: "Payload too large",
+    }.get(exc.status_code, "Error")
     slug = title.lower().replace(" ", "-")
     problem = ProblemError(exc.status_code, slug, title, str(exc.detail)).problem
     return _answer(problem, getattr(exc, "headers", None))
@@ -192,7 +197,24 @@ def _domain(_: Request, exc: Exception) -> JSONResponse:
     return _answer(from_domain(exc).problem)
 
 
+def _vanished(request: Request, exc: Exception) -> JSONResponse:
+    """A write that failed because a concurrent request deleted the session it refers to (a
+    foreign key to a row gone, an updated row gone): the session is not found. The use cases
+    map the cases they expect; this is the net under them."""
+    orig = getattr(exc, "orig", None)
+    foreign_key = getattr(orig, "sqlstate", None) == "23503" or "FOREIGN KEY constraint" in str(
+        orig
+    )
+    session_id = request.path_params.get("session_id")
+    if session_id is None or (isinstance(exc, IntegrityError) and not foreign_key):
+        raise exc
+    return _answer(from_domain(NotFound("session", session_id)).problem)
+
+
 def install(app: FastAPI) -> None:
+    app.add_exception_handler(IntegrityError, _vanished)
+    app.add_exception_handler(StaleDataError, _vanished)
+    app.add_exception_handler(ObjectDeletedError, _vanished)
     app.add_exception_handler(RequestValidationError, _validation)
     app.add_exception_handler(StarletteHTTPException, _http)
     app.add_exception_handler(ProblemError, _problem)
@@ -208,14 +230,30 @@ def install(app: FastAPI) -> None:
         app.add_exception_handler(cls, _domain)
 
 
+RETRY_AFTER_HEADER = {
+    "Retry-After": {
+        "description": "Seconds to wait before retrying.",
+        "schema": {"type": "integer"},
+    }
+}
+
+
 def problem_content() -> dict[str, Any]:
     """An OpenAPI `content` entry: a problem (``app.api.openapi.document`` puts `Problem` in
     the components)."""
     return {MEDIA_TYPE: {"schema": {"$ref": "#/components/schemas/Problem"}}}
 
 
-def responses(*statuses: int) -> dict[int | str, dict[str, Any]]:
-    """The `responses=` entry of a route that can answer these problems."""
-    return {
+def responses(*statuses: int, database: bool = True) -> dict[int | str, dict[str, Any]]:
+    """The `responses=` entry of a route that can answer these problems, and 503 with
+    Retry-After when it uses the ``database``."""
+    answers: dict[int | str, dict[str, Any]] = {
         s: {"description": HTTPStatus(s).phrase, "content": problem_content()} for s in statuses
     }
+    unavailable = {
+        "description": "The database is unavailable (`urn:ctxc:problem:database-unavailable`): "
+        "retry after `Retry-After` seconds.",
+        "content": problem_content(),
+        "headers": RETRY_AFTER_HEADER,
+    }
+    return answers | {503: unavailable} if database else answers

@@ -11,19 +11,21 @@ from typing import Any, Literal
 
 import anyio
 from sqlalchemy import Row
+from sqlalchemy.exc import IntegrityError
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from app.domain.compilers.base import Item, Snapshot
 from app.domain.compilers.registry import Registry, build, repeatable
 from app.domain.compilers.spec import CompilerSpec, Component, parse_spec
 from app.domain.compiling import (
+    NothingToSend,
     Output,
     Target,
     compile_request,
     context_messages,
     with_request_fragments,
 )
-from app.domain.errors import FormatError, InvalidInput
+from app.domain.errors import FormatError, InvalidInput, NotFound
 from app.domain.formats.convert import Format
 from app.domain.messages import DEFAULT_SECTION, Message
 from app.domain.models import Catalog
@@ -31,7 +33,8 @@ from app.domain.providers import ProviderProfile
 from app.domain.sessions import PromptFragment, SessionPk, TenantId
 from app.domain.tokens import Encoder, count_message
 from app.services.cache import Entry, MessageCache
-from app.services.compaction import Compactor, Done, Report, compact_due
+from app.services.compaction import Done
+from app.services.compactor import Compactor, Report, compact_due
 from app.services.originals import keep_originals
 from app.services.sessions import require_session_and_tenant_name, session_profile
 from app.storage import compiles
@@ -44,6 +47,15 @@ DEFAULT_COMPILE_SPEC = CompilerSpec(decorators=(Component(name="token_limit"),))
 LIGHT_MESSAGES = 64
 LIGHT_TOKENS = 16_384
 SCANNING = frozenset({"redact"})
+
+
+@dataclass(frozen=True)
+class Caller:
+    """The tenant a compile is for: its id (what caches are kept by) and its name (what the
+    compile may show, as the identity context provider does)."""
+
+    id: TenantId
+    name: str
 
 
 @dataclass(frozen=True)
@@ -91,9 +103,10 @@ def _tools_tokens(tools: list[dict[str, Any]] | None, encoder: Encoder) -> int:
 
 
 def _parse(
-    cache: MessageCache, tenant: str, fmt: Format, raw: list[Any], system: Any, field: str
+    cache: MessageCache, tenant: TenantId, fmt: Format, raw: list[Any], system: Any, field: str
 ) -> list[Entry]:
-    """Parsed and counted messages; problems are located under ``field`` (or ``system``)."""
+    """Parsed and counted messages, remembered for ``tenant`` only; problems are located under
+    ``field`` (or ``system``)."""
     try:
         return cache.parse(tenant, fmt, raw, system)
     except FormatError as exc:
@@ -105,14 +118,20 @@ def _parse(
 
 
 def _snapshot(
-    items: tuple[Item, ...], cache: MessageCache, encoder: Encoder, options: Options, **context: Any
+    items: tuple[Item, ...],
+    cache: MessageCache,
+    encoder: Encoder,
+    options: Options,
+    caller: Caller,
+    **context: Any,
 ) -> Snapshot:
-    tenant = context["tenant"]
-    parsed = _parse(cache, tenant, options.ephemeral_format, options.ephemeral, None, "ephemeral")
+    parsed = _parse(
+        cache, caller.id, options.ephemeral_format, options.ephemeral, None, "ephemeral"
+    )
     ephemeral = tuple(m for m, _ in parsed)
     return Snapshot(
         items=items, count=lambda m: count_message(m, encoder), ephemeral=ephemeral,
-        execution_id=options.execution_id, **context,
+        execution_id=options.execution_id, tenant=caller.name, **context,
     )  # fmt: skip
 
 
@@ -123,7 +142,7 @@ def compile_posted(
     raw: list[Any],
     system: Any,
     options: Options,
-    tenant: str,
+    caller: Caller,
     default_provider: str,
     catalog: Catalog,
     now: datetime,
@@ -135,9 +154,11 @@ def compile_posted(
     compiler = build(spec, registry)
     items = tuple(
         Item(i + 1, DEFAULT_SECTION, message, counts[profile.encoding])
-        for i, (message, counts) in enumerate(_parse(cache, tenant, fmt, raw, system, "messages"))
+        for i, (message, counts) in enumerate(
+            _parse(cache, caller.id, fmt, raw, system, "messages")
+        )
     )
-    snapshot = _snapshot(items, cache, encoder, options, tenant=tenant, now=now,
+    snapshot = _snapshot(items, cache, encoder, options, caller, now=now,
                          metadata=options.metadata)  # fmt: skip
     target = Target(
         profile, options.context_window or profile.context_window,
@@ -207,21 +228,32 @@ async def compile_session(
 
     def work() -> Output:
         items = tuple(_item(r) for r in rows)
-        snapshot = _snapshot(items, cache, encoder, options, tenant=tenant_name, now=now,
+        snapshot = _snapshot(items, cache, encoder, options, Caller(tenant, tenant_name), now=now,
                              metadata=row.meta, session_id=row.id)  # fmt: skip
         return compile_request(snapshot, compiler, target)
 
     light = _light(rows, target, options) and not _scans(spec)
-    output = work() if light else await anyio.to_thread.run_sync(work)
+    try:
+        output = work() if light else await anyio.to_thread.run_sync(work)
+    except NothingToSend:  # also what a session deleted between the reads above looks like
+        if not rows and not await compiles.session_exists(db, pk):
+            raise NotFound("session", session_id) from None
+        raise
     output = replace(output, warnings=[*notes, *output.warnings])
     mode: Mode = "full" if cursor is None else "delta"
     compile_id = str(uuid.uuid4())
     # What an acknowledgement moves the cursor to: the last seq sent (a delta that sent no stored
     # message leaves it where it is).
     seqs = (output.seqs[0], output.seqs[-1]) if output.seqs else (None, cursor)
-    await compiles.insert_compile(db, compile_id, pk, mode, seqs, output.total, now)
-    await keep_originals(db, pk, output.steps, now)
-    await db.commit()
+    try:
+        await compiles.insert_compile(db, compile_id, pk, mode, seqs, output.total, now)
+        await keep_originals(db, pk, output.steps, now)
+        await db.commit()
+    except IntegrityError:  # the session was deleted since it was read: its rows refer to none
+        await db.rollback()
+        raise NotFound("session", session_id) from None
+    if compactor is not None and compactor.notes:
+        output = replace(output, warnings=[*compactor.notes, *output.warnings])
     if any(d.row.resets_provider_session for d in compacted):
         output = replace(output, warnings=[
             "a compaction ended the provider session: compiled in full for a new one",

@@ -12,6 +12,7 @@ from datetime import datetime
 from typing import Any
 
 from sqlalchemy.ext.asyncio import AsyncSession
+from sqlalchemy.orm.exc import StaleDataError
 
 from app.domain.errors import InvalidInput, NotFound
 from app.domain.sessions import SessionPk, TenantId
@@ -49,6 +50,9 @@ async def acknowledge(
         problem = f"seq {through_seq} is beyond the stored history (seq {row.last_seq})"
         raise InvalidInput([(("through_seq",), problem)])
     pk = SessionPk(row.pk)
+    # The session first, then its compile row: the order a delete takes them in (no deadlock).
+    if not await queries.lock_session(db, pk):
+        raise NotFound("session", session_id)
     compiled = await queries.compile_row(db, pk, compile_id)
     if compiled is None:
         raise NotFound("compile", compile_id)
@@ -70,8 +74,8 @@ async def acknowledge(
         seq = max(compiled.seq_to or 0, through_seq or 0)
         if seq:
             await queries.advance_cursor(db, pk, seq, provider_session_id)
+    await db.refresh(row)  # while the lock holds: after commit, a delete may have taken it
     await db.commit()
-    await db.refresh(row)
     return _cursor(row, advanced=row.cursor_seq != before)
 
 
@@ -81,7 +85,11 @@ async def reset(db: AsyncSession, tenant: TenantId, session_id: str) -> Cursor:
     row = await require_session(db, tenant, session_id)
     row.cursor_seq = None
     row.provider_session_id = None
-    await db.commit()
+    try:
+        await db.commit()
+    except StaleDataError:  # deleted by a concurrent request since it was read
+        await db.rollback()
+        raise NotFound("session", session_id) from None
     return _cursor(row, advanced=False)
 
 

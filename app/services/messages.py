@@ -19,7 +19,7 @@ from app.domain.messages import Message, ToolCallPart, ToolResultPart
 from app.domain.models import Catalog
 from app.domain.sessions import SessionPk, TenantId
 from app.domain.tokens import TokenCounter
-from app.services.sessions import require_session, session_profile
+from app.services.sessions import readable_profile, require_session, session_profile
 from app.storage import queries
 from app.storage.models import IdempotencyKeyRow, MessageRow, ToolPartRow
 
@@ -227,6 +227,6 @@ async def read_messages(
 ) -> list[StoredMessage]:
     """A page of messages in seq order."""
     row = await require_session(db, tenant, session_id)
-    encoding = session_profile(row, catalog).encoding
+    encoding = readable_profile(row, catalog).encoding
     rows = await queries.message_page(db, SessionPk(row.pk), after_seq, limit, section)
     return [stored_message(r, encoding) for r in rows]

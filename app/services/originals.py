@@ -52,6 +52,7 @@ class Result:
     seq: int
     part: ToolResultPart
     fields: Digests | None
+    message: Message  # the original message holding it (for its provider shape)
 
 
 @dataclass(frozen=True)
@@ -110,12 +111,11 @@ async def tool_call(
     places = [p for p in (occurrence.call, occurrence.result) if p is not None]
     messages = await _stored(db, pk, [s for s, _ in places])
     call = _part(messages, occurrence.call, ToolCallPart)
-    result = _part(messages, occurrence.result, ToolResultPart)
     args = call.arguments if call is not None else None
     return ToolCall(
         call_id, occurrence.call[0] if occurrence.call else None, call,
         digests(args) if isinstance(args, dict) else None,
-        _result(occurrence.result, result), [o.call[0] for o in found if o.call],
+        _result(messages, occurrence.result), [o.call[0] for o in found if o.call],
     )  # fmt: skip
 
 
@@ -160,11 +160,13 @@ def _part(messages: Mapping[int, Message], place: Place | None, kind: type[P]) -
     return part if isinstance(part, kind) else None
 
 
-def _result(place: Place | None, part: ToolResultPart | None) -> Result | None:
+def _result(messages: Mapping[int, Message], place: Place | None) -> Result | None:
+    part = _part(messages, place, ToolResultPart)
     if place is None or part is None:
         return None
     fields: JSONObject | None = result_fields(part)
-    return Result(place[0], part, digests(fields) if fields is not None else None)
+    found = digests(fields) if fields is not None else None
+    return Result(place[0], part, found, messages[place[0]])
 
 
 async def payload(db: AsyncSession, tenant: TenantId, session_id: str, sha256: str) -> PayloadRow:

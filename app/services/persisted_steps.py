@@ -23,7 +23,8 @@ from app.domain.errors import Conflict, InvalidInput, NotFound, Path
 from app.domain.sessions import SessionPk, TenantId
 from app.domain.tokens import count_message
 from app.services import events
-from app.services.compaction import Compactor, Done, Where, archived, stored_items
+from app.services.compaction import Done, Where, archived, stored_items
+from app.services.compactor import Compactor
 from app.services.originals import keep_originals
 from app.services.sessions import require_session, session_profile
 from app.storage import queries
@@ -106,4 +107,4 @@ async def compact_payloads_now(
             "resets_provider_session": resets}  # fmt: skip
     await events.emit(db, pk, events.COMPACTION, data, now)
     await db.commit()
-    return Done(record, len(items), len(items))
+    return compactor.compacted(Done(record, len(items), len(items)))

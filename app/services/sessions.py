@@ -14,7 +14,7 @@ from sqlalchemy.orm.exc import StaleDataError
 
 from app.domain.errors import Conflict, NotFound, UnknownName
 from app.domain.models import Catalog
-from app.domain.providers import ProviderProfile, with_overrides
+from app.domain.providers import PROFILES, ProviderProfile, with_overrides
 from app.domain.sessions import SESSION_ID_RE, SessionPk, TenantId
 from app.storage import compiles, queries
 from app.storage.models import SessionRow
@@ -51,6 +51,15 @@ def stored_profile(catalog: Catalog, provider: str, session_id: str) -> Provider
         ) from None
 
 
+def readable_profile(row: SessionRow, catalog: Catalog) -> ProviderProfile:
+    """The profile a session is read with: its own, or, for a provider no longer declared, the
+    `openai` profile (so it is still read, listed and exported; compiling it is a 409)."""
+    try:
+        return session_profile(row, catalog)
+    except Conflict:
+        return with_overrides(PROFILES["openai"], row.profile)
+
+
 async def require_session(db: AsyncSession, tenant: TenantId, session_id: str) -> SessionRow:
     """The tenant's session, or NotFound (another tenant's session is simply not found)."""
     if not SESSION_ID_RE.match(session_id):  # could never have been created
@@ -81,7 +90,7 @@ async def views(
     out = []
     for row in rows:
         count, tokens = stats[SessionPk(row.pk)]
-        out.append(SessionView(row, count, tokens[session_profile(row, catalog).encoding]))
+        out.append(SessionView(row, count, tokens[readable_profile(row, catalog).encoding]))
     return out
 
 

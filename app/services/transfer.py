@@ -18,8 +18,8 @@ from app.services.messages import NewMessage, message_rows, stored_message
 from app.services.sessions import (
     SessionView,
     add_session,
+    readable_profile,
     require_session,
-    session_profile,
     view,
 )
 from app.storage import queries
@@ -43,7 +43,7 @@ async def export_session(
 ) -> dict[str, Any]:
     """The session's fields and every stored message, canonical, with seq, section and time."""
     row = await require_session(db, tenant, session_id)
-    encoding = session_profile(row, catalog).encoding
+    encoding = readable_profile(row, catalog).encoding
     messages: list[dict[str, Any]] = []
     after = 0
     while page := await queries.message_page(db, SessionPk(row.pk), after, EXPORT_PAGE, None):

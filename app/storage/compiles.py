@@ -137,3 +137,8 @@ async def insert_compile(
         "token_total": token_total, "created_at": created_at,
     }  # fmt: skip
     await db.execute(_INSERT, values)
+
+
+async def session_exists(db: AsyncSession, pk: SessionPk) -> bool:
+    """Whether the session is still stored (a concurrent request may have deleted it)."""
+    return (await db.scalar(select(SessionRow.pk).where(SessionRow.pk == pk))) is not None

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 from typing import Any
 
@@ -15,7 +16,8 @@ from sqlalchemy.ext.asyncio import (
     create_async_engine,
 )
 
-SQLITE_BUSY_TIMEOUT_S = 30
+SQLITE_BUSY_TIMEOUT_S = 30.0
+CONNECT_TIMEOUT_S = 10  # a Postgres server that does not answer: a fault after this, not a hang
 
 
 def _sqlite_pragmas(dbapi_conn: Any, _record: Any) -> None:
@@ -31,7 +33,13 @@ def _custom_plans(dbapi_conn: Any, _record: Any) -> None:
     # tables were small and maybe without statistics; such a plan once scanned a session's whole
     # tool part index on every delta compile (5 ms at 100,000 messages). Planning each execution
     # with its values costs tens of microseconds.
-    dbapi_conn.run_async(lambda conn: conn.execute("SET plan_cache_mode = force_custom_plan"))
+    try:
+        dbapi_conn.run_async(lambda conn: conn.execute("SET plan_cache_mode = force_custom_plan"))
+    except Exception as exc:
+        # Terminated while being set up: asyncpg may then report a confused state, not the loss.
+        if dbapi_conn.driver_connection.is_closed():
+            raise DisconnectionError("the server closed a new connection") from exc
+        raise
 
 
 def _drop_closed(dbapi_conn: Any, _record: Any, _proxy: Any) -> None:
@@ -42,6 +50,34 @@ def _drop_closed(dbapi_conn: Any, _record: Any, _proxy: Any) -> None:
         raise DisconnectionError("the server closed the connection")
 
 
+def _file_id(path: str) -> tuple[int, int] | None:
+    try:
+        st = os.stat(path)
+    except OSError:
+        return None
+    return st.st_dev, st.st_ino
+
+
+def _watch_sqlite_file(engine: AsyncEngine, path: str) -> None:
+    """Refuse pooled connections to a SQLite file that was removed or replaced: an open
+    connection would go on reading and writing the removed file, whose data nobody will ever
+    see. The pool then opens the path again: a fault while it is gone, the new file when it is
+    back (a restore)."""
+
+    def remember(_dbapi_conn: Any, record: Any) -> None:
+        record.info["file"] = _file_id(path)
+
+    def check(_dbapi_conn: Any, record: Any, _proxy: Any) -> None:
+        found = _file_id(path)
+        if found is None or found != record.info.get("file"):
+            error = DisconnectionError("the SQLite file was removed or replaced")
+            error.invalidate_pool = True  # every pooled connection has the stale file open
+            raise error
+
+    event.listen(engine.sync_engine, "connect", remember)
+    event.listen(engine.sync_engine, "checkout", check)
+
+
 def ensure_sqlite_dir(url: str) -> None:
     """Create the folder of a SQLite file so a fresh checkout needs no set-up."""
     database = make_url(url).database
@@ -49,14 +85,25 @@ def ensure_sqlite_dir(url: str) -> None:
         Path(database).expanduser().parent.mkdir(parents=True, exist_ok=True)
 
 
-def create_engine(url: str, pool_size: int = 10) -> AsyncEngine:
-    """An async engine; SQLite gets foreign keys, WAL and a busy timeout on every connection."""
+def create_engine(
+    url: str, pool_size: int = 10, busy_timeout_s: float = SQLITE_BUSY_TIMEOUT_S
+) -> AsyncEngine:
+    """An async engine; SQLite gets foreign keys, WAL and a busy timeout on every connection
+    and a check that its file is still there, Postgres a connect timeout."""
     if url.startswith("sqlite"):
         ensure_sqlite_dir(url)
-        engine = create_async_engine(url, connect_args={"timeout": SQLITE_BUSY_TIMEOUT_S})
+        engine = create_async_engine(url, connect_args={"timeout": busy_timeout_s})
         event.listen(engine.sync_engine, "connect", _sqlite_pragmas)
+        database = make_url(url).database
+        if database and database != ":memory:" and not database.startswith("file:"):
+            _watch_sqlite_file(engine, database)
         return engine
-    engine = create_async_engine(url, pool_size=pool_size, max_overflow=pool_size)
+    engine = create_async_engine(
+        url,
+        pool_size=pool_size,
+        max_overflow=pool_size,
+        connect_args={"timeout": CONNECT_TIMEOUT_S},
+    )
     event.listen(engine.sync_engine, "connect", _custom_plans)
     event.listen(engine.sync_engine, "checkout", _drop_closed)
     return engine

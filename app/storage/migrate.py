@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import functools
 from pathlib import Path
 
 from alembic import command
@@ -60,7 +61,10 @@ def downgrade(url: str, revision: str) -> None:
     command.downgrade(alembic_config(url), revision)
 
 
+@functools.cache
 def _scripts() -> ScriptDirectory:
+    """The migration scripts shipped with this code, read once (every /readyz asks for the
+    head; reading them is blocking file I/O)."""
     return ScriptDirectory.from_config(alembic_config("sqlite://"))
 
 

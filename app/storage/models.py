@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from datetime import UTC, datetime, timedelta, timezone
-from typing import Any
+from typing import Any, overload
 
 from sqlalchemy import (
     JSON,
@@ -67,6 +67,27 @@ def at_offset(utc: datetime, seconds: int) -> datetime:
     return utc.astimezone(timezone(timedelta(seconds=seconds))) if seconds else utc
 
 
+class LocalTime:
+    """A time attribute kept in two columns: its UTC instant and the offset it was given with,
+    so it reads back as it was written, on both databases."""
+
+    def __init__(self, utc: str, offset: str) -> None:
+        self.utc, self.offset = utc, offset
+
+    @overload
+    def __get__(self, row: None, owner: type) -> LocalTime: ...
+    @overload
+    def __get__(self, row: object, owner: type) -> datetime: ...
+    def __get__(self, row: object, owner: type) -> datetime | LocalTime:
+        if row is None:  # on the class: the descriptor (the ORM's constructor looks for it)
+            return self
+        return at_offset(getattr(row, self.utc), getattr(row, self.offset))
+
+    def __set__(self, row: object, value: datetime) -> None:
+        setattr(row, self.utc, value)
+        setattr(row, self.offset, utc_offset(value))
+
+
 def _session_fk() -> Mapped[str]:
     return mapped_column(
         String(36), ForeignKey("sessions.pk", ondelete="CASCADE"), primary_key=True
@@ -128,21 +149,13 @@ class SessionRow(Base):
     updated_utc: Mapped[datetime] = mapped_column("updated_at", UTCDateTime())
     updated_offset: Mapped[int] = mapped_column(Integer, default=0, server_default="0")
 
-    @property
-    def created_at(self) -> datetime:
-        return at_offset(self.created_utc, self.created_offset)
-
-    @created_at.setter
-    def created_at(self, value: datetime) -> None:
-        self.created_utc, self.created_offset = value, utc_offset(value)
-
-    @property
-    def updated_at(self) -> datetime:
-        return at_offset(self.updated_utc, self.updated_offset)
-
-    @updated_at.setter
-    def updated_at(self, value: datetime) -> None:
-        self.updated_utc, self.updated_offset = value, utc_offset(value)
+    created_at = LocalTime("created_utc", "created_offset")
+    updated_at = LocalTime("updated_utc", "updated_offset")
+    # The compaction lease (app/services/leases.py): who summarises the session now, until when,
+    # and the id of the `context_compaction_start` it announced (closed when it ends).
+    compaction_holder: Mapped[str | None] = mapped_column(String(64))
+    compaction_expires: Mapped[datetime | None] = mapped_column(UTCDateTime(), index=True)
+    compaction_start_event: Mapped[int | None] = mapped_column(BigInteger)
 
 
 class MessageRow(Base):
@@ -161,13 +174,7 @@ class MessageRow(Base):
     created_utc: Mapped[datetime] = mapped_column("created_at", UTCDateTime())
     created_offset: Mapped[int] = mapped_column(Integer, default=0, server_default="0")
 
-    @property
-    def created_at(self) -> datetime:
-        return at_offset(self.created_utc, self.created_offset)
-
-    @created_at.setter
-    def created_at(self, value: datetime) -> None:
-        self.created_utc, self.created_offset = value, utc_offset(value)
+    created_at = LocalTime("created_utc", "created_offset")
 
     def tokens(self, encoding: str) -> int:
         """The stored count in ``encoding``."""
@@ -254,10 +261,15 @@ class CompactionRow(Base):
 
 
 class EventRow(Base):
-    """The durable event log; ids increase and drive SSE Last-Event-ID replay."""
+    """The durable event log; ids increase and drive SSE Last-Event-ID replay. They are never
+    reused, also after a session's events go with it: SQLite's AUTOINCREMENT (a plain rowid
+    would hand the highest deleted id out again), a sequence on Postgres."""
 
     __tablename__ = "events"
-    __table_args__ = (Index("ix_events_session", "session_pk", "id"),)
+    __table_args__ = (
+        Index("ix_events_session", "session_pk", "id"),
+        {"sqlite_autoincrement": True},
+    )
 
     id: Mapped[int] = mapped_column(BigId, primary_key=True, autoincrement=True)
     session_pk: Mapped[str] = mapped_column(

@@ -27,13 +27,16 @@ def resilient(backend: Backend, policy: Policy = POLICY) -> Resilient:
 
 
 def summarize(
-    summarizer: Summarizer, history: Sequence[Message], reason: Reason = "session_compaction"
+    summarizer: Summarizer,
+    history: Sequence[Message],
+    reason: Reason = "session_compaction",
+    max_tokens: int | None = None,
 ) -> Summary:
-    """Run one summary on a fresh event loop, then close the summariser."""
+    """Run one summary (within ``max_tokens``) on a fresh event loop, then close the summariser."""
 
     async def run() -> Summary:
         try:
-            return await summarizer.summarize(history, reason)
+            return await summarizer.summarize(history, reason, max_tokens)
         finally:
             await summarizer.aclose()
 

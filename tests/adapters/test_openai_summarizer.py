@@ -48,6 +48,27 @@ def test_the_endpoint_configured_in_the_settings_writes_the_summary() -> None:
     assert "src/app.py" in prompt["content"]
 
 
+def test_a_summary_over_its_budget_is_refused_for_the_extractive_one_within_it() -> None:
+    # The model is asked for at most the budget, and ignores it.
+    wordy = " ".join(f"finding_{n} holds." for n in range(400))
+    with StubServer(lambda _: chat_completion(wordy)) as stub:
+        summary = summarize(resilient(openai(stub.url)), HISTORY, "reactive_full", 120)
+    assert stub.requests[0].json()["max_tokens"] == 120
+    assert summary.backend == "extractive"
+    assert summary.fallback_reason == (
+        f"openai: the summary has {COUNT(wordy)} tokens, over its budget of 120"
+    )
+    assert summary.text == summarize_extractive(HISTORY, "reactive_full", 120, COUNT)
+    assert COUNT(summary.text) <= 120
+
+
+def test_a_budget_over_the_configured_max_tokens_asks_for_that_much() -> None:
+    with StubServer(lambda _: chat_completion("short")) as stub:
+        summary = summarize(resilient(openai(stub.url)), HISTORY, "reactive_full", 5_000)
+    assert stub.requests[0].json()["max_tokens"] == POLICY.max_tokens
+    assert (summary.text, summary.backend) == ("short", "openai")
+
+
 def test_without_a_key_no_authorization_header_is_sent() -> None:
     with StubServer(lambda _: chat_completion("ok")) as stub:
         summary = summarize(resilient(openai(stub.url, key=None)), HISTORY)

@@ -11,6 +11,7 @@ from datetime import UTC, datetime
 from typing import Any
 
 import httpx
+import pytest
 
 from app.adapters.summarizers import Summary
 from app.adapters.summarizers.extractive import Extractive
@@ -19,9 +20,11 @@ from app.domain.compilers.registry import BUILTINS
 from app.domain.messages import Message
 from app.domain.models import BUILTIN_CATALOG
 from app.domain.summaries import Reason
+from app.domain.tokens import TokenCounter
 from app.services import compiling
 from app.services.cache import MessageCache
-from app.services.compaction import Compactor, compact_now
+from app.services.compaction import NotCompacted
+from app.services.compactor import Compactor, compact_now
 from app.services.keys import authenticate
 from app.storage.db import create_engine, create_sessionmaker
 from tests.api.sse import stream
@@ -354,7 +357,9 @@ class HeldSummarizer:
         self.waiting = asyncio.Event()
         self.release = asyncio.Event()
 
-    async def summarize(self, messages: Sequence[Message], reason: Reason) -> Summary:
+    async def summarize(
+        self, messages: Sequence[Message], reason: Reason, max_tokens: int | None = None
+    ) -> Summary:
         self.waiting.set()
         await self.release.wait()
         return Summary(f"{len(messages)} messages about src/pkg", "held")
@@ -363,7 +368,24 @@ class HeldSummarizer:
         return None
 
 
-def test_a_compile_that_loses_a_compaction_race_still_compiles(
+class CountingSummarizer:
+    """The extractive summariser, counting its calls."""
+
+    def __init__(self, counter: TokenCounter) -> None:
+        self.inner = Extractive(counter.encoder("o200k_base").count, 2_000)
+        self.calls = 0
+
+    async def summarize(
+        self, messages: Sequence[Message], reason: Reason, max_tokens: int | None = None
+    ) -> Summary:
+        self.calls += 1
+        return await self.inner.summarize(messages, reason, max_tokens)
+
+    async def aclose(self) -> None:
+        return None
+
+
+def test_a_compaction_that_finds_the_lease_held_calls_no_summariser(
     api: Api, client: httpx.Client
 ) -> None:
     sid = session_with(client, rounds=20, compaction=POLICY)
@@ -384,15 +406,21 @@ def test_a_compile_that_loses_a_compaction_race_still_compiles(
                     slow_db, MessageCache(counter, 1 << 20), BUILTINS, tenant, sid,
                     compiling.Options(), now, BUILTIN_CATALOG, slow))  # fmt: skip
                 await held.waiting.wait()  # the compile's compaction is summarising...
-                extractive = Extractive(counter.encoder("o200k_base").count, 2_000)
-                fast = Compactor(fast_db, counter, extractive, now, BUILTIN_CATALOG)
-                done = await compact_now(fast, tenant, sid, "session", None)  # ... this wins
+                counting = CountingSummarizer(counter)
+                fast = Compactor(fast_db, counter, counting, now, BUILTIN_CATALOG)
+                with pytest.raises(NotCompacted, match="is running"):  # ... it holds the lease
+                    await compact_now(fast, tenant, sid, "session", None)
+                loser = await compiling.compile_session(
+                    fast_db, MessageCache(counter, 1 << 20), BUILTINS, tenant, sid,
+                    compiling.Options(), now, BUILTIN_CATALOG, fast)  # fmt: skip
+                assert loser.compactions == ()  # compiled without waiting
+                assert "compiled without waiting" in loser.output.warnings[0]
                 held.release.set()
                 compiled = await compile_task
-                return len(compiled.compactions), done.messages_before
+                return len(compiled.compactions), counting.calls
         finally:
             await engine.dispose()
 
-    compacted, _ = asyncio.run(race())
-    assert compacted == 0  # it wrote nothing, and compiled from what the winner left
+    compacted, calls = asyncio.run(race())
+    assert (compacted, calls) == (1, 0)
     assert len(client.get(f"/v1/sessions/{sid}/compactions").json()["items"]) == 1

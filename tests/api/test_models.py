@@ -163,7 +163,11 @@ def test_a_session_whose_declared_model_is_gone_says_how_to_mend_it(
     with LiveServer(Settings(database_url=database_url, auth="keys")) as server:
         headers = {"Authorization": f"Bearer {declared.key_a}"}
         with httpx.Client(base_url=server.url, headers=headers, timeout=60) as client:
-            gone = client.get(f"/v1/sessions/{sid}")
+            # Still read and listed (its figures in o200k_base), so it can be mended or moved.
+            assert client.get(f"/v1/sessions/{sid}").status_code == 200
+            listed = client.get("/v1/sessions", params={"limit": 500}).json()["items"]
+            assert sid in [s["id"] for s in listed]
+            gone = client.post(f"/v1/sessions/{sid}/compile", json={})
             assert gone.status_code == 409
             assert "llama-3.1-70b" in gone.json()["detail"]
             assert "CTXC_MODELS" in gone.json()["detail"]

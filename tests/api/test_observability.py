@@ -101,7 +101,8 @@ def test_compiles_are_counted_by_source_mode_and_outcome(client: httpx.Client) -
     lookups = "ctxc_cache_lookups_total"
     assert delta(before, after, lookups, cache="answers", result="hit") == 1
     assert delta(before, after, lookups, cache="answers", result="miss") == 1
-    assert delta(before, after, lookups, cache="messages", result="miss") >= 0
+    # The history's first message is new; the others may have been posted by other tests.
+    assert delta(before, after, lookups, cache="messages", result="miss") >= 1
     assert after[("ctxc_cache_bytes", (("cache", "answers"),))] > 0
 
 

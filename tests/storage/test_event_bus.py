@@ -209,3 +209,58 @@ def test_a_lost_listen_connection_comes_back_and_nothing_is_missed(
             await engine.dispose()
 
     asyncio.run(run())
+
+
+def test_the_bus_survives_listen_connections_killed_as_they_come_back(
+    database_url: str, tmp_path: Path, request: pytest.FixtureRequest
+) -> None:
+    """A failover kills connections as they are made, the LISTEN one too while it is set up:
+    the bus keeps reconnecting (it never dies for good), then delivers and closes cleanly."""
+    if not database_url.startswith("postgresql"):
+        pytest.skip("LISTEN/NOTIFY is Postgres")
+    url = fresh_database("postgres", tmp_path, request)
+    upgrade(url)
+    kill = text(
+        "SELECT count(pg_terminate_backend(pid)) FROM pg_stat_activity "
+        "WHERE application_name = :name AND datname = current_database()"
+    )
+
+    def killing() -> int:
+        async def loop() -> int:
+            killer = create_engine(url)
+            killed = 0
+            try:
+                async with killer.connect() as conn:
+                    for _ in range(1000):
+                        found = await conn.execute(kill, {"name": APPLICATION_NAME})
+                        killed += found.scalar_one()
+            finally:
+                await killer.dispose()
+            return killed
+
+        return asyncio.run(loop())
+
+    async def run() -> None:
+        engine = create_engine(url)
+        maker = create_sessionmaker(engine)
+        bus = PostgresBus(engine, 8, keepalive_s=0.2, backoff_s=(0.001, 0.002))
+        await bus.start()
+        try:
+            pk = await new_pk(maker)
+            follower = events.follow(events.EventReader(maker), bus, pk, 0)
+            first = await emit(maker, pk, 0)
+            assert await next_id(follower) == first
+            # The killers run beside this loop, as an operator or a failover would.
+            killed = sum(await asyncio.gather(*(asyncio.to_thread(killing) for _ in range(3))))
+            assert killed > 10
+            await asyncio.sleep(0.5)
+            assert bus._task is not None and not bus._task.done(), bus._task
+            await until(lambda: listener_pids(engine))  # listening again
+            after = await emit(maker, pk, 1)
+            assert await next_id(follower) == after
+            await follower.aclose()
+        finally:
+            await bus.close()
+            await engine.dispose()
+
+    asyncio.run(run())

@@ -65,3 +65,37 @@ def test_models_and_migrations_agree(
     url = fresh_database(kind, tmp_path, request)
     upgrade(url)
     assert _inspect(url, _diff) == []
+
+
+def _events_sql(conn: Connection) -> str:
+    return str(conn.exec_driver_sql("SELECT sql FROM sqlite_master WHERE name = 'events'").scalar())
+
+
+def _seed(conn: Connection) -> None:
+    now = "2026-11-25 00:00:00"
+    conn.exec_driver_sql(f"INSERT INTO tenants VALUES ('t', 't', '{now}')")
+    conn.exec_driver_sql(
+        "INSERT INTO sessions (pk, tenant_id, id, metadata, system_prompt, provider, last_seq, "
+        f"created_at, updated_at) VALUES ('s', 't', 's', '{{}}', '[]', 'openai', 0, '{now}', "
+        f"'{now}')"
+    )
+    for n in (1, 2, 3):
+        conn.exec_driver_sql(f"INSERT INTO events VALUES ({n}, 's', 'x', '{{}}', '{now}')")
+    conn.commit()
+
+
+def _event_ids(conn: Connection) -> list[int]:
+    return [row[0] for row in conn.exec_driver_sql("SELECT id FROM events ORDER BY id")]
+
+
+def test_sqlite_event_ids_become_autoincrement_and_keep_their_rows(tmp_path: Path) -> None:
+    url = f"sqlite+aiosqlite:///{tmp_path / 'events.db'}"
+    upgrade(url, "0003")
+    assert "AUTOINCREMENT" not in _inspect(url, _events_sql)
+    _inspect(url, _seed)
+    upgrade(url)
+    assert "AUTOINCREMENT" in _inspect(url, _events_sql)
+    assert _inspect(url, _event_ids) == [1, 2, 3]
+    downgrade(url, "0003")
+    assert "AUTOINCREMENT" not in _inspect(url, _events_sql)
+    assert _inspect(url, _event_ids) == [1, 2, 3]

@@ -116,6 +116,16 @@ def test_an_earlier_summary_is_folded_into_the_next() -> None:
     assert taken(plan_full(history, POLICY))[0] == 1
 
 
+def test_a_summary_after_the_last_prompt_is_no_current_prompt_and_is_folded() -> None:
+    # An agent turn of tool rounds, summarised after its prompt: the next compaction folds the
+    # summary in (it used to stay as "the current prompt", one more summary each time).
+    rounds = [m for k in range(8) for m in (assistant("", f"c{k}"), tool(f"c{k}", "done"))]
+    summary = ("summary", user("[Summary of the earlier conversation]\nold things"))
+    history = items(user("map the handlers"), summary, *rounds, tokens=10)
+    plan = plan_full(history, POLICY)
+    assert taken(plan)[0] == 2 and 1 not in taken(plan)  # the prompt stays, the summary goes
+
+
 @pytest.mark.parametrize(
     ("prompt", "too_long", "kind"),
     [(84, False, None), (85, False, "micro"), (91, False, "micro"), (92, False, "full"),

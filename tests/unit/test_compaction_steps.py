@@ -162,10 +162,24 @@ def test_a_stateless_preview_points_at_the_posted_history() -> None:
     assert "it is in the posted history" in text
 
 
-def test_results_under_the_limit_and_the_newest_round_stay_whole() -> None:
+def test_results_under_the_limit_and_the_newest_round_under_its_cap_stay_whole() -> None:
+    history = [call("c1", "logs"), result("c1", "short"), call("c2", "logs"), result("c2", LOG)]
+    assert count(history[3]) > 8_000  # the default newest_max_tokens
+    spec = {"name": "compact_tool_results", "params": {"newest_max_tokens": 50_000}}
+    compiled = compile_view(history, spec)
+    assert [i.message for i in compiled.items] == history
+
+
+def test_a_result_in_the_newest_round_over_its_cap_is_previewed() -> None:
     history = [call("c1", "logs"), result("c1", "short"), call("c2", "logs"), result("c2", LOG)]
     compiled = compile_view(history, "compact_tool_results")
-    assert [i.message for i in compiled.items] == history
+    assert [i.message for i in compiled.items[:3]] == history[:3]
+    assert 3_000 < compiled.items[3].tokens <= 8_000
+    text = previewed(compiled, 4)
+    assert text.startswith("00000 INFO") and text.endswith(LOG[-30:])
+    [report] = compiled.steps[1:]
+    assert report.name == "compact_tool_results_newest" and report.call_ids == ("c2",)
+    assert [o.value for o in report.omitted] == [LOG]
 
 
 def test_a_json_result_is_previewed_as_text() -> None:

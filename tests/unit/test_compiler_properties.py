@@ -8,14 +8,16 @@ from typing import Any
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from app.domain.compilers.base import Compiled, Compiler, Item, api_rounds
-from app.domain.compilers.builtins import all_sections, current_tool_trace
-from app.domain.compilers.decorators import (
-    BudgetTooSmall,
+from app.domain.compilers.base import (
+    Compiled,
+    Compiler,
+    Item,
+    api_rounds,
     kept_always,
     opening_task,
-    token_limit,
 )
+from app.domain.compilers.builtins import all_sections, current_tool_trace
+from app.domain.compilers.decorators import BudgetTooSmall, token_limit
 from app.domain.compilers.registry import build
 from app.domain.compilers.spec import parse_spec
 from app.domain.messages import Message
@@ -141,6 +143,11 @@ def must_keep_and_newest(rounds_: list[list[Item]]) -> int:
     )
 
 
+def previewed_newest(compiled: Compiled) -> bool:
+    """Whether token_limit previewed the newest round's results to make it fit."""
+    return any(step.name == "token_limit" for step in compiled.steps)
+
+
 @settings(max_examples=300, deadline=None)
 @given(histories(), st.integers(1, 400), st.none() | st.floats(0.3, 0.95), st.integers(0, 50))
 def test_token_limit_keeps_the_newest_suffix_that_fits_or_says_the_budget_is_too_small(
@@ -156,6 +163,9 @@ def test_token_limit_keeps_the_newest_suffix_that_fits_or_says_the_budget_is_too
         assert err.needed == claimed + must_keep_and_newest(grouped) > budget
         return
     assert compiled.tokens + claimed <= budget
+    if previewed_newest(compiled):  # what must be sent fits only with the newest previewed
+        assert claimed + must_keep_and_newest(grouped) > budget
+        return
     check_view(compiled, view)
     task = opening_task(grouped)
     if task is not None and not kept_always(grouped[task]) and task != len(grouped) - 1:
@@ -185,6 +195,8 @@ def test_as_a_conversation_grows_what_was_trimmed_stays_trimmed(
         try:
             compiled = compiler(snapshot(stored[:n]))
         except BudgetTooSmall:
+            continue
+        if previewed_newest(compiled):  # the round being answered did not fit: it is sent
             continue
         now_dropped = set(range(1, n + 1)) - set(seqs_of(compiled.items))
         assert dropped <= now_dropped

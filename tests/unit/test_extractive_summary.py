@@ -205,27 +205,62 @@ def histories(draw: st.DrawFn) -> tuple[list[Message], list[str]]:
 
 
 @SETTINGS
-@given(histories(), st.integers(0, 3_000), st.sampled_from(REASONS))
-def test_every_planted_path_url_and_identifier_is_in_the_summary_at_any_budget(
-    case: tuple[list[Message], list[str]], budget: int, reason: Any
+@given(histories(), st.sampled_from(REASONS))
+def test_every_planted_path_url_and_identifier_is_in_the_summary_when_they_fit(
+    case: tuple[list[Message], list[str]], reason: Any
 ) -> None:
     history, planted = case
-    summary = summarize_extractive(history, reason, budget)
+    summary = summarize_extractive(history, reason, 1_000_000)
     assert [ref for ref in planted if ref not in summary] == []
+    assert "references left out" not in summary
+
+
+def kept_references(summary: str) -> list[str]:
+    lines = [line for line in summary.splitlines()
+             if line.startswith(("Files: ", "URLs: ", "Identifiers: "))]  # fmt: skip
+    return [v for line in lines for v in line.split(": ", 1)[1].split(", ")]
 
 
 @SETTINGS
 @given(histories(), st.integers(0, 800), st.booleans())
-def test_every_found_reference_is_kept_and_only_references_may_exceed_the_budget(
+def test_a_summary_stays_within_its_budget_keeping_the_best_ranked_references(
     case: tuple[list[Message], list[str]], budget: int, tokens: bool
 ) -> None:
     history, _ = case
     count = ENCODER.count if tokens else len
     summary = summarize_extractive(history, "session_compaction", budget, count)
-    found = gather_facts(history).references.values()
-    assert [ref for ref in found if ref not in summary] == []
     minimal = summarize_extractive(history, "session_compaction", 0, count)
     assert count(summary) <= max(budget, count(minimal))
+    ranked = gather_facts(history).references.ranked
+    kept = set(kept_references(summary))
+    # The references kept are the best ranked ones, and the rest are counted as left out.
+    assert kept == set(ranked[: len(kept)])
+    left = len(ranked) - len(kept)
+    assert (f"[{left} references left out" in summary) == (left > 0)
+
+
+def test_references_are_ranked_by_mentions_then_paths_first_then_by_the_latest_mention() -> None:
+    history = [
+        user("Read src/a.py and src/b.py, then src/c.py."),
+        user("src/b.py again; also src/c.py."),
+        user("Finally src/d.py calls run_all."),
+    ]
+    assert gather_facts(history).references.ranked == (
+        "src/c.py", "src/b.py", "src/d.py", "src/a.py", "run_all"
+    )  # fmt: skip
+
+
+def test_a_reference_heavy_history_is_cut_to_the_budget_in_tokens() -> None:
+    history = [
+        result(f"call_{n}", " ".join(f"src/area_{n}/module_{k}.py" for k in range(20)))
+        for n in range(300)
+    ]
+    summary = summarize_extractive(history, "session_compaction", 2_000, ENCODER.count)
+    assert 1_500 <= ENCODER.count(summary) <= 2_000
+    # The latest mentions rank first among equals: the newest files are kept.
+    kept = kept_references(summary)
+    assert "src/area_299/module_19.py" in kept and "src/area_0/module_0.py" not in kept
+    assert "references left out to fit the budget" in summary
 
 
 @settings(max_examples=50, deadline=None)

@@ -4,8 +4,9 @@ An emitting transaction runs `pg_notify` beside its insert: Postgres delivers th
 when, and only if, that transaction commits. Each process holds ONE dedicated asyncpg connection
 that LISTENs (not one per subscriber) and wakes the subscribers of the session named in each
 notification. When that connection drops (or stops answering its keepalive), the bus reconnects
-with exponential backoff and then wakes every subscriber to re-read the database, since
-notifications sent while nobody listened are gone; the events themselves are not.
+with exponential backoff; every subscriber is woken to re-read the database when the
+connection is lost (a stream ends there if the database is gone) and again when it is back,
+since notifications sent while nobody listened are gone; the events themselves are not.
 """
 
 from __future__ import annotations
@@ -109,6 +110,9 @@ class PostgresBus:
             while True:
                 await self._watch(connection, lost)
                 connection.terminate()
+                # Every subscriber re-reads now: if the database is gone, its stream ends
+                # cleanly (the client reconnects later) instead of hanging on a dead bus.
+                self._subscribers.resync()
                 connection, lost = await self._reconnect()
         finally:
             connection.terminate()
@@ -123,7 +127,7 @@ class PostgresBus:
                 return
             try:
                 await asyncio.wait_for(connection.execute("SELECT 1"), self._keepalive_s)
-            except (OSError, TimeoutError, asyncpg.PostgresError, asyncpg.InterfaceError) as exc:
+            except Exception as exc:  # whatever it is, the bus must not die: reconnect
                 log.warning("the LISTEN connection stopped answering (%r); reconnecting", exc)
                 return
 
@@ -133,6 +137,8 @@ class PostgresBus:
             await asyncio.sleep(delay)
             try:
                 return await self._listen()
-            except (OSError, TimeoutError, asyncpg.PostgresError, asyncpg.InterfaceError) as exc:
+            except Exception as exc:  # e.g. asyncpg's InternalClientError when the new
+                # connection is terminated before LISTEN: a bus that stopped here would never
+                # wake a subscriber again.
                 log.warning("LISTEN reconnect failed (%r); retrying in %.1fs", exc, delay)
                 delay = min(delay * 2, most)

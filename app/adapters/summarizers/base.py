@@ -12,19 +12,23 @@ from app.domain.summaries import Reason
 
 @dataclass(frozen=True)
 class Summary:
-    """A summary's text, the backend that wrote it, why it fell back (if it did), and how many
-    requests went to the configured backend for it."""
+    """A summary's text, the backend that wrote it, why it fell back (if it did), how many
+    requests went to the configured backend for it, and whether it was cut to its budget."""
 
     text: str
     backend: str
     fallback_reason: str | None = None
     requests: int = 0
+    cut: bool = False
 
 
 class Summarizer(Protocol):
-    """Summarises old history. Backend failures never raise: the summary falls back."""
+    """Summarises old history within ``max_tokens`` (the compaction policy's budget; None: the
+    summariser's own default). Backend failures never raise: the summary falls back."""
 
-    async def summarize(self, messages: Sequence[Message], reason: Reason) -> Summary: ...
+    async def summarize(
+        self, messages: Sequence[Message], reason: Reason, max_tokens: int | None = None
+    ) -> Summary: ...
 
     async def aclose(self) -> None: ...
 

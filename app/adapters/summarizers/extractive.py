@@ -13,7 +13,8 @@ from app.domain.summaries.extractive import CountText, summarize_extractive
 
 
 class Extractive:
-    """Summarises offline within ``max_tokens`` (references kept beyond it), off the event loop."""
+    """Summarises offline within a budget (``max_tokens`` unless a call gives one), off the event
+    loop."""
 
     name = "extractive"
 
@@ -21,10 +22,13 @@ class Extractive:
         self._count = count
         self._max_tokens = max_tokens
 
-    async def summarize(self, messages: Sequence[Message], reason: Reason) -> Summary:
+    async def summarize(
+        self, messages: Sequence[Message], reason: Reason, max_tokens: int | None = None
+    ) -> Summary:
         history = tuple(messages)
+        budget = self._max_tokens if max_tokens is None else max_tokens
         text = await anyio.to_thread.run_sync(
-            summarize_extractive, history, reason, self._max_tokens, self._count
+            summarize_extractive, history, reason, budget, self._count
         )
         return Summary(text, self.name)
 

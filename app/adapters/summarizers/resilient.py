@@ -10,8 +10,12 @@
   summaries are then summarised together the same way, up to ``MAX_DEPTH`` rounds, after which
   they are joined as they are.
 - Everything, chunks and retries included, has ``deadline`` seconds.
-- When anything fails, the summary is the extractive one, and ``fallback_reason`` says why. The
-  history is only read, so nothing is lost; the caller keeps the originals.
+- A summary has a budget (the call's ``max_tokens``, else the policy's): each request asks the
+  model for at most that much (and never more than the policy's ``max_tokens``), and an answer
+  over the budget is refused (a model may ignore ``max_tokens``, a webhook has none).
+- When anything fails, the summary is the extractive one (within the same budget), and
+  ``fallback_reason`` says why. The history is only read, so nothing is lost; the caller keeps
+  the originals.
 """
 
 from __future__ import annotations
@@ -74,15 +78,23 @@ class Resilient:
     def name(self) -> str:
         return self._backend.name
 
-    async def summarize(self, messages: Sequence[Message], reason: Reason) -> Summary:
-        """The backend's summary of ``messages``, or the extractive one saying why not."""
+    async def summarize(
+        self, messages: Sequence[Message], reason: Reason, max_tokens: int | None = None
+    ) -> Summary:
+        """The backend's summary of ``messages`` within ``max_tokens``, or the extractive one
+        saying why not."""
         history = tuple(messages)
+        budget = self._policy.max_tokens if max_tokens is None else max_tokens
         if not history:
-            return await self._fallback.summarize(history, reason)
+            return await self._fallback.summarize(history, reason, budget)
         tally = _Tally()
         try:
             with anyio.fail_after(self._policy.deadline):
-                text = await self._summarize(history, reason, 1, tally)
+                text = await self._summarize(history, reason, 1, tally, budget)
+                size = await anyio.to_thread.run_sync(self._count, text)
+            if size > budget:
+                raise BackendError(f"the summary has {size} tokens, over its budget of {budget}",
+                                   retryable=False)  # fmt: skip
             return Summary(text, self.name, None, tally.requests)
         except BackendError as exc:
             why = str(exc)
@@ -92,23 +104,24 @@ class Resilient:
             log.exception("summariser %s failed unexpectedly", self.name)
             why = f"unexpected {type(exc).__name__}"
         log.warning("summariser %s failed (%s); using the extractive summary", self.name, why)
-        summary = await self._fallback.summarize(history, reason)
+        summary = await self._fallback.summarize(history, reason, budget)
         return replace(summary, fallback_reason=f"{self.name}: {why}", requests=tally.requests)
 
     async def aclose(self) -> None:
         await self._backend.aclose()
 
-    def input_budget(self, reason: Reason) -> int:
-        """Tokens of transcript one request may carry."""
+    def input_budget(self, reason: Reason, max_tokens: int | None = None) -> int:
+        """Tokens of transcript one request asking for ``max_tokens`` may carry."""
         p = self._policy
-        prompt = self._count(instructions(reason, p.max_tokens))
-        return p.window_tokens - p.max_tokens - prompt - MARGIN_TOKENS
+        asked = p.max_tokens if max_tokens is None else min(max_tokens, p.max_tokens)
+        prompt = self._count(instructions(reason, asked))
+        return p.window_tokens - asked - prompt - MARGIN_TOKENS
 
     async def _summarize(
-        self, history: tuple[Message, ...], reason: Reason, depth: int, tally: _Tally
+        self, history: tuple[Message, ...], reason: Reason, depth: int, tally: _Tally, limit: int
     ) -> str:
-        max_tokens = self._policy.max_tokens
-        budget = self.input_budget(reason)
+        max_tokens = min(limit, self._policy.max_tokens)
+        budget = self.input_budget(reason, max_tokens)
         # Counting a long history is CPU work: off the event loop.
         chunks = await anyio.to_thread.run_sync(
             chunk_messages, history, budget, self._count_message
@@ -123,7 +136,7 @@ class Resilient:
         if depth == MAX_DEPTH:
             return SEPARATOR.join(partials)
         folded = tuple(_partial(text, k, n) for k, text in enumerate(partials, 1))
-        return await self._summarize(folded, reason, depth + 1, tally)
+        return await self._summarize(folded, reason, depth + 1, tally, limit)
 
     def _count_message(self, message: Message) -> int:
         return self._count(render_message(message) + SEPARATOR)

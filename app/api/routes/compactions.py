@@ -5,10 +5,12 @@ from __future__ import annotations
 from datetime import UTC, datetime
 from typing import Annotated, Any
 
-from fastapi import APIRouter, Path, status
+import anyio
+from fastapi import APIRouter, Path, Query, status
 
+from app.api.archive_schemas import ArchivedDocument, CompactionDocument
 from app.api.deps import DbDep, StateDep, TenantDep
-from app.api.metrics import MeteredCompactor
+from app.api.metrics import metered_compactor
 from app.api.problems import FieldError, check_body, invalid, responses
 from app.api.schemas import (
     ArchivedMessage,
@@ -17,8 +19,12 @@ from app.api.schemas import (
     CompactionRead,
     CompactRequest,
 )
+from app.domain.formats.convert import Format
+from app.domain.formats.documents import Provider, provider_document
+from app.domain.messages import JSONObject, Message
 from app.services import compaction as service
 from app.services import persisted_steps
+from app.services.compactor import compact_now
 from app.storage.models import CompactionRow
 
 router = APIRouter(prefix="/v1/sessions/{session_id}", tags=["compaction"])
@@ -36,14 +42,26 @@ def compaction_read(row: CompactionRow) -> CompactionRead:
     )  # fmt: skip
 
 
-def _archived(entry: dict[str, Any]) -> ArchivedMessage:
+def _message(entry: dict[str, Any]) -> JSONObject:
     message = {"role": entry["role"], "content": entry["content"], "metadata": entry["metadata"]}
     if entry.get("name") is not None:
         message["name"] = entry["name"]
+    return message
+
+
+def _archived(entry: dict[str, Any]) -> ArchivedMessage:
     return ArchivedMessage(
         seq=entry["seq"], section=entry["section"], tokens=entry["tokens"],
-        created_at=entry["created_at"], message=message,
+        created_at=entry["created_at"], message=_message(entry),
     )  # fmt: skip
+
+
+def _document(fmt: Provider, entries: list[dict[str, Any]]) -> ArchivedDocument:
+    stored = [(e["seq"], Message.model_validate(_message(e))) for e in entries]
+    found = provider_document(fmt, stored)
+    return ArchivedDocument(
+        format=fmt, system=found.system, messages=found.messages, seqs=found.seqs
+    )
 
 
 @router.post(
@@ -61,15 +79,15 @@ async def compact_session(
     stray = ("policy", body.policy) if payloads else ("steps", body.steps)
     if stray[1] is not None:
         raise invalid([FieldError(path=f"body.{stray[0]}", message=f"not for kind {body.kind}")])
-    compactor = MeteredCompactor(
+    compactor = metered_compactor(
         db, state.counter, state.summarizer, datetime.now(UTC), state.settings.catalog,
         state.metrics, trigger="request", backend=state.settings.summarizer,
+        lease_seconds=state.settings.compaction_lease_seconds,
     )  # fmt: skip
     if body.kind == "tool_payloads":
         done = await persisted_steps.compact_payloads_now(compactor, tenant, session_id, body.steps)
-        state.metrics.compacted(done, "request")  # written without `run`
     else:
-        done = await service.compact_now(compactor, tenant, session_id, body.kind, body.policy)
+        done = await compact_now(compactor, tenant, session_id, body.kind, body.policy)
     return compaction_read(done.row)
 
 
@@ -89,8 +107,15 @@ async def get_compaction(
     compaction_id: Annotated[str, Path(max_length=64, pattern=r"^[0-9a-f-]+$")],
     db: DbDep,
     tenant: TenantDep,
-) -> CompactionDetail:
-    """One compaction with the messages it archived, exactly as they were stored."""
+    format: Annotated[Format, Query()] = "canonical",
+) -> CompactionDetail | CompactionDocument:
+    """One compaction with the messages it archived: exactly as they were stored (canonical),
+    or as one OpenAI or Anthropic document with `seqs` mapping each message to its stored seq,
+    converted as `GET .../messages?format=` converts."""
     row = await service.compaction(db, tenant, session_id, compaction_id)
     read = compaction_read(row)
-    return CompactionDetail(**read.model_dump(), archived=[_archived(e) for e in row.archived])
+    if format == "canonical":
+        return CompactionDetail(**read.model_dump(), archived=[_archived(e) for e in row.archived])
+    # Converting a large archive is CPU work: off the event loop.
+    document = await anyio.to_thread.run_sync(_document, format, list(row.archived))
+    return CompactionDocument(**read.model_dump(), archived=document)

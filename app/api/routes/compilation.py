@@ -12,7 +12,7 @@ import xxhash
 from fastapi import APIRouter, Request, Response
 
 from app.api.deps import DbDep, StateDep, TenantDep
-from app.api.metrics import MeteredCompactor, counted
+from app.api.metrics import counted, metered_compactor
 from app.api.openapi import json_body
 from app.api.problems import check_body, parse_body, responses
 from app.api.routes.compactions import compaction_read
@@ -131,7 +131,8 @@ async def compile_posted(request: Request, state: StateDep, tenant: TenantDep) -
     def run(tenant_name: str) -> tuple[Compilation, bytes]:
         done = compiling.compile_posted(
             state.cache, state.registry, body.format, body.messages, body.system,
-            _options(body), tenant_name, state.settings.default_provider, state.settings.catalog,
+            _options(body), compiling.Caller(tenant, tenant_name), state.settings.default_provider,
+            state.settings.catalog,
             datetime.now(UTC),
         )  # fmt: skip
         return done, _answer(done)
@@ -163,9 +164,9 @@ async def compile_session(
     check_body(body)
     now = datetime.now(UTC)
     catalog = state.settings.catalog
-    compactor = MeteredCompactor(
+    compactor = metered_compactor(
         db, state.counter, state.summarizer, now, catalog, state.metrics, trigger="compile",
-        backend=state.settings.summarizer,
+        backend=state.settings.summarizer, lease_seconds=state.settings.compaction_lease_seconds,
     )  # fmt: skip
     with counted(state.metrics, "session") as tally:
         done = await compiling.compile_session(

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import logging
 from collections.abc import AsyncIterator
 from typing import Annotated, Any
 
@@ -12,9 +13,12 @@ from sse_starlette import EventSourceResponse, ServerSentEvent
 
 from app.api.deps import AppState, DbDep, StateDep, TenantDep
 from app.api.problems import responses
+from app.api.unavailable import RETRY_AFTER_S
 from app.domain.sessions import SessionPk
 from app.services import events
+from app.storage.faults import is_fault
 
+log = logging.getLogger("ctxc")
 router = APIRouter(prefix="/v1/sessions/{session_id}", tags=["events"])
 MAX_ID = 2**63 - 1
 SHUTDOWN_GRACE_S = 2.0  # a stopping server lets streams end cleanly for this long
@@ -35,8 +39,19 @@ def _ping() -> ServerSentEvent:
 async def _messages(
     state: AppState, pk: SessionPk, after_id: int, shutdown: anyio.Event
 ) -> AsyncIterator[ServerSentEvent]:
-    async for row in events.follow(state.event_reader, state.events, pk, after_id, shutdown):
-        yield ServerSentEvent(data=orjson.dumps(row.data).decode(), id=str(row.id), event=row.type)
+    """The stream's messages; when the database is lost, the stream ends cleanly after a last
+    comment whose `retry` asks the client to reconnect (with `Last-Event-ID`) in Retry-After
+    seconds, instead of breaking off mid-stream."""
+    try:
+        async for row in events.follow(state.event_reader, state.events, pk, after_id, shutdown):
+            yield ServerSentEvent(
+                data=orjson.dumps(row.data).decode(), id=str(row.id), event=row.type
+            )
+    except Exception as exc:
+        if not is_fault(exc):
+            raise
+        log.warning("database unavailable; ending the event stream of %s: %r", pk, exc)
+        yield ServerSentEvent(comment="database unavailable", retry=RETRY_AFTER_S * 1000)
 
 
 @router.get(

@@ -12,7 +12,8 @@ from pydantic import BaseModel, Field, SecretStr
 from sqlalchemy.exc import SQLAlchemyError
 
 from app.api.deps import StateDep
-from app.api.problems import ProblemError, responses
+from app.api.problems import RETRY_AFTER_HEADER, ProblemError, responses
+from app.api.unavailable import RETRY_AFTER_S
 from app.storage.migrate import SchemaNotCurrent, check_schema
 
 router = APIRouter(tags=["health"])
@@ -29,7 +30,7 @@ class Readiness(BaseModel):
     detail: str | None = Field(None, description="Why not (unavailable only).")
 
 
-NOT_READY = {"description": "Not ready", "model": Readiness}
+NOT_READY = {"description": "Not ready", "model": Readiness, "headers": RETRY_AFTER_HEADER}
 # text/plain with a version parameter that follows prometheus_client; the document stays put.
 PROMETHEUS_TEXT = {"content": {"text/plain": {"schema": {"type": "string"}}}}
 
@@ -39,17 +40,20 @@ PROMETHEUS_TEXT = {"content": {"text/plain": {"schema": {"type": "string"}}}}
     response_model_exclude_none=True,
 )  # fmt: skip
 async def readyz(state: StateDep) -> JSONResponse:
-    """The database answers and its schema is the one this code needs."""
+    """The database answers and its schema is the one this code needs; else 503 with
+    Retry-After."""
     try:
         await check_schema(state.engine)
     except (SchemaNotCurrent, SQLAlchemyError, OSError) as exc:
-        return JSONResponse({"status": "unavailable", "detail": str(exc)}, 503)
+        detail = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
+        headers = {"Retry-After": str(RETRY_AFTER_S)}
+        return JSONResponse({"status": "unavailable", "detail": detail}, 503, headers)
     return JSONResponse({"status": "ready"})
 
 
 @router.get(
     "/metrics", operation_id="metrics", response_class=Response,
-    responses={200: PROMETHEUS_TEXT, **responses(401, 404)},
+    responses={200: PROMETHEUS_TEXT, **responses(401, 404, database=False)},
 )  # fmt: skip
 async def metrics(request: Request, state: StateDep) -> Response:
     """Prometheus text: requests by route, compiles, compactions, summaries, compile caches and

@@ -12,9 +12,8 @@ from app.api.deps import DbDep, StateDep, TenantDep
 from app.api.problems import FieldError, check_body, from_input_error, invalid, responses
 from app.api.schemas import AppendResult, CanonicalPage, MessageItem, MessagesAppend, ProviderPage
 from app.domain.errors import FormatError, InvalidInput
-from app.domain.formats.anthropic import to_anthropic
 from app.domain.formats.convert import Format
-from app.domain.formats.openai import openai_messages
+from app.domain.formats.documents import provider_document
 from app.domain.sessions import SECTION_PATTERN
 from app.services import messages as service
 from app.services.messages import Idempotency, StoredMessage
@@ -89,18 +88,11 @@ def _render(
             for s in page
         ]
         return CanonicalPage(items=items, next_after_seq=next_after)
-    if fmt == "openai":
-        out, seqs = [], []
-        for s in page:
-            converted = openai_messages(s.message)
-            out += converted
-            seqs += [s.seq] * len(converted)
-        return ProviderPage(format="openai", messages=out, seqs=seqs, next_after_seq=next_after)
-    system, turns = to_anthropic([s.message for s in page])
-    seqs = [s.seq for s in page if s.message.role != "system"]
+    found = provider_document(fmt, [(s.seq, s.message) for s in page])
     return ProviderPage(
-        format="anthropic", system=system, messages=turns, seqs=seqs, next_after_seq=next_after
-    )
+        format=fmt, system=found.system, messages=found.messages, seqs=found.seqs,
+        next_after_seq=next_after,
+    )  # fmt: skip
 
 
 @router.get("", responses=responses(401, 404, 409, 422), operation_id="list_messages")

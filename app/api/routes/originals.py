@@ -6,11 +6,14 @@ from typing import Annotated
 
 from fastapi import APIRouter, Path, Query
 
+from app.api.archive_schemas import ToolCallShapes
 from app.api.deps import DbDep, TenantDep
 from app.api.problems import responses
 from app.api.schemas import FieldDigest, PayloadRead, ToolCallRead, ToolResultRead
+from app.domain.formats.convert import Format
+from app.domain.formats.documents import Provider, call_shape, result_shape
 from app.services import originals
-from app.services.originals import Digests
+from app.services.originals import Digests, ToolCall
 
 router = APIRouter(prefix="/v1/sessions/{session_id}", tags=["originals"])
 MAX_SEQ = 2**63 - 1
@@ -34,11 +37,15 @@ async def get_tool_call(
         int | None,
         Query(ge=1, le=MAX_SEQ, description="The seq of the call's or the result's message."),
     ] = None,
-) -> ToolCallRead:
-    """The original arguments and result of a tool call, exactly as stored, with each field's
-    size and sha256. Where a call id repeats across assistant turns, the newest turn's call
-    unless `seq` names another."""
+    format: Annotated[Format, Query()] = "canonical",
+) -> ToolCallRead | ToolCallShapes:
+    """The original arguments and result of a tool call, with each field's size and sha256:
+    exactly as stored (canonical), or in a provider's shape (OpenAI: the `tool_calls` entry and
+    the `tool` message; Anthropic: the `tool_use` and `tool_result` blocks). Where a call id
+    repeats across assistant turns, the newest turn's call unless `seq` names another."""
     found = await originals.tool_call(db, tenant, session_id, call_id, seq)
+    if format != "canonical":
+        return _shapes(format, found)
     result = found.result
     return ToolCallRead(
         call_id=found.call_id, seq=found.seq,
@@ -49,6 +56,19 @@ async def get_tool_call(
             seq=result.seq, content=result.part.model_dump(mode="json")["content"],
             is_error=result.part.is_error, fields=_digests(result.fields),
         ) if result else None,
+        turns=found.turns,
+    )  # fmt: skip
+
+
+def _shapes(fmt: Provider, found: ToolCall) -> ToolCallShapes:
+    result = found.result
+    return ToolCallShapes(
+        format=fmt, call_id=found.call_id, seq=found.seq,
+        call=call_shape(fmt, found.call) if found.call else None,
+        argument_fields=_digests(found.fields),
+        result_seq=result.seq if result else None,
+        result=result_shape(fmt, result.message, result.part) if result else None,
+        result_fields=_digests(result.fields) if result else None,
         turns=found.turns,
     )  # fmt: skip
 

@@ -23,7 +23,7 @@ router = APIRouter(prefix="/v1/sessions", tags=["sessions"])
 
 def session_read(view: SessionView, catalog: Catalog) -> SessionRead:
     row = view.row
-    profile = sessions.session_profile(row, catalog)
+    profile = sessions.readable_profile(row, catalog)
     return SessionRead(
         id=row.id,
         metadata=row.meta,

@@ -24,8 +24,7 @@ from typing import Annotated, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
-from app.domain.compilers.base import Item, api_rounds
-from app.domain.compilers.decorators import must_keep, opening_task
+from app.domain.compilers.base import Item, api_rounds, is_prompt, must_keep, opening_task
 from app.domain.messages import DEFAULT_SECTION, SUMMARY_SECTION
 from app.domain.summaries import Reason
 
@@ -76,11 +75,13 @@ class CompactionPolicy(BaseModel):
 
 @dataclass(frozen=True)
 class Plan:
-    """What one compaction takes (in seq order) and what it leaves."""
+    """What one compaction takes (in seq order), what it leaves, and the summary's budget (the
+    policy's ``summary_tokens``: the summary message, header included, is no longer)."""
 
     kind: Kind
     taken: tuple[Item, ...]
     left: tuple[Item, ...]
+    summary_tokens: int = CompactionPolicy.model_fields["summary_tokens"].default
 
     @property
     def reason(self) -> Reason:
@@ -109,15 +110,12 @@ def _in_scope(item: Item) -> bool:
 
 
 def _current_prompt(rounds: Sequence[Round]) -> int:
-    """Index of the round holding the newest user message with more than tool results."""
+    """Index of the round holding the newest user message of the conversation with more than
+    tool results (a summary is no prompt: it is folded into the next one)."""
     for n in reversed(range(len(rounds))):
-        if any(i.message.role == "user" and _prompt(i) for i in rounds[n]):
+        if any(is_prompt(i) for i in rounds[n]):
             return n
     return len(rounds)
-
-
-def _prompt(item: Item) -> bool:
-    return any(p.type != "tool_result" for p in item.message.content)
 
 
 def _recent(rounds: Sequence[Round], keep: int) -> int:
@@ -202,7 +200,9 @@ def _api_rounds(units: Sequence[Round], count: int) -> list[Round]:
     return out
 
 
-def _plan(kind: Kind, taken_rounds: Sequence[Round], rounds: Sequence[Round]) -> Plan | None:
+def _plan(
+    kind: Kind, taken_rounds: Sequence[Round], rounds: Sequence[Round], policy: CompactionPolicy
+) -> Plan | None:
     taken = {id(i) for r in taken_rounds for i in r}
     if len(taken) < 2:
         return None  # summarising one message (an earlier summary, say) gains nothing
@@ -211,6 +211,7 @@ def _plan(kind: Kind, taken_rounds: Sequence[Round], rounds: Sequence[Round]) ->
         kind,
         tuple(i for i in every if id(i) in taken),
         tuple(i for i in every if id(i) not in taken),
+        policy.summary_tokens,
     )
 
 
@@ -228,19 +229,19 @@ def plan_session(items: Sequence[Item], policy: CompactionPolicy, now: bool = Fa
             break
         taken.append(round_)
         total -= sum(i.tokens for i in round_)
-    return _plan("session", taken, rounds)
+    return _plan("session", taken, rounds, policy)
 
 
 def plan_micro(items: Sequence[Item], policy: CompactionPolicy) -> Plan | None:
     """The oldest ``micro_batch_groups`` compactable rounds."""
     free, rounds = compactable(items, policy)
-    return _plan("micro", _api_rounds(free, policy.micro_batch_groups), rounds)
+    return _plan("micro", _api_rounds(free, policy.micro_batch_groups), rounds, policy)
 
 
 def plan_full(items: Sequence[Item], policy: CompactionPolicy) -> Plan | None:
     """Every compactable round."""
     free, rounds = compactable(items, policy)
-    return _plan("full", free, rounds)
+    return _plan("full", free, rounds, policy)
 
 
 def reactive_kind(

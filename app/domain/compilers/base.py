@@ -12,7 +12,7 @@ from dataclasses import dataclass, field, replace
 from datetime import datetime
 
 from app.domain.compaction.payloads import Omitted
-from app.domain.messages import JSONObject, Message
+from app.domain.messages import DEFAULT_SECTION, SUMMARY_SECTION, JSONObject, Message
 from app.domain.validity.fitting import fit_message
 from app.domain.validity.repair import boundary
 from app.domain.validity.targets import Target
@@ -214,3 +214,41 @@ def api_rounds(
             rounds.append([item])
         open_ = kind == "start" or (open_ and kind == "none")
     return [round_ for round_ in rounds if round_]
+
+
+# What trimming and compaction keep
+
+
+def must_keep(item: Item) -> bool:
+    """True for a message trimming and compaction never take: a system message, a pinned one."""
+    return item.pinned or item.message.role == "system"
+
+
+def kept_always(round_: Sequence[Item]) -> bool:
+    """True for a round trimming never drops: it holds a system, pinned, summary or injected
+    message."""
+    return any(must_keep(i) or i.injected or i.section == SUMMARY_SECTION for i in round_)
+
+
+def is_prompt(item: Item) -> bool:
+    """True for a user message of the conversation with more than tool results in it."""
+    message = item.message
+    return (
+        message.role == "user"
+        and item.section == DEFAULT_SECTION
+        and not item.injected
+        and any(part.type != "tool_result" for part in message.content)
+    )
+
+
+def opening_task(rounds: Sequence[Sequence[Item]]) -> int | None:
+    """Index of the round holding the opening task: the conversation's first user prompt, unless
+    a summary older than it stands in the view (the opening was summarised; none then)."""
+    summaries = [i.seq for r in rounds for i in r if i.section == SUMMARY_SECTION]
+    oldest_summary = min(summaries, default=None)
+    for n, round_ in enumerate(rounds):
+        for item in round_:
+            if is_prompt(item):
+                older = oldest_summary is not None and oldest_summary < item.seq
+                return None if older else n
+    return None

@@ -1,7 +1,8 @@
 """Compaction decorators: ``tool_compaction`` (seeds/002) and ``compact_tool_results`` (seeds/003).
 
 Both are transforms: they rewrite the view, never the stored history, and so come before
-``token_limit``. Neither touches the view's newest API round (the turn being answered). A
+``token_limit``. Neither touches the view's newest API round (the turn being answered), but for
+its results over ``compact_tool_results``'s ``newest_max_tokens``. A
 message is rewritten only when that makes it smaller in the target's tokens (a placeholder or the
 ``_tool_compaction`` metadata can outweigh a field just over the threshold). Each reports the
 tokens it saved, the tool calls and stored seqs it touched, and the originals it took out, which
@@ -12,7 +13,6 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
 from typing import Annotated
-from urllib.parse import quote
 
 from pydantic import Field
 
@@ -23,10 +23,18 @@ from app.domain.compaction.payloads import (
     dedupe_results,
 )
 from app.domain.compaction.previews import PreviewRules, preview_oversized
-from app.domain.compilers.base import Compiled, Compiler, Item, Snapshot, StepReport, Touched
-from app.domain.compilers.decorators import kept_always
+from app.domain.compilers.base import (
+    Compiled,
+    Compiler,
+    Item,
+    Snapshot,
+    StepReport,
+    Touched,
+    kept_always,
+)
+from app.domain.compilers.newest import capped, pointer_line, previewed, result_counter
 from app.domain.errors import InvalidInput
-from app.domain.messages import Message, TextPart
+from app.domain.messages import Message
 
 Step = Callable[[Sequence[Message], frozenset[int]], Compaction]
 
@@ -83,55 +91,50 @@ def tool_compaction(
     return compile_tool_compaction
 
 
-def _pointer(session_id: str | None, items: Sequence[Item]) -> Callable[[int, str, int, int], str]:
-    """The line between a preview's head and tail; for a session, the request that returns the
-    whole result (its message's seq picks the turn where call ids repeat)."""
-
-    def pointer(index: int, call_id: str, tokens: int, left: int) -> str:
-        if session_id is None or not items[index].seq:
-            where = "it is in the posted history"
-        else:
-            where = (
-                f"GET /v1/sessions/{quote(session_id, safe='')}/tool-calls/"
-                f"{quote(call_id, safe='')}?seq={items[index].seq}"
-            )
-        return (
-            f"ctxc: {left:,} characters of this {tokens:,}-token tool result (call {call_id}) "
-            f"are omitted here; the whole text: {where}"
-        )
-
-    return pointer
-
-
 def compact_tool_results(
     inner: Compiler,
     max_tokens: Annotated[int, Field(ge=1)] = 2_000,
     head_tokens: Annotated[int, Field(ge=0)] = 500,
     tail_tokens: Annotated[int, Field(ge=0)] = 500,
+    newest_max_tokens: Annotated[int, Field(ge=1)] = 8_000,
 ) -> Compiler:
     """Replace each tool result over ``max_tokens`` by its first ``head_tokens`` and last
-    ``tail_tokens`` tokens and a line saying where the whole text is (seeds/003)."""
+    ``tail_tokens`` tokens and a line saying where the whole text is (seeds/003). In the round
+    being answered, a result over ``newest_max_tokens`` is previewed too, keeping up to 40% of
+    that cap at each end."""
     if head_tokens + tail_tokens >= max_tokens:
         where = ("head_tokens",)
         raise InvalidInput([(where, "head_tokens + tail_tokens must be less than max_tokens")])
+    if newest_max_tokens < max_tokens:
+        where = ("newest_max_tokens",)
+        raise InvalidInput([(where, "newest_max_tokens may not be less than max_tokens")])
     rules = PreviewRules(max_tokens, head_tokens, tail_tokens)
 
     def compile_compact_tool_results(snapshot: Snapshot) -> Compiled:
         compiled = inner(snapshot)
         items = compiled.items
-
-        def count(n: int) -> Callable[[str], int]:
-            # A message holding only the result: its count is the result's (plus a few tokens
-            # of overhead), with no second tokenisation of a large text.
-            if len(items[n].message.content) == 1:
-                return lambda _: items[n].tokens
-            return lambda text: snapshot.count(Message(role="user", content=(TextPart(text=text),)))
-
-        pointer = _pointer(snapshot.session_id, items)
+        pointer = pointer_line(snapshot.session_id, items)
 
         def step(messages: Sequence[Message], keep: frozenset[int]) -> Compaction:
-            return preview_oversized(messages, rules, count, pointer, keep)
+            return preview_oversized(
+                messages, rules, result_counter(snapshot, items), pointer, keep
+            )
 
-        return _applied(snapshot, compiled, "compact_tool_results", step)
+        compiled = _applied(snapshot, compiled, "compact_tool_results", step)
+        newest = _newest_round(snapshot, compiled.items)
+        if not newest:
+            return compiled
+        out, touched = previewed(snapshot, compiled.items, newest, capped(newest_max_tokens))
+        step_report = StepReport("compact_tool_results_newest", tuple(touched))
+        return compiled.then(out, steps=[step_report] if touched else [])
 
     return compile_compact_tool_results
+
+
+def _newest_round(snapshot: Snapshot, items: Sequence[Item]) -> frozenset[int]:
+    """Indexes of the view's newest API round, unless trimming always keeps it (pinned...)."""
+    rounds = snapshot.rounds(items)
+    if not rounds or kept_always(rounds[-1]):
+        return frozenset()
+    ids = {id(item) for item in rounds[-1]}
+    return frozenset(n for n, item in enumerate(items) if id(item) in ids)

@@ -19,9 +19,18 @@ from typing import Annotated
 
 from pydantic import Field
 
-from app.domain.compilers.base import Compiled, Compiler, Item, LeftOut, Snapshot
+from app.domain.compilers.base import (
+    Compiled,
+    Compiler,
+    Item,
+    LeftOut,
+    Snapshot,
+    is_prompt,
+    kept_always,
+    opening_task,
+)
+from app.domain.compilers.newest import fit_newest
 from app.domain.errors import DomainError, InvalidInput
-from app.domain.messages import DEFAULT_SECTION, SUMMARY_SECTION
 from app.domain.validity.anthropic_turns import CONTINUATION, opens_with_assistant
 
 Round = list[Item]
@@ -38,41 +47,6 @@ class BudgetTooSmall(DomainError):
         )
         self.needed = needed
         self.budget = budget
-
-
-def must_keep(item: Item) -> bool:
-    """True for a message trimming and compaction never take: a system message, a pinned one."""
-    return item.pinned or item.message.role == "system"
-
-
-def kept_always(round_: Round) -> bool:
-    """True for a round trimming never drops: it holds a system, pinned, summary or injected
-    message."""
-    return any(must_keep(i) or i.injected or i.section == SUMMARY_SECTION for i in round_)
-
-
-def is_prompt(item: Item) -> bool:
-    """True for a user message of the conversation with more than tool results in it."""
-    message = item.message
-    return (
-        message.role == "user"
-        and item.section == DEFAULT_SECTION
-        and not item.injected
-        and any(part.type != "tool_result" for part in message.content)
-    )
-
-
-def opening_task(rounds: Sequence[Round]) -> int | None:
-    """Index of the round holding the opening task: the conversation's first user prompt, unless
-    a summary older than it stands in the view (the opening was summarised; none then)."""
-    summaries = [i.seq for r in rounds for i in r if i.section == SUMMARY_SECTION]
-    oldest_summary = min(summaries, default=None)
-    for n, round_ in enumerate(rounds):
-        for item in round_:
-            if is_prompt(item):
-                older = oldest_summary is not None and oldest_summary < item.seq
-                return None if older else n
-    return None
 
 
 def _tokens(rounds: Sequence[Round]) -> int:
@@ -146,14 +120,11 @@ def trim_rounds(
     needed = used + (_tokens([rounds[newest]]) if newest is not None else 0)
     if needed > budget:
         raise BudgetTooSmall(needed, budget, _needs(rounds, keep, newest, claimed), of)
-    task_left_out = None
-    if task is not None and task in free and task != newest:
-        free.remove(task)
-        if needed + _tokens([rounds[task]]) <= budget:
-            keep.add(task)
-            used += _tokens([rounds[task]])
-        else:
-            task_left_out = task
+    task_left_out = _set_aside(free, task, newest)
+    if task_left_out is not None and needed + _tokens([rounds[task_left_out]]) <= budget:
+        keep.add(task_left_out)
+        used += _tokens([rounds[task_left_out]])
+        task_left_out = None
     target = trim_target(total, budget, low_water)
     for n in free:
         cost = _tokens([rounds[n]])
@@ -162,6 +133,15 @@ def trim_rounds(
         keep.add(n)
         used += cost
     return Trim(keep, task_left_out)
+
+
+def _set_aside(free: list[int], task: int | None, newest: int | None) -> int | None:
+    """Take the opening task's round out of ``free`` (the rounds trimmed newest first), unless
+    it is kept anyway or is the ``newest`` round: the round set aside, or None."""
+    if task is None or task not in free or task == newest:
+        return None
+    free.remove(task)
+    return task
 
 
 def _task_warning(name: str, round_: Round) -> str:
@@ -221,7 +201,8 @@ def token_limit(
     and the turn the target adds when the view opens with an assistant turn (claimed whenever
     trimming, since which round ends up first is not known in advance). System, pinned, summary
     and injected messages are always kept; with ``keep_task``, so is the opening task where it
-    fits beside them and the newest round.
+    fits beside them and the newest round. When the newest round does not fit beside what must
+    be sent, its tool results are previewed (``newest.fit_newest``) rather than failing.
     """
 
     def compile_token_limit(snapshot: Snapshot) -> Compiled:
@@ -235,7 +216,15 @@ def token_limit(
             return compiled  # the common case: no need to group rounds
         rounds = snapshot.rounds(compiled.items)
         task = opening_task(rounds) if keep_task else None
-        trim = trim_rounds(rounds, budget, snapshot.claimed + lead, low_water, task, of)
+        try:
+            trim = trim_rounds(rounds, budget, snapshot.claimed + lead, low_water, task, of)
+        except BudgetTooSmall as err:  # the turn being answered: preview its results to fit
+            fitted = fit_newest(snapshot, compiled, rounds, err.needed - err.budget)
+            if fitted is None:
+                raise
+            compiled = fitted
+            rounds = snapshot.rounds(compiled.items)
+            trim = trim_rounds(rounds, budget, snapshot.claimed + lead, low_water, task, of)
         left_task = trim.task_left_out
         warnings = [] if left_task is None else [_task_warning("token_limit", rounds[left_task])]
         return compiled.then(*_select(rounds, trim.keep, "token_limit"), warnings=warnings)
@@ -281,10 +270,9 @@ def window(
         grouped = snapshot.rounds(compiled.items)
         free = _free(grouped)
         keep = set(range(len(grouped))) - set(free)
-        task = opening_task(grouped) if keep_task else None
-        if task is not None and task in free and task != free[0]:
-            free.remove(task)
-            keep.add(task)
+        newest = free[0] if free else None
+        task = _set_aside(free, opening_task(grouped) if keep_task else None, newest)
+        keep |= set() if task is None else {task}
         if messages is None:
             return compiled.then(*_select(grouped, keep | set(free[:rounds]), "window"))
         keep |= _last_messages(grouped, free, messages)

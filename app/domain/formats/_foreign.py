@@ -57,24 +57,23 @@ def advice(shape: Shape) -> str:
 
 def foreign_in_openai(kind: str, part: JSONObject) -> Shape | None:
     """The format an OpenAI content part of type ``kind`` really belongs to, if another."""
+    return _canonical(kind, part) or ("anthropic" if kind in ANTHROPIC_BLOCKS else None)
+
+
+def foreign_in_anthropic(kind: str, block: JSONObject) -> Shape | None:
+    """The format an Anthropic content block of type ``kind`` really belongs to, if another."""
+    return _canonical(kind, block) or ("openai" if kind in OPENAI_PARTS else None)
+
+
+def _canonical(kind: str, part: JSONObject) -> Shape | None:
+    """ "canonical" for a part in ctxc's own shape (a type or fields only it has)."""
     if kind in CANONICAL_ONLY:
         return "canonical"
     if kind == "image" and "source" not in part and ("url" in part or "data" in part):
         return "canonical"
     if kind == "tool_result" and "call_id" in part and "tool_use_id" not in part:
         return "canonical"
-    return "anthropic" if kind in ANTHROPIC_BLOCKS else None
-
-
-def foreign_in_anthropic(kind: str, block: JSONObject) -> Shape | None:
-    """The format an Anthropic content block of type ``kind`` really belongs to, if another."""
-    if kind in CANONICAL_ONLY:
-        return "canonical"
-    if kind == "image" and "source" not in block and ("url" in block or "data" in block):
-        return "canonical"
-    if kind == "tool_result" and "call_id" in block and "tool_use_id" not in block:
-        return "canonical"
-    return "openai" if kind in OPENAI_PARTS else None
+    return None
 
 
 def part_message(kind: str, shape: Shape, where: Literal["openai", "anthropic"]) -> str:

@@ -19,6 +19,10 @@ is not listed again as a file path, nor a path's file name as an identifier):
    (``os.path.join``), a hash (7+ hex digits, a letter and a digit among them), a UUID, an issue
    number (``#123``), a ticket (``ABC-123``, ``CVE-2024-1234``) or a long flag (``--dry-run``).
 
+Each reference also has a rank (``References.ranked``): mentioned more often first, then paths
+before URLs before identifiers, then the one mentioned last; a summary over its budget keeps the
+best ranked (see ``extractive``).
+
 Plain words, numbers and prose are not references. Runs longer than ``MAX_RUN`` characters
 (``MAX_URL`` for URLs) are data (base64, minified code), not references. Tool names and tool call
 ids are identifiers whatever they look like; callers pass them in ``names``.
@@ -28,7 +32,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Callable, Iterable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from functools import lru_cache
 from typing import Literal
 
@@ -84,6 +88,9 @@ class References:
     paths: tuple[str, ...] = ()
     urls: tuple[str, ...] = ()
     identifiers: tuple[str, ...] = ()
+    # Every reference, most valuable first: the most mentions, then paths before URLs before
+    # identifiers, then the latest mention.
+    ranked: tuple[str, ...] = field(default=(), compare=False)
 
     def values(self) -> tuple[str, ...]:
         """Every reference: paths, then URLs, then identifiers."""
@@ -93,16 +100,26 @@ class References:
 def find_references(texts: Iterable[str], names: Iterable[str] = ()) -> References:
     """The references in ``texts`` (as the module docstring defines them), plus ``names``."""
     found: dict[Kind, dict[str, None]] = {"path": {}, "url": {}, "identifier": {}}
+    mentions: dict[str, list[int]] = {}  # value -> [mentions, position of the latest]
+    clock = iter(range(1 << 62))
 
-    def add(kind: Kind, value: str) -> None:
-        if value and not any(value in seen for seen in found.values()):
+    def add(kind: Kind, value: str, latest: bool = True) -> None:
+        if not value:
+            return
+        seen = mentions.setdefault(value, [0, -1])
+        seen[0] += 1
+        seen[1] = next(clock) if latest else seen[1]
+        if not any(value in kinds for kinds in found.values()):
             found[kind][value] = None
 
     for text in texts:
         _scan(text, add)
-    for name in names:
-        add("identifier", name)
-    return References(tuple(found["path"]), tuple(found["url"]), tuple(found["identifier"]))
+    for name in names:  # a mention each, but none the latest
+        add("identifier", name, latest=False)
+    kind_of = {v: n for n, kind in enumerate(found.values()) for v in kind}  # path, url, id
+    ranked = sorted(mentions, key=lambda v: (-mentions[v][0], kind_of[v], -mentions[v][1]))
+    return References(tuple(found["path"]), tuple(found["url"]), tuple(found["identifier"]),
+                      tuple(ranked))  # fmt: skip
 
 
 Add = Callable[[Kind, str], None]

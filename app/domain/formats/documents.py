@@ -1,0 +1,70 @@
+"""Stored messages in a provider's shape, each provider message with the seq it was stored at.
+
+The messages page, the compaction archive and the tool-call originals all render through these,
+so a message reads the same wherever it is found. Within one provider's shape the conversion is
+lossless (see ``openai`` and ``anthropic``); across providers it is best effort.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Literal
+
+from app.domain.formats._anthropic_blocks import write_block
+from app.domain.formats._openai_parts import write_tool_call
+from app.domain.formats.anthropic import System, to_anthropic
+from app.domain.formats.openai import openai_messages
+from app.domain.messages import JSONObject, Message, ToolCallPart, ToolResultPart
+
+Provider = Literal["openai", "anthropic"]
+Stored = tuple[int, Message]  # (seq, message)
+
+
+@dataclass(frozen=True)
+class Document:
+    """A provider document: ``seqs[i]`` is the stored seq of ``messages[i]``."""
+
+    system: System
+    messages: list[JSONObject]
+    seqs: list[int]
+
+
+def provider_document(fmt: Provider, stored: Sequence[Stored]) -> Document:
+    """OpenAI messages (a message with several tool results becomes several, each with its
+    seq), or Anthropic ``system`` and turns (system messages go to ``system``, without a seq)."""
+    if fmt == "openai":
+        messages: list[JSONObject] = []
+        seqs: list[int] = []
+        for seq, message in stored:
+            converted = openai_messages(message)
+            messages += converted
+            seqs += [seq] * len(converted)
+        return Document(None, messages, seqs)
+    system, turns = to_anthropic([message for _, message in stored])
+    return Document(system, turns, [seq for seq, m in stored if m.role != "system"])
+
+
+def call_shape(fmt: Provider, call: ToolCallPart) -> JSONObject:
+    """OpenAI: the assistant message's ``tool_calls`` entry; Anthropic: the ``tool_use`` block."""
+    if fmt == "openai":
+        return write_tool_call(call)
+    return _block(call)
+
+
+def result_shape(fmt: Provider, message: Message, result: ToolResultPart) -> JSONObject:
+    """OpenAI: the ``tool`` message (as the messages page gives it, ``message`` being the stored
+    message holding ``result``); Anthropic: the ``tool_result`` block."""
+    if fmt == "anthropic":
+        return _block(result)
+    if message.role in ("tool", "user") and result in message.tool_results:
+        # A message's tool results become its first OpenAI messages, one each, in order.
+        return openai_messages(message)[message.tool_results.index(result)]
+    return openai_messages(Message(role="tool", content=(result,)))[0]
+
+
+def _block(part: ToolCallPart | ToolResultPart) -> JSONObject:
+    block = write_block(part)
+    if block is None:  # only another provider's opaque block has none
+        raise ValueError("a tool part always has a block")
+    return block

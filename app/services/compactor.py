@@ -1,0 +1,276 @@
+"""Running compactions: under the session's compaction lease, announced as events, the ones a
+compile is due or a caller asks for (app/services/compaction.py plans and persists them)."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any
+
+import anyio
+from sqlalchemy.ext.asyncio import AsyncEngine, AsyncSession
+
+from app.adapters.summarizers import Summarizer
+from app.domain.compaction.planning import (
+    PLANS,
+    CompactionPolicy,
+    Kind,
+    Plan,
+    plan_session,
+    reactive_kind,
+)
+from app.domain.compilers.base import Item
+from app.domain.errors import Conflict
+from app.domain.models import Catalog
+from app.domain.providers import ProviderProfile
+from app.domain.sessions import SessionPk, TenantId
+from app.domain.tokens import TokenCounter
+from app.services import events, leases
+from app.services.compaction import (
+    Done,
+    LeaseLost,
+    NotCompacted,
+    Where,
+    apply_plan,
+    now,
+    policy_of,
+    stored_items,
+    within_budget,
+)
+from app.services.sessions import require_session, session_profile
+from app.storage import queries
+from app.storage.models import SessionRow
+
+
+@dataclass(frozen=True)
+class Report:
+    """How the caller's last model call went: the prompt tokens it used, or prompt-too-long."""
+
+    prompt_tokens: int | None = None
+    too_long: bool = False
+
+    @classmethod
+    def of(cls, usage: dict[str, Any] | None, error_kind: str | None, cache_apart: bool) -> Report:
+        """From reported usage. ``cache_apart``: the provider counts cached prompt tokens apart
+        from its input tokens (Anthropic), so the prompt is their sum."""
+        usage = usage or {}
+        prompt = usage.get("prompt_tokens")
+        if prompt is not None and cache_apart:
+            prompt += (usage.get("cache_read_tokens") or 0) + (usage.get("cache_write_tokens") or 0)
+        return cls(prompt, error_kind == "prompt_too_long")
+
+
+async def _reported(
+    db: AsyncSession, pk: SessionPk, given: Report | None, where: Where
+) -> Report | None:
+    """The report that drives reactive compaction: the request's own, else the last one made
+    with a cursor acknowledgement, acted on once: by the first compile after it."""
+    if given is not None:
+        return given
+    found = await queries.last_reported(db, pk)
+    if found is None or found.reported_at is None:
+        return None
+    if await queries.compiled_since(db, pk, found.reported_at):
+        return None
+    return Report.of(found.usage, found.error_kind, where.output == "anthropic")
+
+
+class Busy(NotCompacted):
+    """Another request holds the session's compaction lease (it is summarising now)."""
+
+
+class Compactor:
+    """Runs compactions of one session, each under the session's compaction lease and in
+    transactions of its own, and tells subscribers: ``context_compaction_start`` (committed
+    before the summariser runs) and ``context_compaction_end`` (with its ``outcome``) for
+    request-boundary compaction, ``compaction`` for the others."""
+
+    def __init__(
+        self,
+        db: AsyncSession,
+        counter: TokenCounter,
+        summarizer: Summarizer,
+        now: datetime,
+        catalog: Catalog,
+        lease_seconds: float = 30.0,
+        on_compacted: Callable[[Done], None] | None = None,
+    ) -> None:
+        self.db, self.counter, self.summarizer, self.now = db, counter, summarizer, now
+        self.catalog = catalog
+        self.lease_seconds = lease_seconds
+        self.on_compacted = on_compacted  # told of each compaction written (metrics)
+        self.notes: list[str] = []  # for the compile's warnings
+
+    def compacted(self, done: Done) -> Done:
+        """``done``, once whoever asked to hear of compactions has."""
+        if self.on_compacted is not None:
+            self.on_compacted(done)
+        return done
+
+    async def run(self, session: SessionRow, plan: Plan, where: Where) -> Done:
+        """Summarise and persist ``plan``, announced; commits. ``NotCompacted`` when it wrote
+        nothing (then it called no summariser, unless the summary turned out no smaller)."""
+        pk = SessionPk(session.pk)
+        before: dict[str, Any] = {
+            "kind": plan.kind, "reason": plan.reason, "tokens_before": plan.tokens_before,
+            "messages_before": len(plan.taken) + len(plan.left),
+        }  # fmt: skip
+        boundary = plan.kind == "session"
+        lease = await self._lease(pk, plan)
+        if boundary:
+            data = {**before, "budget_used_pct": where.pct(plan.tokens_before)}
+            start = await events.emit(self.db, pk, events.COMPACTION_START, data, self.now)
+            await leases.started(self.db, lease, start)
+        await self.db.commit()  # no transaction (nor connection) is held while it summarises
+        try:
+            engine = self.db.bind
+            assert isinstance(engine, AsyncEngine)
+            async with leases.kept(engine, lease):
+                encoder = self.counter.encoder(where.encoding)
+                summary = await within_budget(self.summarizer, plan, encoder)
+            done = await apply_plan(self.db, self.counter, session, plan, summary, where, lease)
+        except LeaseLost:
+            await self.db.commit()  # only the lock was taken; the new holder ended the start
+            raise
+        except NotCompacted as err:
+            if boundary:
+                data = {**before, "compaction_id": None, "outcome": "skipped", "skipped": str(err)}
+                await events.emit(self.db, pk, events.COMPACTION_END, data, self.now)
+            await leases.release(self.db, lease)
+            await self.db.commit()
+            raise
+        except BaseException as err:
+            with anyio.CancelScope(shield=True):
+                await self._failed(lease, before if boundary else None, err)
+            raise
+        kind = events.COMPACTION_END if boundary else events.COMPACTION
+        data = {**before, **_outcome(done, where), "outcome": "compacted"}
+        await events.emit(self.db, pk, kind, data, self.now)
+        await leases.release(self.db, lease)
+        await self.db.commit()
+        return self.compacted(done)
+
+    async def _lease(self, pk: SessionPk, plan: Plan) -> leases.Lease:
+        """The session's compaction lease, in a transaction left open for the start event;
+        ``NotCompacted`` (committed) when another holds it or already took these messages."""
+        lease = await leases.take(self.db, pk, self.lease_seconds)
+        if lease is None:
+            await self.db.commit()
+            raise Busy("another compaction of this session is running; try again")
+        seqs = [i.seq for i in plan.taken]
+        if await queries.present_seqs(self.db, pk, seqs) != len(seqs):
+            await leases.release(self.db, lease)
+            await self.db.commit()
+            raise NotCompacted("another compaction of this session ran first; try again")
+        return lease
+
+    async def _failed(
+        self, lease: leases.Lease, before: dict[str, Any] | None, err: BaseException
+    ) -> None:
+        """After an unexpected failure: end the start (when there was one) and give the lease
+        back, unless the session is gone or another took the lease over."""
+        await self.db.rollback()
+        try:
+            if await leases.holds(self.db, lease):
+                if before is not None:
+                    data = {**before, "compaction_id": None, "outcome": "failed",
+                            "detail": type(err).__name__}  # fmt: skip
+                    await events.emit(self.db, lease.pk, events.COMPACTION_END, data, now())
+                await leases.release(self.db, lease)
+            await self.db.commit()
+        except Exception:  # the database itself may be what failed: the lease then expires
+            await self.db.rollback()
+
+    async def due(
+        self, session: SessionRow, policy: CompactionPolicy, where: Where, report: Report | None
+    ) -> list[Done]:
+        """Request-boundary compaction when the history is over the trigger, then the reactive
+        ones the report calls for (at most ``max_reactive_compactions_per_request``). The history
+        is read only when one may be due."""
+        pk = SessionPk(session.pk)
+        done: list[Done] = []
+        count, tokens = (await queries.message_stats(self.db, [pk]))[pk]
+        if tokens[where.encoding] > policy.trigger_tokens and count >= policy.min_messages:
+            plan = plan_session(await self._items(pk, where), policy)
+            if plan is not None:
+                done += await self._attempt(session, plan, where)
+        report = await _reported(self.db, pk, report, where)
+        prompt, too_long = (report.prompt_tokens, report.too_long) if report else (None, False)
+        for _ in range(policy.max_reactive_compactions_per_request):
+            kind = reactive_kind(prompt, where.context_window, too_long, policy)
+            plan = PLANS[kind](await self._items(pk, where), policy) if kind else None
+            found = await self._attempt(session, plan, where) if plan else []
+            if not found:
+                break
+            done += found
+            removed = found[0].row.tokens_before - found[0].row.tokens_after
+            prompt, too_long = max(0, (prompt or 0) - removed), False
+        return done
+
+    async def _items(self, pk: SessionPk, where: Where) -> list[Item]:
+        rows = await queries.all_messages(self.db, pk)
+        return await anyio.to_thread.run_sync(stored_items, rows, where.encoding)
+
+    async def _attempt(self, session: SessionRow, plan: Plan, where: Where) -> list[Done]:
+        """``run``, where a compaction that wrote nothing is no error (the compile goes on)."""
+        try:
+            return [await self.run(session, plan, where)]
+        except Busy:
+            self.notes.append("a compaction of this session is running in another request: "
+                              "compiled without waiting for it")  # fmt: skip
+            return []
+        except NotCompacted:
+            return []
+
+
+def _outcome(done: Done, where: Where) -> dict[str, Any]:
+    """The figures of a compaction for its event."""
+    row = done.row
+    return {
+        "compaction_id": row.id, "tokens_after": row.tokens_after,
+        "summary_tokens": row.summary_tokens, "messages_after": done.messages_after,
+        "budget_used_pct": where.pct(row.tokens_after),
+        "resets_provider_session": row.resets_provider_session,
+    }  # fmt: skip
+
+
+async def compact_now(
+    compactor: Compactor,
+    tenant: TenantId,
+    session_id: str,
+    kind: Kind,
+    override: dict[str, Any] | None,
+) -> Done:
+    """Run a compaction of ``kind`` now, whatever the triggers say (the session's policy, with
+    ``override`` over it, still chooses what is kept)."""
+    db = compactor.db
+    session = await require_session(db, tenant, session_id)
+    profile = session_profile(session, compactor.catalog)
+    policy = policy_of(session.compaction_policy, override, "policy") or CompactionPolicy()
+    rows = await queries.all_messages(db, SessionPk(session.pk))
+    items = stored_items(rows, profile.encoding)
+    plan = (
+        plan_session(items, policy, now=True) if kind == "session" else PLANS[kind](items, policy)
+    )
+    if plan is None:
+        raise Conflict("nothing to compact: no API round may be summarised (recent, pinned, "
+                       "the current prompt, or too few messages)")  # fmt: skip
+    where = Where.of(session, profile)
+    return await compactor.run(session, plan, where)
+
+
+async def compact_due(
+    compactor: Compactor,
+    session: SessionRow,
+    profile: ProviderProfile,
+    context_window: int | None,
+    override: dict[str, Any] | None,
+    report: Report | None,
+) -> list[Done]:
+    """The compactions a compile of ``session`` is due (none without an enabled policy)."""
+    policy = policy_of(session.compaction_policy, override)
+    if policy is None or not policy.enabled:
+        return []
+    where = Where.of(session, profile, context_window)
+    return await compactor.due(session, policy, where, report)
