@@ -22,6 +22,8 @@ from app.domain.limits import json_problems
 
 log = logging.getLogger("ctxc")
 MEDIA_TYPE = "application/problem+json"
+# FastAPI's 400 for a JSON body it cannot decode (fastapi.routing, not importable).
+FASTAPI_BODY_ERROR = "There was an error parsing the body"
 
 
 class FieldError(BaseModel):
@@ -146,21 +148,24 @@ def _answer(problem: Problem, headers: dict[str, str] | None = None) -> JSONResp
     )
 
 
+def _malformed() -> JSONResponse:
+    problem = ProblemError(400, "malformed-json", "Malformed JSON", "the body is not valid JSON")
+    return _answer(problem.problem)
+
+
 def _validation(_: Request, exc: Exception) -> JSONResponse:
     assert isinstance(exc, RequestValidationError)
     errors: list[dict[str, Any]] = list(exc.errors())
     if any(e["type"] == "json_invalid" for e in errors):
-        return _answer(
-            ProblemError(
-                400, "malformed-json", "Malformed JSON", "the body is not valid JSON"
-            ).problem
-        )
+        return _malformed()
     fields = [FieldError(path=field_path(e["loc"]), message=e["msg"]) for e in errors]
     return _answer(invalid(fields).problem)
 
 
 def _http(_: Request, exc: Exception) -> JSONResponse:
     assert isinstance(exc, StarletteHTTPException)
+    if exc.status_code == 400 and exc.detail == FASTAPI_BODY_ERROR:
+        return _malformed()  # a body FastAPI could not even decode (not UTF-8)
     title = {
         404: "Not found",
         405: "Method not allowed",

@@ -18,7 +18,9 @@ NO_NUL = r"^[^\x00]*$"  # Postgres text cannot hold NUL
 
 
 class _Body(BaseModel):
-    model_config = ConfigDict(extra="forbid")
+    # Strict: a value of another JSON type than documented is a 422 (`1` is not `true`, `"5"`
+    # and `true` are not integers), not silently converted.
+    model_config = ConfigDict(extra="forbid", strict=True)
 
 
 def _unique_fragment_names(fragments: list[PromptFragment] | None) -> list[PromptFragment] | None:
@@ -311,7 +313,9 @@ class Usage(_Body):
 
 
 class CursorAcknowledge(_Body):
-    compile_id: str = Field(max_length=64, description="The compile whose model call ended.")
+    compile_id: str = Field(
+        max_length=64, pattern=NO_NUL, description="The compile whose model call ended."
+    )
     provider_session_id: str | None = Field(
         None, min_length=1, max_length=256, pattern=NO_NUL,
         description="The provider's own session id (it makes the provider session active).",

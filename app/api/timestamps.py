@@ -5,7 +5,7 @@ from __future__ import annotations
 from datetime import UTC, datetime
 from typing import Annotated
 
-from pydantic import AfterValidator
+from pydantic import AfterValidator, Strict
 
 
 def _storable(value: datetime) -> datetime:
@@ -19,4 +19,5 @@ def _storable(value: datetime) -> datetime:
 
 
 # Stored as the UTC instant with the offset it came with, so it reads back exactly as sent.
-StorableTime = Annotated[datetime, AfterValidator(_storable)]
+# Not strict: JSON has no time type, the text is parsed (the request models are strict).
+StorableTime = Annotated[datetime, Strict(False), AfterValidator(_storable)]

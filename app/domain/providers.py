@@ -158,7 +158,7 @@ def estimate_note(
 class ProfileOverrides(BaseModel):
     """A session's own profile: these fields replace its provider profile's."""
 
-    model_config = ConfigDict(frozen=True, extra="forbid")
+    model_config = ConfigDict(frozen=True, extra="forbid", strict=True)
 
     output: Literal["openai", "anthropic"] | None = None
     encoding: Literal["o200k_base", "cl100k_base"] | None = None

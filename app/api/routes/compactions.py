@@ -64,8 +64,8 @@ def _document(fmt: Provider, entries: list[dict[str, Any]]) -> ArchivedDocument:
 
 
 @router.post(
-    "/compact", status_code=status.HTTP_201_CREATED, responses=responses(401, 404, 409, 422),
-    operation_id="compact_session",
+    "/compact", status_code=status.HTTP_201_CREATED,
+    responses=responses(400, 401, 404, 409, 413, 422), operation_id="compact_session",
 )  # fmt: skip
 async def compact_session(
     session_id: str, body: CompactRequest, state: StateDep, db: DbDep, tenant: TenantDep

@@ -171,7 +171,7 @@ async def compile_session(
 
 
 @router.post(
-    "/v1/sessions/{session_id}/cursor", responses=responses(401, 404, 413, 422),
+    "/v1/sessions/{session_id}/cursor", responses=responses(400, 401, 404, 413, 422),
     operation_id="acknowledge_compile", tags=["cursor"],
 )  # fmt: skip
 async def acknowledge_compile(

@@ -58,7 +58,7 @@ def check_settings(body: SessionCreate | SessionUpdate, registry: Registry) -> N
 @router.post(
     "",
     status_code=status.HTTP_201_CREATED,
-    responses=responses(401, 409, 413, 422),
+    responses=responses(400, 401, 409, 413, 422),
     operation_id="create_session",
 )
 async def create_session(
@@ -103,7 +103,7 @@ async def get_session(
 
 
 @router.patch(
-    "/{session_id}", responses=responses(401, 404, 413, 422), operation_id="update_session"
+    "/{session_id}", responses=responses(400, 401, 404, 413, 422), operation_id="update_session"
 )
 async def update_session(
     session_id: str, body: SessionUpdate, state: StateDep, db: DbDep, tenant: TenantDep
