@@ -14,6 +14,7 @@ from pydantic import BaseModel, Field
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm.exc import ObjectDeletedError, StaleDataError
 from starlette.exceptions import HTTPException as StarletteHTTPException
+from starlette.routing import Match
 
 from app.domain.compilers.decorators import BudgetTooSmall
 from app.domain.compiling import NothingToSend
@@ -162,10 +163,13 @@ def _validation(_: Request, exc: Exception) -> JSONResponse:
     return _answer(invalid(fields).problem)
 
 
-def _http(_: Request, exc: Exception) -> JSONResponse:
+def _http(request: Request, exc: Exception) -> JSONResponse:
     assert isinstance(exc, StarletteHTTPException)
     if exc.status_code == 400 and exc.detail == FASTAPI_BODY_ERROR:
         return _malformed()  # a body FastAPI could not even decode (not UTF-8)
+    headers = getattr(exc, "headers", None)
+    if exc.status_code == 405:
+        headers = {**(headers or {}), "Allow": ", ".join(_allowed(request))}
     title = {
         404: "Not found",
         405: "Method not allowed",
@@ -174,7 +178,17 @@ def _http(_: Request, exc: Exception) -> JSONResponse:
     }.get(exc.status_code, "Error")
     slug = title.lower().replace(" ", "-")
     problem = ProblemError(exc.status_code, slug, title, str(exc.detail)).problem
-    return _answer(problem, getattr(exc, "headers", None))
+    return _answer(problem, headers)
+
+
+def _allowed(request: Request) -> list[str]:
+    """Every method some route takes at the request's path (Starlette names only those of the
+    first route whose path matches, and a path often has one route per method)."""
+    routes = request.app.router.routes
+    return [
+        method for method in ("DELETE", "GET", "HEAD", "PATCH", "POST", "PUT")
+        if any(r.matches({**request.scope, "method": method})[0] == Match.FULL for r in routes)
+    ]  # fmt: skip
 
 
 def _problem(_: Request, exc: Exception) -> JSONResponse:

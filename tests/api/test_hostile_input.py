@@ -234,3 +234,10 @@ def test_replays_do_not_count_tokens_again(client: httpx.Client) -> None:
     before = counted()
     client.post(f"/v1/sessions/{sid}/messages", json=body, headers=headers)
     assert counted() == before
+
+
+def test_a_wrong_method_is_405_with_allow_and_a_problem(client: httpx.Client) -> None:
+    response = client.put("/v1/sessions")
+    assert response.status_code == 405
+    assert set(response.headers["allow"].replace(" ", "").split(",")) == {"GET", "POST"}
+    assert response.headers["content-type"].startswith("application/problem+json")
