@@ -3,9 +3,7 @@ appending a 16 MB batch, then counting its tokens, keeps answering `/healthz` me
 
 from __future__ import annotations
 
-import os
 import subprocess
-import sys
 import threading
 import time
 from collections.abc import Iterator
@@ -14,8 +12,8 @@ import httpx
 import pytest
 
 from bench.bodies import MESSAGES, big_batch
-from tests.api.test_slow_clients import _ready
 from tests.conftest import free_port
+from tests.processes import ctxc_command, ctxc_env, serving
 
 # Generous: the machine is shared. Before the fix the event loop stopped for the whole parse
 # and store of the batch (seconds); now for a garbage collection or one slice of rows at most.
@@ -27,32 +25,15 @@ JSON = {"content-type": "application/json"}
 def server(database_url: str) -> Iterator[str]:
     """`ctxc serve` (local mode) on the test database, taking bodies up to 32 MiB."""
     port = free_port()
-    env = {k: v for k, v in os.environ.items() if not k.startswith("CTXC_")}
-    env |= {
-        "CTXC_DATABASE_URL": database_url,
-        "CTXC_LOG_LEVEL": "warning",
-        "CTXC_MAX_BODY_BYTES": str(32 * 1024 * 1024),
-    }
-    process = subprocess.Popen(
-        [sys.executable, "-m", "app.cli", "serve", "--port", str(port)],
-        env=env,
-        stdout=subprocess.DEVNULL,
+    env = ctxc_env(
+        CTXC_DATABASE_URL=database_url,
+        CTXC_LOG_LEVEL="warning",
+        CTXC_MAX_BODY_BYTES=str(32 * 1024 * 1024),
     )
     url = f"http://127.0.0.1:{port}"
-    try:
-        deadline = time.monotonic() + 60
-        while not _ready(url):
-            assert process.poll() is None, "ctxc serve exited"
-            assert time.monotonic() < deadline, "ctxc serve did not become ready"
-            time.sleep(0.1)
+    command = ctxc_command("serve", "--port", str(port))
+    with serving(command, url, env=env, stdout=subprocess.DEVNULL):
         yield url
-    finally:
-        process.terminate()
-        try:
-            process.wait(timeout=30)
-        except subprocess.TimeoutExpired:
-            process.kill()
-            process.wait()
 
 
 def _probe(url: str, stop: threading.Event, latencies: list[float], statuses: list[int]) -> None:
