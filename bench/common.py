@@ -74,6 +74,16 @@ def _port() -> int:
 @contextmanager
 def server(url: str) -> Iterator[httpx.Client]:
     """Migrate ``url``, serve it from a separate process, and yield a keyed client."""
+    with served(url) as (client, _):
+        yield client
+
+
+@contextmanager
+def served(
+    url: str, max_body_bytes: int = 256 * 1024 * 1024, timeout: float = 120
+) -> Iterator[tuple[httpx.Client, int]]:
+    """Migrate ``url``, serve it from a separate process (bodies up to ``max_body_bytes``: the
+    10,000-message histories), and yield a keyed client and the server's pid."""
     _ctxc(url, "migrate")
     key = _ctxc(url, "keys", "create", "--tenant", "bench")
     port = _port()
@@ -82,8 +92,8 @@ def server(url: str) -> Iterator[httpx.Client]:
         "CTXC_DATABASE_URL": url,
         "CTXC_AUTH": "keys",
         "CTXC_LOG_LEVEL": "warning",
-        "CTXC_MAX_BODY_BYTES": str(256 * 1024 * 1024),
-    }  # the 10,000-message histories
+        "CTXC_MAX_BODY_BYTES": str(max_body_bytes),
+    }
     proc = subprocess.Popen(
         [sys.executable, "-m", "app.cli", "serve", "--port", str(port)],
         env=env,
@@ -99,8 +109,8 @@ def server(url: str) -> Iterator[httpx.Client]:
             except httpx.TransportError:
                 time.sleep(0.1)
         headers = {"Authorization": f"Bearer {key}"}
-        with httpx.Client(base_url=base, headers=headers, timeout=120) as client:
-            yield client
+        with httpx.Client(base_url=base, headers=headers, timeout=timeout) as client:
+            yield client, proc.pid
     finally:
         proc.terminate()
         proc.wait(timeout=30)

@@ -18,8 +18,7 @@ import subprocess
 import sys
 import tempfile
 import time
-from collections.abc import Iterator
-from contextlib import contextmanager
+from contextlib import AbstractContextManager
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -35,8 +34,9 @@ from app.storage import queries
 from app.storage import transfer as store
 from app.storage.db import create_engine, create_sessionmaker
 from app.storage.models import MessageRow, ToolPartRow
+from bench import common
 from bench.append import agent_batch
-from bench.common import _ctxc, _port, database
+from bench.common import database
 
 MESSAGES = 100_000
 BATCH = 5_000
@@ -91,32 +91,9 @@ def _reset_peak(pid: int) -> None:
     Path(f"/proc/{pid}/clear_refs").write_text("5")  # VmHWM back to the current RSS
 
 
-@contextmanager
-def served(url: str) -> Iterator[tuple[httpx.Client, int]]:
+def served(url: str) -> AbstractContextManager[tuple[httpx.Client, int]]:
     """``ctxc serve`` on ``url`` (migrated), a keyed client and the server's pid."""
-    _ctxc(url, "migrate")
-    key = _ctxc(url, "keys", "create", "--tenant", "bench")
-    port = _port()
-    env = {k: v for k, v in os.environ.items() if not k.startswith("CTXC_")}
-    env |= {"CTXC_DATABASE_URL": url, "CTXC_AUTH": "keys", "CTXC_LOG_LEVEL": "warning",
-            "CTXC_MAX_BODY_BYTES": str(1 << 30)}  # fmt: skip
-    command = [sys.executable, "-m", "app.cli", "serve", "--port", str(port)]
-    quiet = subprocess.DEVNULL
-    proc = subprocess.Popen(command, env=env, stdout=quiet, stderr=quiet)
-    base = f"http://127.0.0.1:{port}"
-    try:
-        for _ in range(600):
-            try:
-                if httpx.get(f"{base}/readyz").status_code == 200:
-                    break
-            except httpx.TransportError:
-                time.sleep(0.1)
-        headers = {"Authorization": f"Bearer {key}"}
-        with httpx.Client(base_url=base, headers=headers, timeout=600) as client:
-            yield client, proc.pid
-    finally:
-        proc.terminate()
-        proc.wait(timeout=30)
+    return common.served(url, max_body_bytes=1 << 30, timeout=600)
 
 
 # A command's own peak: VmHWM of its process image (ru_maxrss would count the parent's memory at
