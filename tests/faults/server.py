@@ -33,10 +33,11 @@ class Server:
         self.database_url = database_url
         self.port = free_port()
         self.url = f"http://127.0.0.1:{self.port}"
-        self.env = ctxc_env(
-            CTXC_DATABASE_URL=database_url, CTXC_PORT=str(self.port), CTXC_AUTH="keys",
-            CTXC_LOG_LEVEL="warning", **env,
-        )  # fmt: skip
+        defaults = {
+            "CTXC_DATABASE_URL": database_url, "CTXC_PORT": str(self.port), "CTXC_AUTH": "keys",
+            "CTXC_LOG_LEVEL": "warning",
+        }  # fmt: skip
+        self.env = ctxc_env(**(defaults | env))
         self.log_dir = log_dir
         self.proc: subprocess.Popen[bytes] | None = None
         self.starts = 0
