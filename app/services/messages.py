@@ -209,11 +209,12 @@ def message_rows(pk: SessionPk, new: Sequence[NewMessage]) -> list[MessageRow | 
                 created_at=created_at,
             )
         )
-        rows += _tool_rows(pk, seq, message)
+        rows += [ToolPartRow(**values) for values in tool_parts(pk, seq, message)]
     return rows
 
 
-def _tool_rows(pk: SessionPk, seq: int, message: Message) -> list[ToolPartRow]:
+def tool_parts(pk: SessionPk, seq: int, message: Message) -> list[dict[str, Any]]:
+    """The tool part index rows of a message (where each call and result sits), as values."""
     rows = []
     tool: str | None
     for idx, part in enumerate(message.content):
@@ -224,9 +225,8 @@ def _tool_rows(pk: SessionPk, seq: int, message: Message) -> list[ToolPartRow]:
                 kind, tool = "result", None
             case _:
                 continue
-        rows.append(
-            ToolPartRow(session_pk=pk, seq=seq, idx=idx, kind=kind, call_id=call_id, tool_name=tool)
-        )
+        rows.append({"session_pk": pk, "seq": seq, "idx": idx, "kind": kind,
+                     "call_id": call_id, "tool_name": tool})  # fmt: skip
     return rows
 
 

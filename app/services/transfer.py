@@ -23,11 +23,12 @@ from sqlalchemy.ext.asyncio import AsyncSession
 from app.domain.errors import Conflict, InvalidInput, Path
 from app.domain.formats.convert import canonical_messages
 from app.domain.limits import message_problems
-from app.domain.messages import Message, ToolCallPart, ToolResultPart
+from app.domain.messages import Message
 from app.domain.models import Catalog
 from app.domain.sessions import SessionPk, TenantId
 from app.domain.tokens import TokenCounter
 from app.services import cpu
+from app.services.messages import tool_parts
 from app.services.sessions import SessionView, add_session, require_session, view
 from app.services.transfer_ledger import Ledger, refuse, written_by_compaction
 from app.storage import queries
@@ -39,6 +40,7 @@ from app.storage.models import (
     PayloadRow,
     ToolPartRow,
     at_offset,
+    utc_offset,
 )
 
 V2 = "ctxc.session/v2"
@@ -208,7 +210,7 @@ class Importer:
             seq, written = fields["seq"], written_by_compaction(message)
             self.ledger.message(w, seq, written)
             rows.append(self._message_row(fields, message, counts))
-            tools = _tool_parts(self.pk, seq, message)
+            tools = tool_parts(self.pk, seq, message)
             if written:
                 self.rewrites[seq] = tools
             else:
@@ -218,13 +220,12 @@ class Importer:
 
     def _message_row(self, fields: Record, message: Message, counts: dict[str, int]) -> Record:
         at: datetime = fields["created_at"]
-        offset = at.utcoffset()
         return {
             "session_pk": self.pk, "seq": fields["seq"], "section": fields["section"],
             "role": message.role, "name": message.name,
             "content": message.to_json().get("content", []), "metadata": message.metadata,
             "tokens_o200k": counts["o200k_base"], "tokens_cl100k": counts["cl100k_base"],
-            "created_at": at, "created_offset": int(offset.total_seconds()) if offset else 0,
+            "created_at": at, "created_offset": utc_offset(at),
         }  # fmt: skip
 
     async def _compaction(self, where: Path, fields: Record) -> None:
@@ -242,7 +243,7 @@ class Importer:
             if self.ledger.live_original(seq):
                 continue
             self.ledger.indexed.add(seq)
-            parts = _tool_parts(self.pk, seq, message)
+            parts = tool_parts(self.pk, seq, message)
             await store.insert_rows(self.db, ToolPartRow, parts)
         if await store.taken(self.db, CompactionRow, [fields["id"]]):
             self.taken = self.taken or f"compaction {fields['id']!r}"
@@ -263,21 +264,6 @@ class Importer:
             self.taken = self.taken or f"compile {taken!r}"
             return
         await store.insert_rows(self.db, CompileRow, batch)
-
-
-def _tool_parts(pk: SessionPk, seq: int, message: Message) -> list[Record]:
-    """The tool part index rows of a message, as appends write them (``tool_rows``)."""
-    rows = []
-    for idx, part in enumerate(message.content):
-        if isinstance(part, ToolCallPart):
-            kind, call_id, tool = "call", part.id, part.name
-        elif isinstance(part, ToolResultPart):
-            kind, call_id, tool = "result", part.call_id, None
-        else:
-            continue
-        rows.append({"session_pk": pk, "seq": seq, "idx": idx, "kind": kind,
-                     "call_id": call_id, "tool_name": tool})  # fmt: skip
-    return rows
 
 
 async def import_records(
