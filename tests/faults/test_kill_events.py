@@ -23,6 +23,8 @@ from tests.api.test_compaction import POLICY, work_history
 from tests.conftest import fresh_database
 from tests.faults.server import Server, running
 
+LEASE_S = 2.0
+
 SESSIONS = 2
 FOLLOWERS = 3  # per session
 KILLS = 2
@@ -138,7 +140,9 @@ def test_sigkill_under_event_subscribers_loses_and_repeats_nothing_on_replay(
 ) -> None:
     url = fresh_database(kind, tmp_path, request)
     started = time.monotonic()
-    with running(url, tmp_path, CTXC_SSE_HEARTBEAT_SECONDS="1") as server:
+    # A short compaction lease: the one a killed server held is taken over soon after.
+    env = {"CTXC_SSE_HEARTBEAT_SECONDS": "1", "CTXC_COMPACTION_LEASE_SECONDS": str(LEASE_S)}
+    with running(url, tmp_path, **env) as server:
         with server.client() as c:
             sids = [c.post("/v1/sessions", json={"provider": "gpt-4o", "compaction": POLICY})
                     .json()["id"] for _ in range(SESSIONS)]  # fmt: skip
@@ -162,6 +166,10 @@ def test_sigkill_under_event_subscribers_loses_and_repeats_nothing_on_replay(
             for sid in sids:
                 c.post(f"/v1/sessions/{sid}/messages", json={"messages": rounds(3, 9_000)})
                 done = c.post(f"/v1/sessions/{sid}/compact", json={"kind": "micro"})
+                deadline = time.monotonic() + 3 * LEASE_S
+                while done.status_code == 409 and time.monotonic() < deadline:  # lease runs out
+                    time.sleep(0.2)
+                    done = c.post(f"/v1/sessions/{sid}/compact", json={"kind": "micro"})
                 assert done.status_code == 201, done.text
                 markers[sid] = done.json()["id"]
         wait_for(lambda: all(f.saw(markers[f.sid]) for f in followers), "the last events")
