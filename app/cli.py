@@ -84,10 +84,20 @@ def _serve(settings: Settings, args: argparse.Namespace) -> int:
             file=sys.stderr,
         )
         return 2
+    workers = args.workers or settings.workers
     _db_call(settings, _nothing)
     logging.basicConfig(level=settings.log_level.upper(), handlers=[json_handler()], force=True)
-    config = uvicorn_config("app.main:create_app", settings, factory=True, host=host, port=port)
-    uvicorn.Server(config).run()
+    config = uvicorn_config(
+        "app.main:create_app", settings, factory=True, host=host, port=port, workers=workers
+    )
+    if workers == 1:
+        uvicorn.Server(config).run()
+    else:
+        # uvicorn's supervisor: the socket is bound here and every worker accepts on it; a
+        # worker that dies is replaced. Each builds its own app (create_app) from CTXC_*.
+        from uvicorn.supervisors import Multiprocess
+
+        Multiprocess(config, sockets=[config.bind_socket()]).run()
     return 0
 
 
@@ -160,6 +170,12 @@ def _port(text: str) -> int:
     return int(text)
 
 
+def _workers(text: str) -> int:
+    if not text.isdigit() or not 1 <= int(text) <= 64:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a number of workers (1-64)")
+    return int(text)
+
+
 def _parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="ctxc",
@@ -177,6 +193,11 @@ def _parser() -> argparse.ArgumentParser:
     )
     serve.add_argument("--host", help="listen address (default: CTXC_HOST, else 127.0.0.1)")
     serve.add_argument("--port", type=_port, help="listen port (default: CTXC_PORT, else 8080)")
+    serve.add_argument(
+        "--workers",
+        type=_workers,
+        help="server processes on the one port (default: CTXC_WORKERS, else 1)",
+    )
     commands.add_parser(
         "migrate",
         help="create or upgrade the database schema",

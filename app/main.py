@@ -67,6 +67,15 @@ def create_app(settings: Settings | None = None) -> FastAPI:
             if settings.auth == "local":
                 async with maker() as db:
                     local = await local_tenant(db, datetime.now(UTC))
+            # Process-local state, and why each piece is correct with `--workers N` (every
+            # worker builds its own): the message and answer caches are keyed by what was posted
+            # (and the tenant) and hold what is a pure function of it, never stored data, so a
+            # miss in another worker recomputes the same bytes; the key cache re-reads a key
+            # within CTXC_KEY_CACHE_SECONDS in each worker (see KeyCache); the event bus wakes
+            # this worker's subscribers for every worker's commits (Postgres NOTIFY; on SQLite,
+            # at once in-process and by polling across processes); the event reader only shares
+            # in-flight reads; the CPU limiters bound a tenant per worker; leases, idempotency
+            # keys and cursors live in the database. Metrics are the answering worker's.
             counter = await anyio.to_thread.run_sync(load_counter)
             cache = MessageCache(counter, settings.compile_cache_bytes)
             answers: Lru[bytes, bytes] = Lru(settings.answer_cache_bytes)

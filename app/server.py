@@ -11,7 +11,20 @@ task) for as long as it likes. The protocol below adds two timers per connection
   connection lives at most ``write_timeout`` more; then it is dropped.
 
 It is a transport-level concern, so it lives in the protocol: an ASGI middleware never sees a
-request whose headers are still arriving.
+request whose headers are still arriving. Neither deadline runs while a kept-alive connection
+waits, idle, for its next request: that wait is bounded by ``keep_alive`` alone.
+
+Keep-alive. A client pool reuses an idle connection until its own expiry (httpx, and so the
+OpenAI and Anthropic SDKs: 5 s; aiohttp: 15 s). A server that closes an idle connection first
+races the client: a request sent just as the server's close is under way finds the connection
+closed under it (the client sees a read error, the server saw no request and logs nothing). So
+the server keeps idle connections longer than common pools do (``CTXC_KEEP_ALIVE_SECONDS``, 75
+by default), and says how long in a ``Keep-Alive: timeout=N`` header, which clients such as
+Node's undici honour by expiring theirs before it.
+
+Workers. With ``--workers N`` uvicorn spawns N processes that accept on one socket; the
+configuration is pickled to each of them, so it is an instance of `ServeConfig` (a module-level
+class) carrying the deadlines, not a class built at run time.
 """
 
 from __future__ import annotations
@@ -23,6 +36,7 @@ from typing import Any, Literal
 import uvicorn
 from uvicorn.protocols.http.httptools_impl import HttpToolsProtocol
 
+from app.logs import json_handler
 from app.settings import Settings
 
 log = logging.getLogger("ctxc")
@@ -48,6 +62,9 @@ class GuardedHttpToolsProtocol(HttpToolsProtocol):
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
+        if isinstance(self.config, ServeConfig):
+            self.read_timeout = self.config.read_timeout
+            self.write_timeout = self.config.write_timeout
         self._read_timer: asyncio.TimerHandle | None = None
         self._write_timer: asyncio.TimerHandle | None = None
         self._reading: Literal["headers", "body"] | None = None
@@ -128,23 +145,43 @@ class GuardedHttpToolsProtocol(HttpToolsProtocol):
         self.transport.abort()  # close() would wait for the unread answer to drain
 
 
-def protocol_class(settings: Settings) -> type[GuardedHttpToolsProtocol]:
-    """The guarded protocol with the configured deadlines."""
+class ServeConfig(uvicorn.Config):
+    """uvicorn's configuration with the guarded protocol's deadlines, and ctxc's JSON logs set up
+    in whichever process runs the server (a spawned worker starts with no logging set up)."""
 
-    class ConfiguredHttpToolsProtocol(GuardedHttpToolsProtocol):
-        read_timeout = settings.request_read_timeout_seconds
-        write_timeout = settings.response_write_timeout_seconds
+    def __init__(
+        self,
+        app: Any,
+        *,
+        read_timeout: float,
+        write_timeout: float,
+        ctxc_log_level: str,
+        **options: Any,
+    ) -> None:
+        self.read_timeout = read_timeout
+        self.write_timeout = write_timeout
+        self.ctxc_log_level = ctxc_log_level
+        super().__init__(app, **options)
 
-    return ConfiguredHttpToolsProtocol
+    def configure_logging(self) -> None:
+        super().configure_logging()
+        if not logging.getLogger().handlers:  # not already set up (the tests' own servers)
+            logging.basicConfig(level=self.ctxc_log_level.upper(), handlers=[json_handler()])
 
 
-def uvicorn_config(app: Any, settings: Settings, **options: Any) -> uvicorn.Config:
+def uvicorn_config(app: Any, settings: Settings, **options: Any) -> ServeConfig:
     """uvicorn's configuration for ``app``: `ctxc serve` and the tests' live servers use it."""
-    return uvicorn.Config(
+    keep_alive = settings.keep_alive_seconds
+    return ServeConfig(
         app,
-        http=protocol_class(settings),
+        read_timeout=settings.request_read_timeout_seconds,
+        write_timeout=settings.response_write_timeout_seconds,
+        ctxc_log_level=settings.log_level,
+        http=GuardedHttpToolsProtocol,
         log_config=None,
         access_log=False,
         proxy_headers=False,
+        timeout_keep_alive=keep_alive,
+        headers=[("keep-alive", f"timeout={keep_alive}")],
         **options,
     )

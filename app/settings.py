@@ -69,6 +69,20 @@ class Settings(BaseSettings):
         description="Time an answer may wait for a client that stopped reading it (the send "
         "buffers are full); then the connection is dropped.",
     )
+    keep_alive_seconds: int = Field(
+        75,
+        ge=1,
+        le=3600,
+        description="How long an idle kept-alive connection stays open for its next request; "
+        "longer than client pools keep theirs (httpx: 5 s), so the client closes first and "
+        "never sends a request into a connection the server is closing.",
+    )
+    workers: int = Field(
+        1,
+        ge=1,
+        le=64,
+        description="Server processes `ctxc serve` runs on one port (`--workers`).",
+    )
     key_cache_seconds: float = Field(
         5.0,
         ge=0,

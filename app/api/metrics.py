@@ -6,6 +6,7 @@ never a session id, a tenant or a key.
 
 from __future__ import annotations
 
+import os
 import time
 from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
@@ -13,7 +14,7 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any, Literal
 
-from prometheus_client import CollectorRegistry, Counter, Histogram
+from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
 from sqlalchemy.ext.asyncio import AsyncSession
 
@@ -87,6 +88,15 @@ class Metrics:
             ["backend"],
             registry=r,
         )
+
+        # With `ctxc serve --workers N` each worker keeps its own metrics, and a scrape gets the
+        # figures of the worker that answered it: this says which one (a scraper can tell their
+        # counters apart, and a restarted worker's reset).
+        self.process = Gauge(
+            "ctxc_process_id", "PID of the server process (worker) these figures are of",
+            registry=r,
+        )  # fmt: skip
+        self.process.set(os.getpid())
 
     def compiled(self, source: Source, mode: str, outcome: str = "ok") -> None:
         self.compiles.labels(source, mode, outcome).inc()

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import hashlib
 import secrets
 import time
@@ -11,6 +12,7 @@ from dataclasses import dataclass
 from datetime import datetime
 
 from cachetools import TTLCache
+from sqlalchemy.exc import IntegrityError, OperationalError
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from app.domain.errors import Conflict, NotFound
@@ -88,10 +90,22 @@ async def revoke_key(db: AsyncSession, id_or_prefix: str, now: datetime) -> KeyI
 
 
 async def local_tenant(db: AsyncSession, now: datetime) -> TenantId:
-    """The tenant keyless loopback callers act as in local mode (created on first start)."""
-    tenant = await ensure_tenant(db, LOCAL_TENANT, now)
-    await db.commit()
-    return tenant
+    """The tenant keyless loopback callers act as in local mode (created on first start).
+
+    The workers of `ctxc serve --workers N` start together: when another one creates the
+    tenant between our read and our insert (a unique violation, or on SQLite a stale read
+    snapshot), read it again."""
+    for attempt in range(5):
+        try:
+            tenant = await ensure_tenant(db, LOCAL_TENANT, now)
+            await db.commit()
+            return tenant
+        except (IntegrityError, OperationalError):
+            await db.rollback()
+            if attempt == 4:
+                raise
+            await asyncio.sleep(0.05 * (attempt + 1))
+    raise AssertionError("unreachable")
 
 
 class KeyCache:
@@ -99,8 +113,12 @@ class KeyCache:
 
     Keys are revoked from another process (the CLI), so a revocation reaches a running server
     only when its entry expires: the price of not reading the key on every request. Unknown and
-    revoked keys are never remembered. At most ``max_entries`` keys are kept (expired ones out
-    first, then the least recently used). Used on the event loop only, so without a lock.
+    revoked keys are never remembered. Correct across workers by construction: each process
+    keeps its own entries, each read from the database (where the revocation is) at most
+    ``ttl`` seconds ago, so every worker refuses a revoked key within ``ttl`` of the revocation,
+    as one process does; nothing needs to be told to the others. At most ``max_entries`` keys
+    are kept (expired ones out first, then the least recently used). Used on the event loop
+    only, so without a lock.
     """
 
     def __init__(

@@ -2,7 +2,8 @@
 
 Events are durable rows; the bus carries only wake-ups (an event id), and readers take the events
 from the database. Two implementations: Postgres LISTEN/NOTIFY (every replica on the database)
-and in-process (SQLite, one process). `notify_on_commit` is the emitting half of either.
+and in-process (SQLite: this process at once, other processes by polling). `notify_on_commit` is
+the emitting half of either.
 """
 
 from __future__ import annotations
@@ -43,7 +44,7 @@ def create_bus(engine: AsyncEngine, queue_size: int) -> EventBus:
     """The bus for ``engine``'s database: LISTEN/NOTIFY on Postgres, in-process on SQLite."""
     if engine.dialect.name == "postgresql":
         return postgres.PostgresBus(engine, queue_size)
-    return local.LocalBus(engine.url, queue_size)
+    return local.LocalBus(engine, queue_size)
 
 
 async def notify_on_commit(db: AsyncSession, pk: SessionPk, event_id: int) -> None:
