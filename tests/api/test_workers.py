@@ -6,19 +6,25 @@ the same process."""
 
 from __future__ import annotations
 
+import asyncio
 import re
 import subprocess
 import time
 from collections.abc import Iterator
 from contextlib import ExitStack, contextmanager
 from dataclasses import dataclass
+from datetime import UTC, datetime
 from pathlib import Path
 
 import httpx
 import pytest
+from sqlalchemy.ext.asyncio import AsyncEngine
 
+from app.services import keys
+from app.storage.db import create_engine, create_sessionmaker
+from app.storage.migrate import upgrade
 from tests.api.sse import stream
-from tests.conftest import METRICS_TOKEN, Api, free_port, new_session
+from tests.conftest import METRICS_TOKEN, Api, free_port, fresh_database, new_session
 from tests.processes import ctxc_command, ctxc_env, serving
 
 KEY_CACHE_SECONDS = 1.0  # the revocation bound of the workers under test
@@ -155,26 +161,27 @@ def test_a_remembered_answer_is_the_same_from_either_worker(workers: Workers, ap
     assert all(a == answers[0] for a in answers)
 
 
-def test_workers_of_a_new_database_in_local_mode_all_start(tmp_path: Path) -> None:
-    """Every worker creates the `local` tenant at start-up, at the same moment."""
-    database = f"sqlite+aiosqlite:///{tmp_path / 'fresh.db'}"
-    env = ctxc_env(CTXC_DATABASE_URL=database, CTXC_LOG_LEVEL="warning")
-    ctxc(env, "migrate")
-    url = f"http://127.0.0.1:{free_port()}"
-    log = tmp_path / "serve.log"
-    command = ctxc_command("serve", "--port", url.rsplit(":", 1)[1], "--workers", "3")
-    with (
-        log.open("wb") as out,
-        serving(command, url, log=log.read_text, env=env, stdout=out, stderr=subprocess.STDOUT),
-    ):
-        seen: set[int] = set()
-        for _ in range(300):
-            with httpx.Client(base_url=url, timeout=30) as client:
-                assert client.post("/v1/sessions", json={}).status_code == 201
-                metrics = client.get("/metrics")
-                found = PID.search(metrics.text)
-                assert found is not None, metrics.text
-                seen.add(int(float(found.group(1))))
-            if len(seen) == 3:
-                break
-        assert len(seen) == 3, log.read_text()
+@pytest.mark.parametrize("kind", ["sqlite", "postgres"])
+def test_workers_starting_together_on_a_new_database_share_one_local_tenant(
+    kind: str, tmp_path: Path, request: pytest.FixtureRequest
+) -> None:
+    """Every worker makes sure the `local` tenant exists at start-up, at the same moment: each
+    gets the one tenant, none fails (a unique violation, or a stale SQLite snapshot)."""
+    url = fresh_database(kind, tmp_path, request)
+    upgrade(url)
+
+    async def run() -> list[str]:
+        engines = [create_engine(url) for _ in range(4)]
+        try:
+
+            async def start(engine: AsyncEngine) -> str:
+                async with create_sessionmaker(engine)() as db:
+                    return await keys.local_tenant(db, datetime.now(UTC))
+
+            return await asyncio.gather(*(start(engine) for engine in engines))
+        finally:
+            for engine in engines:
+                await engine.dispose()
+
+    tenants = asyncio.run(run())
+    assert len(set(tenants)) == 1
