@@ -7,6 +7,7 @@ from bench import (
     compile,
     delta,
     events,
+    load,
     redact,
     summarising,
     tenancy,
@@ -14,7 +15,8 @@ from bench import (
 )
 
 for module in (
-    append, bodies, compile, delta, compaction, summarising, events, redact, tenancy, transfer
+    append, bodies, compile, delta, compaction, summarising, events, redact, tenancy, transfer,
+    load,
 ):  # fmt: skip
     module.run()
     print()
