@@ -8,13 +8,15 @@ from bench import (
     delta,
     events,
     redact,
+    session_compile,
     summarising,
     tenancy,
     transfer,
 )
 
 for module in (
-    append, bodies, compile, delta, compaction, summarising, events, redact, tenancy, transfer
+    append, bodies, compile, session_compile, delta, compaction, summarising, events, redact,
+    tenancy, transfer,
 ):  # fmt: skip
     module.run()
     print()
