@@ -9,14 +9,15 @@ from bench import (
     events,
     load,
     redact,
+    session_compile,
     summarising,
     tenancy,
     transfer,
 )
 
 for module in (
-    append, bodies, compile, delta, compaction, summarising, events, redact, tenancy, transfer,
-    load,
+    append, bodies, compile, session_compile, delta, compaction, summarising, events, redact,
+    tenancy, transfer, load,
 ):  # fmt: skip
     module.run()
     print()
