@@ -87,6 +87,20 @@ class Metrics:
             ["backend"],
             registry=r,
         )
+        self.session_reads = Counter(
+            "ctxc_session_compile_reads",
+            "Session compiles by what they read: the tail and a digest of the rest, the whole "
+            "history, or the messages after the cursor (delta)",
+            ["read"],
+            registry=r,
+        )
+        self.digests = Counter(
+            "ctxc_digests",
+            "Digests of long histories: made, moved forward, none to make, stale (the history "
+            "changed first) or failed",
+            ["outcome"],
+            registry=r,
+        )
 
     def compiled(self, source: Source, mode: str, outcome: str = "ok") -> None:
         self.compiles.labels(source, mode, outcome).inc()

@@ -2,19 +2,21 @@
 
 from __future__ import annotations
 
+import hashlib
 import json
 import uuid
 from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
-from datetime import datetime
+from datetime import UTC, datetime
 from typing import Any, Literal
 
 from sqlalchemy import Row
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.ext.asyncio import AsyncSession
 
-from app.domain.compilers.base import Item, Snapshot
-from app.domain.compilers.registry import Registry, build, repeatable
+from app.domain.compilers.base import Compiler, Elided, Item, NeedsHistory, Snapshot
+from app.domain.compilers.digests import candidate_ids, earlier
+from app.domain.compilers.registry import Registry, build, build_base, built_in, repeatable
 from app.domain.compilers.spec import CompilerSpec, Component, parse_spec
 from app.domain.compiling import (
     NothingToSend,
@@ -31,14 +33,18 @@ from app.domain.models import Catalog
 from app.domain.providers import ProviderProfile
 from app.domain.sessions import PromptFragment, SessionPk, TenantId
 from app.domain.tokens import Encoder, count_message
+from app.domain.validity.repair import Earlier
 from app.services import cpu
-from app.services.cache import Entry, MessageCache
+from app.services.cache import Entry, MessageCache, canonical_json
 from app.services.compaction import Done
 from app.services.compactor import Compactor, Report, compact_due
+from app.services.digesting import Digester, Job
 from app.services.originals import keep_originals
 from app.services.sessions import require_session_and_tenant_name, session_profile
-from app.storage import compiles
+from app.storage import compiles, digests
 from app.storage.db import autocommit
+from app.storage.digests import Stored
+from app.storage.models import SessionRow
 
 # Without a spec of its own, a compile keeps the current trace and fits the context window.
 DEFAULT_COMPILE_SPEC = CompilerSpec(decorators=(Component(name="token_limit"),))
@@ -78,6 +84,9 @@ class Options:
 
 
 Mode = Literal["full", "delta"]
+# What a session compile read: the tail with a digest of the rest, the whole history, or the
+# messages after the cursor (a delta).
+Read = Literal["tail", "whole", "delta"]
 
 
 @dataclass(frozen=True)
@@ -89,6 +98,7 @@ class Compilation:
     mode: Mode = "full"
     after_seq: int | None = None  # delta mode: the cursor the delta starts after
     compactions: tuple[Done, ...] = ()  # run before this compile
+    read: Read = "whole"
 
 
 def _spec(raw: Any, fallback: Any) -> CompilerSpec:
@@ -123,6 +133,7 @@ def _snapshot(
     encoder: Encoder,
     options: Options,
     caller: Caller,
+    elided: Elided | None = None,
     **context: Any,
 ) -> Snapshot:
     parsed = _parse(
@@ -131,7 +142,7 @@ def _snapshot(
     ephemeral = tuple(m for m, _ in parsed)
     return Snapshot(
         items=items, count=lambda m: count_message(m, encoder), ephemeral=ephemeral,
-        execution_id=options.execution_id, tenant=caller.name, **context,
+        execution_id=options.execution_id, tenant=caller.name, elided=elided, **context,
     )  # fmt: skip
 
 
@@ -178,9 +189,11 @@ async def compile_session(
     now: datetime,
     catalog: Catalog,
     compactor: Compactor | None = None,
+    digester: Digester | None = None,
 ) -> Compilation:
     """Compile the stored session and record the compile (for the cursor), after the
-    compactions it is due (with a ``compactor``).
+    compactions it is due (with a ``compactor``). With a ``digester``, a full compile that trims
+    reads only the newest part of a long history and a digest of the rest (``_tail``).
 
     Full mode: every fragment as the system prompt and the whole compiled history. Delta mode
     (a session-stateful profile with an active provider session): the dynamic fragments as
@@ -219,22 +232,36 @@ async def compile_session(
         profile, options.context_window or row.context_window or profile.context_window,
         fragments, row.response_format, _tools_tokens(options.tools, encoder),
     )  # fmt: skip
-    rows = await compiles.rows_after(db, pk, cursor or 0, profile.encoding)
+    view = _view(spec, registry, profile) if cursor is None and digester else None
+    tail = None if view is None else await _tail(db, pk, row.history_version, view, options,
+                                                  profile)  # fmt: skip
+    rows = tail.rows if tail else await compiles.rows_after(db, pk, cursor or 0, profile.encoding)
     if cursor is not None:
         prior = await compiles.open_calls(db, pk, cursor)
         dynamic = [f for f in fragments if f.lifecycle == "dynamic"]
         target = replace(target, fragments=(), context=context_messages(dynamic),
                          prior_call_ids=prior)  # fmt: skip
 
-    def work() -> Output:
+    def work(rows: Sequence[Row[Any]], tail: Tail | None) -> tuple[Output, tuple[Item, ...]]:
         items = tuple(_item(r) for r in rows)
-        snapshot = _snapshot(items, cache, encoder, options, Caller(tenant, tenant_name), now=now,
-                             metadata=row.meta, session_id=row.id)  # fmt: skip
-        return compile_request(snapshot, compiler, target)
+        elided = None if tail is None else tail.elided(items)
+        snapshot = _snapshot(items, cache, encoder, options, Caller(tenant, tenant_name), elided,
+                             now=now, metadata=row.meta, session_id=row.id)  # fmt: skip
+        return compile_request(snapshot, compiler, target), items
 
-    light = _light(rows, target, options) and not _scans(spec)
+    async def run(rows: Sequence[Row[Any]], tail: Tail | None) -> tuple[Output, tuple[Item, ...]]:
+        light = _light(rows, target, options) and not _scans(spec)
+        return work(rows, tail) if light else await cpu.run_sync(work, rows, tail)
+
+    read: Read = "delta" if cursor is not None else "whole"
     try:
-        output = work() if light else await cpu.run_sync(work)
+        try:
+            output, items = await run(rows, tail)
+            read = "tail" if tail else read
+        except NeedsHistory:  # the tail was not enough: the whole history, as without a digest
+            tail = None
+            rows = await compiles.rows_after(db, pk, 0, profile.encoding)
+            output, items = await run(rows, None)
     except NothingToSend:  # also what a session deleted between the reads above looks like
         if not rows and not await compiles.session_exists(db, pk):
             raise NotFound("session", session_id) from None
@@ -258,8 +285,12 @@ async def compile_session(
         output = replace(output, warnings=[
             "a compaction ended the provider session: compiled in full for a new one",
             *output.warnings])  # fmt: skip
+    if view is not None and digester is not None:
+        job = _digest_job(view, row, rows, items, tail, target, output, options, encoder)
+        if job is not None:
+            digester.schedule(job, now)
     return Compilation(compile_id, profile, output, mode=mode, after_seq=cursor,
-                       compactions=tuple(compacted))  # fmt: skip
+                       compactions=tuple(compacted), read=read)  # fmt: skip
 
 
 def _light(rows: Sequence[Row[Any]], target: Target, options: Options) -> bool:
@@ -279,3 +310,106 @@ def _scans(spec: CompilerSpec) -> bool:
 def _item(row: Row[Any]) -> Item:
     message = {"role": row.role, "content": row.content, "name": row.name, "metadata": row.meta}
     return Item(row.seq, row.section, Message.model_validate(message), row.tokens)
+
+
+# Reading the tail of a long history (app/domain/compilers/digests.py)
+
+# A digest keeps this many context windows of rounds after it (or 1.5 times the request a
+# compile sent, if more), and is moved forward once the tail read with it has twice that.
+KEEP_WINDOWS = 1.25
+MOVE_AT = 2
+TRIMMING = frozenset({"token_limit", "window"})
+
+
+@dataclass(frozen=True)
+class View:
+    """What a digest is made for: a base compiler, for a target shape and encoding."""
+
+    key: str
+    base: Compiler
+
+
+def _view(spec: CompilerSpec, registry: Registry, profile: ProviderProfile) -> View | None:
+    """The view of a compile that may read a tail: built-ins only (a plug-in may read any of
+    the history), with a step that trims (without one, all of it is sent)."""
+    if not built_in(spec, registry) or not any(p.name in TRIMMING for p in spec.decorators):
+        return None
+    named = [spec.base.name, spec.base.params, profile.output, profile.encoding]
+    return View(hashlib.sha256(canonical_json(named)).hexdigest(), build_base(spec, registry))
+
+
+@dataclass(frozen=True)
+class Tail:
+    """The newest part of a history, the digest of the rest, and what its ids ask of it."""
+
+    stored: Stored
+    rows: Sequence[Row[Any]]  # the digest's needed rows, then the tail
+    asked: frozenset[str]
+    calls: set[str]
+    held: set[str]
+
+    def reread(self, items: Sequence[Item]) -> list[Item]:
+        return [i for i in items if i.seq < self.stored.digest.upto]
+
+    def earlier(self, items: Sequence[Item]) -> Earlier:
+        return earlier(self.asked, self.calls, self.held, self.reread(items))
+
+    def elided(self, items: Sequence[Item]) -> Elided:
+        return self.stored.digest.elided(self.earlier(items))
+
+    @property
+    def tokens(self) -> int:
+        """The tail's stored tokens."""
+        return sum(r.tokens for r in self.rows if r.seq >= self.stored.digest.upto)
+
+
+async def _tail(
+    db: AsyncSession,
+    pk: SessionPk,
+    version: int,
+    view: View,
+    options: Options,
+    profile: ProviderProfile,
+) -> Tail | None:
+    """The tail to compile with the view's digest, if there is one for this history and this
+    execution; read after the digest, and checked to be of the same history (a compaction
+    between two reads changes it)."""
+    stored = await digests.load(db, pk, view.key, version)
+    if stored is None or not stored.digest.serves(options.execution_id):
+        return None
+    digest = stored.digest
+    rows = await digests.rows_from(db, pk, digest.needed, digest.upto, profile.encoding)
+    asked = candidate_ids(await digests.tail_ids(db, pk, digest.upto), profile.output)
+    calls, held = await digests.ids_among(db, pk, view.key, stored, asked)
+    if await digests.history_version(db, pk) != version:
+        return None
+    return Tail(stored, rows, asked, calls, held)
+
+
+def _digest_job(
+    view: View,
+    row: SessionRow,
+    rows: Sequence[Row[Any]],
+    items: tuple[Item, ...],
+    tail: Tail | None,
+    target: Target,
+    output: Output,
+    options: Options,
+    encoder: Encoder,
+) -> Job | None:
+    """The digest to make (after a whole read of a history long enough to need one) or move
+    forward (after a tail grown past ``MOVE_AT`` times what it keeps), if any."""
+    keep = max(int(KEEP_WINDOWS * target.context_window), output.total * 3 // 2)
+    snapshot = Snapshot(
+        items=(), tenant="", now=datetime.now(UTC), count=lambda m: count_message(m, encoder),
+        execution_id=options.execution_id, target=target.profile.output,
+    )  # fmt: skip
+    pk = SessionPk(row.pk)
+    if tail is None:
+        if sum(r.tokens for r in rows) < MOVE_AT * keep:
+            return None
+        return Job(pk, view.key, row.history_version, items, view.base, snapshot, keep)
+    if tail.tokens < MOVE_AT * keep:
+        return None
+    return Job(pk, view.key, row.history_version, items, view.base, snapshot, keep, tail.stored,
+               tail.earlier(items))  # fmt: skip

@@ -20,7 +20,7 @@ rewrites the history and drops the session's digests.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, replace
 from typing import Any
 
@@ -147,8 +147,9 @@ def _view(
     last = newer[-1] if newer else last
     messages = [i.message for i in items]
     entries, passes, ids = repair_passes(
-        messages, target, frozenset(), labels, None if prior is None else earlier
+        messages, target, frozenset(), labels, None if prior is None else earlier, want_ids=True
     )
+    assert ids is not None
     repaired = tuple(snapshot.refit(items[n], message) for n, message in entries)
     changed = frozenset(items[n].seq for n, m in entries if m is not items[n].message)
     sent = {n for n, _ in entries}
@@ -288,11 +289,15 @@ RENAME_TRIES = 4
 def candidates(items: Sequence[Item], target: Target) -> frozenset[str]:
     """The ids whose use below ``upto`` the repairs of ``items`` may ask about: their own, and
     the ids a rename of them may take."""
+    return candidate_ids((cid for item in items for cid in _ids(item.message)), target)
+
+
+def candidate_ids(ids: Iterable[str], target: Target) -> frozenset[str]:
+    """``candidates`` of the tool call ids the items hold."""
     out: set[str] = set()
-    for item in items:
-        for cid in _ids(item.message):
-            made = fresh_base(cid, target)
-            out.update((cid, made, *(f"{made}__{n}" for n in range(2, 2 + RENAME_TRIES))))
+    for cid in ids:
+        made = fresh_base(cid, target)
+        out.update((cid, made, *(f"{made}__{n}" for n in range(2, 2 + RENAME_TRIES))))
     return frozenset(out)
 
 

@@ -85,10 +85,12 @@ def repair_passes(
     prior_call_ids: frozenset[str],
     labels: Sequence[int] | None = None,
     earlier: Earlier | None = None,
-) -> tuple[list[Entry], Passes, Ids]:
+    want_ids: bool = False,
+) -> tuple[list[Entry], Passes, Ids | None]:
     """``repair``, its warnings kept per pass (fit, ids, pairing, unsendable): each pass warns in
     message order, so the warnings of two consecutive parts of a view merge pass by pass.
-    ``labels``: the index each message is cited by (default: its index in ``messages``)."""
+    ``labels``: the index each message is cited by (default: its index in ``messages``); with
+    ``want_ids``, the view's ``Ids`` too."""
     at = labels if labels is not None else range(len(messages))
     passes: Passes = ([], [], [], [])
     entries = [(i, fit_message(at[i], m, target, passes[0])) for i, m in enumerate(messages)]
@@ -96,13 +98,23 @@ def repair_passes(
     kinds = [boundary(message, target) for _, message in entries]
     fitted = entries
     entries = _rename_ids(entries, kinds, target, prior_call_ids, passes[1], at, earlier)
-    calls = {
-        c.id for (_, m), k in zip(entries, kinds, strict=True) if k == "start" for c in m.tool_calls
-    }
-    taken = {cid for _, m in [*fitted, *entries] for cid in _ids(m)} | prior_call_ids
+    ids = _view_ids(fitted, entries, kinds, prior_call_ids) if want_ids else None
     entries = _pair(entries, kinds, prior_call_ids, passes[2], at, earlier)
-    ids = Ids(frozenset(calls), frozenset(taken))
     return _drop_unsendable(entries, target, passes[3], at), passes, ids
+
+
+def _view_ids(
+    fitted: list[Entry], renamed: list[Entry], kinds: list[Boundary], prior: frozenset[str]
+) -> Ids:
+    """The calls the rounds make (as renamed) and every id, new ones included."""
+    calls = {
+        call.id
+        for (_, message), kind in zip(renamed, kinds, strict=True)
+        if kind == "start"
+        for call in message.tool_calls
+    }
+    taken = {cid for _, message in [*fitted, *renamed] for cid in _ids(message)} | prior
+    return Ids(frozenset(calls), frozenset(taken))
 
 
 def boundary(message: Message, target: Target) -> Boundary:
