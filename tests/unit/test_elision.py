@@ -21,7 +21,9 @@ from app.domain.errors import DomainError
 from app.domain.validity.repair import Ids
 from tests.unit.test_compiling_properties import Case, cases
 
-SETTINGS = settings(max_examples=int(__import__("os").environ.get("ELISION_EXAMPLES", "300")), deadline=None)
+SETTINGS = settings(
+    max_examples=int(__import__("os").environ.get("ELISION_EXAMPLES", "300")), deadline=None
+)
 SEEN: Counter[str] = Counter()
 
 
@@ -42,7 +44,7 @@ def given_part(items: Sequence[Item], digest: Digest) -> tuple[list[Item], list[
 def tail_outcome(case: Case, digest: Digest, ids: Ids) -> Any:
     """The compile given only what ``digest`` leaves to read, as the service runs it."""
     reread, tail = given_part(case.snapshot.items, digest)
-    asked = candidates(tail, case.target.profile.output)
+    asked = candidates(tail, case.target.profile.output, digest)
     told = earlier(asked, set(ids.calls & asked), set(ids.taken & asked), reread)
     snapshot = replace(case.snapshot, items=(*reread, *tail), elided=digest.elided(told))
     try:
@@ -75,7 +77,7 @@ def test_a_compile_given_the_tail_and_a_digest_answers_as_one_given_everything(
     # Moved forward from what a compile with it reads, it still answers the same.
     reread, tail = given_part(case.snapshot.items, digest)
     snapshot = replace(case.snapshot, target=case.target.profile.output)
-    asked = candidates(tail, case.target.profile.output)
+    asked = candidates(tail, case.target.profile.output, digest)
     told = earlier(asked, set(ids.calls & asked), set(ids.taken & asked), reread)
     spec = parse_spec(case.spec)
     moved = extend(digest, [*reread, *tail], build_base(spec), snapshot, more, told)

@@ -20,8 +20,9 @@ rewrites the history and drops the session's digests.
 
 from __future__ import annotations
 
+from collections import Counter
 from collections.abc import Iterable, Sequence
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from app.domain.compilers.base import (
@@ -70,6 +71,8 @@ class Digest:
     traces: frozenset[str]  # the executions trace messages below ``upto`` belong to
     execution_id: str | None  # the execution whose traces the view shows
     last_section: str | None  # of the last message below ``upto`` in the view
+    # Per id an id below ``upto`` ends with ``__<n>``: the highest such n (renames take the next).
+    suffixes: dict[str, int] = field(default_factory=dict)
 
     def serves(self, execution_id: str | None) -> bool:
         """Whether a compile for ``execution_id`` sees the same older messages (it shows the
@@ -94,6 +97,7 @@ class Digest:
             "gap_tokens": self.gap_tokens, "warnings": [list(w) for w in self.warnings],
             "needed": _listed(self.needed), "traces": sorted(self.traces),
             "execution_id": self.execution_id, "last_section": self.last_section,
+            "suffixes": self.suffixes,
         }  # fmt: skip
 
     @classmethod
@@ -105,6 +109,7 @@ class Digest:
             gap_tokens=data["gap_tokens"], warnings=tuple(tuple(w) for w in data["warnings"]),
             needed=_ranges(data["needed"]), traces=frozenset(data["traces"]),
             execution_id=data["execution_id"], last_section=data["last_section"],
+            suffixes=dict(data["suffixes"]),
         )  # fmt: skip
 
 
@@ -268,7 +273,18 @@ def _digest(
         traces=frozenset(traces) | (prior.traces if prior else frozenset()),
         execution_id=execution_id,
         last_section=part.last_section,
+        suffixes=_suffixes(part.ids.taken, prior.suffixes if prior else {}),
     )
+
+
+def _suffixes(ids: Iterable[str], before: dict[str, int]) -> dict[str, int]:
+    """The highest ``__<n>`` each base carries among ``ids`` and ``before``."""
+    out = dict(before)
+    for cid in ids:
+        base, sep, number = cid.rpartition("__")
+        if sep and number.isdigit() and number.isascii():
+            out[base] = max(out.get(base, 1), int(number))
+    return out
 
 
 def _reread(prior: Digest) -> int:
@@ -281,23 +297,22 @@ def _ids(message: Message) -> list[str]:
     return [c.id for c in message.tool_calls] + [r.call_id for r in message.tool_results]
 
 
-# How many numbered renames of one id a compile given only the tail may make (``_fresh_id``
-# tries ``x``, ``x__2``, ``x__3``...): the candidates whose use below ``upto`` is looked up.
-RENAME_TRIES = 4
-
-
-def candidates(items: Sequence[Item], target: Target) -> frozenset[str]:
+def candidates(items: Sequence[Item], target: Target, digest: Digest) -> frozenset[str]:
     """The ids whose use below ``upto`` the repairs of ``items`` may ask about: their own, and
     the ids a rename of them may take."""
-    return candidate_ids((cid for item in items for cid in _ids(item.message)), target)
+    return candidate_ids((cid for item in items for cid in _ids(item.message)), target, digest)
 
 
-def candidate_ids(ids: Iterable[str], target: Target) -> frozenset[str]:
-    """``candidates`` of the tool call ids the items hold."""
-    out: set[str] = set()
-    for cid in ids:
-        made = fresh_base(cid, target)
-        out.update((cid, made, *(f"{made}__{n}" for n in range(2, 2 + RENAME_TRIES))))
+def candidate_ids(ids: Iterable[str], target: Target, digest: Digest) -> frozenset[str]:
+    """``candidates`` of the tool call ids the items hold: a rename of an id takes the first
+    of ``base``, ``base__2``, ``base__3``... that is free, so past the highest number the older
+    part uses, one more per use of the base in the items."""
+    held = list(ids)
+    uses = Counter(fresh_base(cid, target) for cid in held)
+    out = {*held, *uses}
+    for base, count in uses.items():
+        top = digest.suffixes.get(base, 1) + count
+        out.update(f"{base}__{n}" for n in range(2, top + 1))
     return frozenset(out)
 
 
