@@ -314,10 +314,11 @@ def _item(row: Row[Any]) -> Item:
 
 # Reading the tail of a long history (app/domain/compilers/digests.py)
 
-# A digest keeps this many context windows of rounds after it (or 1.5 times the request a
-# compile sent, if more), and is moved forward once the tail read with it has twice that.
-KEEP_WINDOWS = 1.25
-MOVE_AT = 2
+# A digest keeps this many context windows of rounds after it (or as many times what the compile
+# sent, if more), and is moved forward once the tail read with it has MOVE_AT times that: a
+# compile reads 1.1 to 1.65 windows of a long history.
+KEEP_WINDOWS = 1.1
+MOVE_AT = 1.5
 TRIMMING = frozenset({"token_limit", "window"})
 
 
@@ -399,7 +400,7 @@ def _digest_job(
 ) -> Job | None:
     """The digest to make (after a whole read of a history long enough to need one) or move
     forward (after a tail grown past ``MOVE_AT`` times what it keeps), if any."""
-    keep = max(int(KEEP_WINDOWS * target.context_window), output.total * 3 // 2)
+    keep = int(KEEP_WINDOWS * max(target.context_window, output.total))
     snapshot = Snapshot(
         items=(), tenant="", now=datetime.now(UTC), count=lambda m: count_message(m, encoder),
         execution_id=options.execution_id, target=target.profile.output,

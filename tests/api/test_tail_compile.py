@@ -17,7 +17,7 @@ from app.storage.db import create_engine
 from tests.api.test_compile import valid
 from tests.conftest import Api, new_session, scrape
 
-WINDOW = 2_000  # a digest keeps 2,500 tokens of rounds; a tail of 5,000 moves it forward
+WINDOW = 2_000  # a digest keeps 2,200 tokens of rounds; a tail of 3,300 moves it forward
 
 
 def turn(n: int, call_id: str | None = None, trace: str | None = None) -> list[dict[str, Any]]:
