@@ -3,7 +3,7 @@
 A session compile that trims reads the newest part of the history and a digest of the rest
 (app/domain/compilers/digests.py). A compile that had to read all of it (none yet, or the one
 there could not serve it) has a digest made from what it read; one that read a tail grown past
-twice what it keeps has the digest moved forward. Both run after the compile answered, as tasks
+what it keeps by half has the digest moved forward. Both run after the compile answered, as tasks
 of their own (at most one per session and view at a time in this process), on the tenant's CPU
 slots, and are written under the session's lock only if no compaction rewrote the history since
 the compile read it. A failure costs nothing but the next compile reading more.
@@ -18,6 +18,7 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Literal
 
+from cachetools import LRUCache
 from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 
 from app.domain.compilers.base import Compiler, Item, Snapshot
@@ -29,6 +30,7 @@ from app.storage import digests
 from app.storage.digests import Stored
 
 log = logging.getLogger(__name__)
+FUTILE_KEPT = 4096
 Outcome = Literal["made", "moved", "none", "stale", "failed"]
 
 
@@ -57,11 +59,19 @@ class Digester:
     ) -> None:
         self.maker, self.on_done = maker, on_done
         self._running: dict[tuple[str, str], asyncio.Task[None]] = {}
+        # Histories of which no digest could be made, by session and view: (their version, how
+        # many messages they had); not tried again until they grew by a tenth.
+        self._futile: LRUCache[tuple[str, str], tuple[int, int]] = LRUCache(FUTILE_KEPT)
 
     def schedule(self, job: Job, now: datetime) -> None:
         key = (job.pk, job.view_key)
         if key in self._running:
             return
+        futile = self._futile.get(key)
+        if futile is not None and job.prior is None:
+            version, size = futile
+            if version == job.version and len(job.items) < size + max(100, size // 10):
+                return
         task = asyncio.create_task(self._run(job, now))
         self._running[key] = task
         task.add_done_callback(lambda _: self._running.pop(key, None))
@@ -73,6 +83,8 @@ class Digester:
         except Exception:  # a background task: nothing waits for it to fail
             log.warning("a digest of session %s could not be made", job.pk, exc_info=True)
         finally:
+            if outcome == "none" and job.prior is None:
+                self._futile[(job.pk, job.view_key)] = (job.version, len(job.items))
             self.on_done(outcome)
 
     async def _digest(self, job: Job, now: datetime) -> Outcome:
