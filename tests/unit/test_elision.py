@@ -18,8 +18,12 @@ from app.domain.compilers.registry import build, build_base
 from app.domain.compilers.spec import parse_spec
 from app.domain.compiling import Target, compile_request
 from app.domain.errors import DomainError
+from app.domain.messages import Message, TextPart, ToolCallPart, ToolResultPart
+from app.domain.providers import PROFILES
+from app.domain.tokens import count_message
 from app.domain.validity.repair import Ids
-from tests.unit.test_compiling_properties import Case, cases
+from tests.unit.compiler_builders import NOW, assistant, tool, user
+from tests.unit.test_compiling_properties import COUNTER, Case, cases
 
 SETTINGS = settings(
     max_examples=int(__import__("os").environ.get("ELISION_EXAMPLES", "300")), deadline=None
@@ -99,3 +103,48 @@ def test_the_generated_cases_exercise_the_tail() -> None:
     print(SEEN)
     assert SEEN["tail"] > 20, SEEN
     assert SEEN["moved"] > 5, SEEN
+
+
+def _case(history: Sequence[Any], spec: dict[str, Any], window: int, output: str) -> Case:
+    profile = PROFILES["gpt-4o" if output == "openai" else "anthropic"]
+    encoder = COUNTER.encoder(profile.encoding)
+    stored = tuple(
+        Item(n + 1, "messages", m, count_message(m, encoder)) for n, m in enumerate(history)
+    )
+    snapshot = Snapshot(items=stored, tenant="acme", now=NOW,
+                        count=lambda m: count_message(m, encoder))  # fmt: skip
+    return Case(profile.name, snapshot, Target(profile, window), "current_tool_trace", spec)
+
+
+def big(call_id: str) -> Message:
+    return tool(call_id, "line of output\n" * 60)
+
+
+def test_a_task_round_with_tool_payloads_is_compacted_as_in_the_whole_history() -> None:
+    """The opening task answers a tool call; a newer call of the same tool, in the older part
+    not read again, makes tool_compaction compact it in a whole-history compile: a compile
+    given the tail cannot know, and reads the whole history."""
+    task = Message(
+        role="user",
+        content=(
+            ToolResultPart(call_id="t0", content="x" * 400),
+            TextPart(text="now fix the build"),
+        ),
+    )
+    history = [assistant("", "t0"), task]
+    for n in range(1, 40):
+        history += [assistant("", f"c{n}"), big(f"c{n}"), user(f"next {n}")]
+    # The same command again, early in the part not read again.
+    again = ToolCallPart(id="g1", name="run", arguments={"cmd": "t0"})
+    history[5:5] = [Message(role="assistant", content=(again,)), big("g1")]
+    compaction = {"name": "tool_compaction", "params": {"toolIdentifierFields": {"run": ["cmd"]}}}
+    spec = {"decorators": [compaction, {"name": "token_limit", "params": {"reserve": 0}}]}
+    case = _case(history, spec, 1_500, "openai")
+    made = digest_of(case, 2_500)
+    assert made is not None
+    digest, ids = made
+    assert within(1, digest.needed) and within(2, digest.needed)
+    full = outcome(case.snapshot, spec, case.target)
+    tailed = tail_outcome(case, digest, ids)
+    assert full.steps[0].touched[0].seq == 2  # the task's own result, compacted
+    assert tailed is NeedsHistory
