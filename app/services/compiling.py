@@ -2,21 +2,19 @@
 
 from __future__ import annotations
 
-import hashlib
 import json
 import uuid
 from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
-from datetime import UTC, datetime
+from datetime import datetime
 from typing import Any, Literal
 
 from sqlalchemy import Row
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.ext.asyncio import AsyncSession
 
-from app.domain.compilers.base import Compiler, Elided, Item, NeedsHistory, Snapshot
-from app.domain.compilers.digests import candidate_ids, earlier
-from app.domain.compilers.registry import Registry, build, build_base, built_in, repeatable
+from app.domain.compilers.base import Elided, Item, NeedsHistory, Snapshot
+from app.domain.compilers.registry import Registry, build, repeatable
 from app.domain.compilers.spec import CompilerSpec, Component, parse_spec
 from app.domain.compiling import (
     NothingToSend,
@@ -33,18 +31,15 @@ from app.domain.models import Catalog
 from app.domain.providers import ProviderProfile
 from app.domain.sessions import PromptFragment, SessionPk, TenantId
 from app.domain.tokens import Encoder, count_message
-from app.domain.validity.repair import Earlier
 from app.services import cpu
-from app.services.cache import Entry, MessageCache, canonical_json
+from app.services.cache import Entry, MessageCache
 from app.services.compaction import Done
 from app.services.compactor import Compactor, Report, compact_due
-from app.services.digesting import Digester, Job
+from app.services.digesting import Digester, Tail, job_after, read_tail, view_of
 from app.services.originals import keep_originals
 from app.services.sessions import require_session_and_tenant_name, session_profile
-from app.storage import compiles, digests
+from app.storage import compiles
 from app.storage.db import autocommit
-from app.storage.digests import Stored
-from app.storage.models import SessionRow
 
 # Without a spec of its own, a compile keeps the current trace and fits the context window.
 DEFAULT_COMPILE_SPEC = CompilerSpec(decorators=(Component(name="token_limit"),))
@@ -232,9 +227,9 @@ async def compile_session(
         profile, options.context_window or row.context_window or profile.context_window,
         fragments, row.response_format, _tools_tokens(options.tools, encoder),
     )  # fmt: skip
-    view = _view(spec, registry, profile) if cursor is None and digester else None
-    tail = None if view is None else await _tail(db, pk, row.history_version, view, options,
-                                                  profile)  # fmt: skip
+    view = view_of(spec, registry, profile) if cursor is None and digester else None
+    tail = None if view is None else await read_tail(db, pk, row.history_version, view,
+                                                      options.execution_id, profile)  # fmt: skip
     rows = tail.rows if tail else await compiles.rows_after(db, pk, cursor or 0, profile.encoding)
     if cursor is not None:
         prior = await compiles.open_calls(db, pk, cursor)
@@ -286,7 +281,8 @@ async def compile_session(
             "a compaction ended the provider session: compiled in full for a new one",
             *output.warnings])  # fmt: skip
     if view is not None and digester is not None:
-        job = _digest_job(view, row, rows, items, tail, target, output, options, encoder)
+        job = job_after(view, row, rows, items, tail, target, output, options.execution_id,
+                        encoder)  # fmt: skip
         if job is not None:
             digester.schedule(job, now)
     return Compilation(compile_id, profile, output, mode=mode, after_seq=cursor,
@@ -310,107 +306,3 @@ def _scans(spec: CompilerSpec) -> bool:
 def _item(row: Row[Any]) -> Item:
     message = {"role": row.role, "content": row.content, "name": row.name, "metadata": row.meta}
     return Item(row.seq, row.section, Message.model_validate(message), row.tokens)
-
-
-# Reading the tail of a long history (app/domain/compilers/digests.py)
-
-# A digest keeps this many context windows of rounds after it (or as many times what the compile
-# sent, if more), and is moved forward once the tail read with it has MOVE_AT times that: a
-# compile reads 1.1 to 1.65 windows of a long history.
-KEEP_WINDOWS = 1.1
-MOVE_AT = 1.5
-TRIMMING = frozenset({"token_limit", "window"})
-
-
-@dataclass(frozen=True)
-class View:
-    """What a digest is made for: a base compiler, for a target shape and encoding."""
-
-    key: str
-    base: Compiler
-
-
-def _view(spec: CompilerSpec, registry: Registry, profile: ProviderProfile) -> View | None:
-    """The view of a compile that may read a tail: built-ins only (a plug-in may read any of
-    the history), with a step that trims (without one, all of it is sent)."""
-    if not built_in(spec, registry) or not any(p.name in TRIMMING for p in spec.decorators):
-        return None
-    named = [spec.base.name, spec.base.params, profile.output, profile.encoding]
-    return View(hashlib.sha256(canonical_json(named)).hexdigest(), build_base(spec, registry))
-
-
-@dataclass(frozen=True)
-class Tail:
-    """The newest part of a history, the digest of the rest, and what its ids ask of it."""
-
-    stored: Stored
-    rows: Sequence[Row[Any]]  # the digest's needed rows, then the tail
-    asked: frozenset[str]
-    calls: set[str]
-    held: set[str]
-
-    def reread(self, items: Sequence[Item]) -> list[Item]:
-        return [i for i in items if i.seq < self.stored.digest.upto]
-
-    def earlier(self, items: Sequence[Item]) -> Earlier:
-        return earlier(self.asked, self.calls, self.held, self.reread(items))
-
-    def elided(self, items: Sequence[Item]) -> Elided:
-        return self.stored.digest.elided(self.earlier(items))
-
-    @property
-    def tokens(self) -> int:
-        """The tail's stored tokens."""
-        return sum(r.tokens for r in self.rows if r.seq >= self.stored.digest.upto)
-
-
-async def _tail(
-    db: AsyncSession,
-    pk: SessionPk,
-    version: int,
-    view: View,
-    options: Options,
-    profile: ProviderProfile,
-) -> Tail | None:
-    """The tail to compile with the view's digest, if there is one for this history and this
-    execution; read after the digest, and checked to be of the same history (a compaction
-    between two reads changes it)."""
-    stored = await digests.load(db, pk, view.key, version)
-    if stored is None or not stored.digest.serves(options.execution_id):
-        return None
-    digest = stored.digest
-    rows = await digests.rows_from(db, pk, digest.needed, digest.upto, profile.encoding)
-    asked = candidate_ids(await digests.tail_ids(db, pk, digest.upto), profile.output, digest)
-    calls, held = await digests.ids_among(db, pk, view.key, stored, asked)
-    if await digests.history_version(db, pk) != version:
-        return None
-    return Tail(stored, rows, asked, calls, held)
-
-
-def _digest_job(
-    view: View,
-    row: SessionRow,
-    rows: Sequence[Row[Any]],
-    items: tuple[Item, ...],
-    tail: Tail | None,
-    target: Target,
-    output: Output,
-    options: Options,
-    encoder: Encoder,
-) -> Job | None:
-    """The digest to make (after a whole read of a history long enough to need one) or move
-    forward (after a tail grown past ``MOVE_AT`` times what it keeps), if any."""
-    keep = int(KEEP_WINDOWS * max(target.context_window, output.total))
-    snapshot = Snapshot(
-        items=(), tenant="", now=datetime.now(UTC), count=lambda m: count_message(m, encoder),
-        execution_id=options.execution_id, target=target.profile.output,
-    )  # fmt: skip
-    pk = SessionPk(row.pk)
-    if tail is None:
-        if sum(r.tokens for r in rows) < MOVE_AT * keep:
-            return None
-        return Job(pk, view.key, row.history_version, items, view.base, snapshot, keep)
-    if tail.tokens < MOVE_AT * keep:
-        return None
-    return Job(pk, view.key, row.history_version, items, view.base, snapshot, keep, tail.stored,
-               tail.earlier(items))  # fmt: skip

@@ -12,22 +12,31 @@ the compile read it. A failure costs nothing but the next compile reading more.
 from __future__ import annotations
 
 import asyncio
+import hashlib
 import logging
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from datetime import datetime
-from typing import Literal
+from datetime import UTC, datetime
+from typing import Any, Literal
 
 from cachetools import LRUCache
+from sqlalchemy import Row
 from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 
-from app.domain.compilers.base import Compiler, Item, Snapshot
-from app.domain.compilers.digests import NOTHING_EARLIER, extend
+from app.domain.compilers.base import Compiler, Elided, Item, Snapshot
+from app.domain.compilers.digests import NOTHING_EARLIER, candidate_ids, earlier, extend
+from app.domain.compilers.registry import Registry, build_base, built_in
+from app.domain.compilers.spec import CompilerSpec
+from app.domain.compiling import Output, Target
+from app.domain.providers import ProviderProfile
 from app.domain.sessions import SessionPk
+from app.domain.tokens import Encoder, count_message
 from app.domain.validity.repair import Earlier
 from app.services import cpu
+from app.services.cache import canonical_json
 from app.storage import digests
 from app.storage.digests import Stored
+from app.storage.models import SessionRow
 
 log = logging.getLogger(__name__)
 FUTILE_KEPT = 4096
@@ -115,3 +124,107 @@ class Digester:
         for task in self._running.values():
             task.cancel()
         await self.idle()
+
+
+# Reading the tail of a long history
+
+# A digest keeps this many context windows of rounds after it (or as many times what the compile
+# sent, if more), and is moved forward once the tail read with it has MOVE_AT times that: a
+# compile reads 1.1 to 1.65 windows of a long history.
+KEEP_WINDOWS = 1.1
+MOVE_AT = 1.5
+TRIMMING = frozenset({"token_limit", "window"})
+
+
+@dataclass(frozen=True)
+class View:
+    """What a digest is made for: a base compiler, for a target shape and encoding."""
+
+    key: str
+    base: Compiler
+
+
+def view_of(spec: CompilerSpec, registry: Registry, profile: ProviderProfile) -> View | None:
+    """The view of a compile that may read a tail: built-ins only (a plug-in may read any of
+    the history), with a step that trims (without one, all of it is sent)."""
+    if not built_in(spec, registry) or not any(p.name in TRIMMING for p in spec.decorators):
+        return None
+    named = [spec.base.name, spec.base.params, profile.output, profile.encoding]
+    return View(hashlib.sha256(canonical_json(named)).hexdigest(), build_base(spec, registry))
+
+
+@dataclass(frozen=True)
+class Tail:
+    """The newest part of a history, the digest of the rest, and what its ids ask of it."""
+
+    stored: Stored
+    rows: Sequence[Row[Any]]  # the digest's needed rows, then the tail
+    asked: frozenset[str]
+    calls: set[str]
+    held: set[str]
+
+    def reread(self, items: Sequence[Item]) -> list[Item]:
+        return [i for i in items if i.seq < self.stored.digest.upto]
+
+    def earlier(self, items: Sequence[Item]) -> Earlier:
+        return earlier(self.asked, self.calls, self.held, self.reread(items))
+
+    def elided(self, items: Sequence[Item]) -> Elided:
+        return self.stored.digest.elided(self.earlier(items))
+
+    @property
+    def tokens(self) -> int:
+        """The tail's stored tokens."""
+        return sum(r.tokens for r in self.rows if r.seq >= self.stored.digest.upto)
+
+
+async def read_tail(
+    db: AsyncSession,
+    pk: SessionPk,
+    version: int,
+    view: View,
+    execution_id: str | None,
+    profile: ProviderProfile,
+) -> Tail | None:
+    """The tail to compile with the view's digest, if there is one for this history and this
+    execution; read after the digest, and checked to be of the same history (a compaction
+    between two reads changes it)."""
+    stored = await digests.load(db, pk, view.key, version)
+    if stored is None or not stored.digest.serves(execution_id):
+        return None
+    digest = stored.digest
+    rows = await digests.rows_from(db, pk, digest.needed, digest.upto, profile.encoding)
+    asked = candidate_ids(await digests.tail_ids(db, pk, digest.upto), profile.output, digest)
+    calls, held = await digests.ids_among(db, pk, view.key, stored, asked)
+    if await digests.history_version(db, pk) != version:
+        return None
+    return Tail(stored, rows, asked, calls, held)
+
+
+def job_after(
+    view: View,
+    row: SessionRow,
+    rows: Sequence[Row[Any]],
+    items: tuple[Item, ...],
+    tail: Tail | None,
+    target: Target,
+    output: Output,
+    execution_id: str | None,
+    encoder: Encoder,
+) -> Job | None:
+    """The digest to make (after a whole read of a history long enough to need one) or move
+    forward (after a tail grown past ``MOVE_AT`` times what it keeps), if any."""
+    keep = int(KEEP_WINDOWS * max(target.context_window, output.total))
+    snapshot = Snapshot(
+        items=(), tenant="", now=datetime.now(UTC), count=lambda m: count_message(m, encoder),
+        execution_id=execution_id, target=target.profile.output,
+    )  # fmt: skip
+    pk = SessionPk(row.pk)
+    if tail is None:
+        if sum(r.tokens for r in rows) < MOVE_AT * keep:
+            return None
+        return Job(pk, view.key, row.history_version, items, view.base, snapshot, keep)
+    if tail.tokens < MOVE_AT * keep:
+        return None
+    return Job(pk, view.key, row.history_version, items, view.base, snapshot, keep, tail.stored,
+               tail.earlier(items))  # fmt: skip
