@@ -35,6 +35,7 @@ from app.api.transfer_schemas import SessionExportV2
 from app.services import leases
 from app.services.cache import Lru, MessageCache
 from app.services.cpu import TenantLimiters
+from app.services.digesting import Digester
 from app.services.events import EventReader
 from app.services.keys import KeyCache, local_tenant
 from app.services.plugins import load_registry
@@ -82,10 +83,11 @@ def create_app(settings: Settings | None = None) -> FastAPI:
             summarizer = summarizer_from_settings(settings, counter)
             caches = CacheCollector({"messages": cache.entries, "answers": answers})
             metrics.registry.register(caches)
+            digester = Digester(maker, lambda outcome: metrics.digests.labels(outcome).inc())
             state = AppState(
                 settings, engine, maker, counter, metrics, local, load_registry(), cache, answers,
                 summarizer, bus, EventReader(maker), KeyCache(settings.key_cache_seconds),
-                TenantLimiters(settings.tenant_cpu_concurrency),
+                TenantLimiters(settings.tenant_cpu_concurrency), digester,
             )  # fmt: skip
             sweeper = asyncio.create_task(
                 leases.sweep_forever(maker, settings.compaction_lease_seconds)
@@ -93,6 +95,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
             try:
                 yield {"ctxc": state}
             finally:
+                await digester.close()
                 sweeper.cancel()
                 with suppress(asyncio.CancelledError):
                     await sweeper

@@ -19,6 +19,7 @@ from app.domain.sessions import TenantId
 from app.domain.tokens import TokenCounter
 from app.services import cpu, keys
 from app.services.cache import Lru, MessageCache
+from app.services.digesting import Digester
 from app.services.events import EventReader
 from app.settings import Settings, is_loopback
 
@@ -41,6 +42,7 @@ class AppState:
     event_reader: EventReader
     keys: keys.KeyCache
     cpu: cpu.TenantLimiters  # CPU-heavy work's worker threads, a few per tenant
+    digester: Digester  # digests of long histories, made after the compiles that need them
 
 
 async def get_state(request: Request) -> AppState:

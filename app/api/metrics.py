@@ -88,6 +88,20 @@ class Metrics:
             ["backend"],
             registry=r,
         )
+        self.session_reads = Counter(
+            "ctxc_session_compile_reads",
+            "Session compiles by what they read: the tail and a digest of the rest, the whole "
+            "history, or the messages after the cursor (delta)",
+            ["read"],
+            registry=r,
+        )
+        self.digests = Counter(
+            "ctxc_digests",
+            "Digests of long histories: made, moved forward, none to make, stale (the history "
+            "changed first) or failed",
+            ["outcome"],
+            registry=r,
+        )
 
         # With `ctxc serve --workers N` each worker keeps its own metrics, and a scrape gets the
         # figures of the worker that answered it: this says which one (a scraper can tell their

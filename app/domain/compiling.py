@@ -10,10 +10,10 @@ from typing import Any
 from app.domain.compilers.base import (
     Compiler,
     Item,
+    NeedsHistory,
     Snapshot,
     StepReport,
     left_out_by_reason,
-    seq_ranges,
 )
 from app.domain.errors import DomainError, InvalidInput
 from app.domain.formats.anthropic import System
@@ -144,6 +144,8 @@ def compile_request(snapshot: Snapshot, compiler: Compiler, target: Target) -> O
         prior_call_ids=prior,
     )  # fmt: skip
     compiled = compiler(scoped)
+    if compiled.pending is not None:  # no trimming step dropped the older part: it is sent
+        raise NeedsHistory()
     view = _system_prompt_first(compiled.items)
     # Results that answer calls the provider holds must come first, before the context.
     lead = len(_continued(scoped, view))
@@ -204,6 +206,6 @@ def _continued(snapshot: Snapshot, items: Sequence[Item]) -> list[Item]:
 
 def _reports(left_out: Any) -> list[LeftOutReport]:
     return [
-        LeftOutReport(reason, len(seqs), seq_ranges(seqs))
-        for reason, seqs in left_out_by_reason(left_out).items()
+        LeftOutReport(reason, sum(last - first + 1 for first, last in ranges), ranges)
+        for reason, ranges in left_out_by_reason(left_out).items()
     ]

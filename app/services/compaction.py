@@ -139,6 +139,7 @@ async def apply_plan(
     for stored in rows:
         await db.delete(stored)
     await db.flush()
+    await queries.rewrite_history(db, pk)
     db.add_all(message_rows(pk, [NewMessage(seqs[-1], SUMMARY_SECTION, message, counts, now())]))
     resets = where.stateful and await queries.has_provider_session(db, pk)
     if resets:  # the provider session holds what was summarised: a new one starts

@@ -13,7 +13,7 @@ from sqlalchemy import Row
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.ext.asyncio import AsyncSession
 
-from app.domain.compilers.base import Item, Snapshot
+from app.domain.compilers.base import Elided, Item, NeedsHistory, Snapshot
 from app.domain.compilers.registry import Registry, build, repeatable
 from app.domain.compilers.spec import CompilerSpec, Component, parse_spec
 from app.domain.compiling import (
@@ -35,6 +35,7 @@ from app.services import cpu
 from app.services.cache import Entry, MessageCache
 from app.services.compaction import Done
 from app.services.compactor import Compactor, Report, compact_due
+from app.services.digesting import Digester, Tail, job_after, read_tail, view_of
 from app.services.originals import keep_originals
 from app.services.sessions import require_session_and_tenant_name, session_profile
 from app.storage import compiles
@@ -78,6 +79,9 @@ class Options:
 
 
 Mode = Literal["full", "delta"]
+# What a session compile read: the tail with a digest of the rest, the whole history, or the
+# messages after the cursor (a delta).
+Read = Literal["tail", "whole", "delta"]
 
 
 @dataclass(frozen=True)
@@ -89,6 +93,7 @@ class Compilation:
     mode: Mode = "full"
     after_seq: int | None = None  # delta mode: the cursor the delta starts after
     compactions: tuple[Done, ...] = ()  # run before this compile
+    read: Read = "whole"
 
 
 def _spec(raw: Any, fallback: Any) -> CompilerSpec:
@@ -123,6 +128,7 @@ def _snapshot(
     encoder: Encoder,
     options: Options,
     caller: Caller,
+    elided: Elided | None = None,
     **context: Any,
 ) -> Snapshot:
     parsed = _parse(
@@ -131,7 +137,7 @@ def _snapshot(
     ephemeral = tuple(m for m, _ in parsed)
     return Snapshot(
         items=items, count=lambda m: count_message(m, encoder), ephemeral=ephemeral,
-        execution_id=options.execution_id, tenant=caller.name, **context,
+        execution_id=options.execution_id, tenant=caller.name, elided=elided, **context,
     )  # fmt: skip
 
 
@@ -178,9 +184,11 @@ async def compile_session(
     now: datetime,
     catalog: Catalog,
     compactor: Compactor | None = None,
+    digester: Digester | None = None,
 ) -> Compilation:
     """Compile the stored session and record the compile (for the cursor), after the
-    compactions it is due (with a ``compactor``).
+    compactions it is due (with a ``compactor``). With a ``digester``, a full compile that trims
+    reads only the newest part of a long history and a digest of the rest (``_tail``).
 
     Full mode: every fragment as the system prompt and the whole compiled history. Delta mode
     (a session-stateful profile with an active provider session): the dynamic fragments as
@@ -219,22 +227,36 @@ async def compile_session(
         profile, options.context_window or row.context_window or profile.context_window,
         fragments, row.response_format, _tools_tokens(options.tools, encoder),
     )  # fmt: skip
-    rows = await compiles.rows_after(db, pk, cursor or 0, profile.encoding)
+    view = view_of(spec, registry, profile) if cursor is None and digester else None
+    tail = None if view is None else await read_tail(db, pk, row.history_version, view,
+                                                      options.execution_id, profile)  # fmt: skip
+    rows = tail.rows if tail else await compiles.rows_after(db, pk, cursor or 0, profile.encoding)
     if cursor is not None:
         prior = await compiles.open_calls(db, pk, cursor)
         dynamic = [f for f in fragments if f.lifecycle == "dynamic"]
         target = replace(target, fragments=(), context=context_messages(dynamic),
                          prior_call_ids=prior)  # fmt: skip
 
-    def work() -> Output:
+    def work(rows: Sequence[Row[Any]], tail: Tail | None) -> tuple[Output, tuple[Item, ...]]:
         items = tuple(_item(r) for r in rows)
-        snapshot = _snapshot(items, cache, encoder, options, Caller(tenant, tenant_name), now=now,
-                             metadata=row.meta, session_id=row.id)  # fmt: skip
-        return compile_request(snapshot, compiler, target)
+        elided = None if tail is None else tail.elided(items)
+        snapshot = _snapshot(items, cache, encoder, options, Caller(tenant, tenant_name), elided,
+                             now=now, metadata=row.meta, session_id=row.id)  # fmt: skip
+        return compile_request(snapshot, compiler, target), items
 
-    light = _light(rows, target, options) and not _scans(spec)
+    async def run(rows: Sequence[Row[Any]], tail: Tail | None) -> tuple[Output, tuple[Item, ...]]:
+        light = _light(rows, target, options) and not _scans(spec)
+        return work(rows, tail) if light else await cpu.run_sync(work, rows, tail)
+
+    read: Read = "delta" if cursor is not None else "whole"
     try:
-        output = work() if light else await cpu.run_sync(work)
+        try:
+            output, items = await run(rows, tail)
+            read = "tail" if tail else read
+        except NeedsHistory:  # the tail was not enough: the whole history, as without a digest
+            tail = None
+            rows = await compiles.rows_after(db, pk, 0, profile.encoding)
+            output, items = await run(rows, None)
     except NothingToSend:  # also what a session deleted between the reads above looks like
         if not rows and not await compiles.session_exists(db, pk):
             raise NotFound("session", session_id) from None
@@ -258,8 +280,13 @@ async def compile_session(
         output = replace(output, warnings=[
             "a compaction ended the provider session: compiled in full for a new one",
             *output.warnings])  # fmt: skip
+    if view is not None and digester is not None:
+        job = job_after(view, row, rows, items, tail, target, output, options.execution_id,
+                        encoder)  # fmt: skip
+        if job is not None:
+            digester.schedule(job, now)
     return Compilation(compile_id, profile, output, mode=mode, after_seq=cursor,
-                       compactions=tuple(compacted))  # fmt: skip
+                       compactions=tuple(compacted), read=read)  # fmt: skip
 
 
 def _light(rows: Sequence[Row[Any]], target: Target, options: Options) -> bool:

@@ -81,6 +81,7 @@ async def compact_payloads_now(
         raise Conflict("nothing to compact: no tool payload may be compacted")
     before = sum(i.tokens for i in items)
     archive = [archived(rows[seq]) for seq in touched]
+    await queries.rewrite_history(db, pk)
     for item in compiled.items:
         if item.seq in touched:
             row, counts = rows[item.seq], compactor.counter.count_all(item.message)

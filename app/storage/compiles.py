@@ -42,20 +42,23 @@ _SESSION = (
 )
 
 
-def _rows_after(tokens: Any) -> Any:
+def _columns(tokens: Any) -> tuple[Any, ...]:
     return (
-        select(
-            _MESSAGES.seq, _MESSAGES.section, _MESSAGES.role, _MESSAGES.name, _MESSAGES.content,
-            _MESSAGES.metadata.label("meta"), tokens.label("tokens"),
-        )
-        .where(_MESSAGES.session_pk == _PK, _MESSAGES.seq > _AFTER)
-        .order_by(_MESSAGES.seq)
+        _MESSAGES.seq, _MESSAGES.section, _MESSAGES.role, _MESSAGES.name, _MESSAGES.content,
+        _MESSAGES.metadata.label("meta"), tokens.label("tokens"),
     )  # fmt: skip
 
 
+# What a compile reads of each message, with its tokens in each encoding.
+ROW_COLUMNS = {
+    "o200k_base": _columns(_MESSAGES.tokens_o200k),
+    "cl100k_base": _columns(_MESSAGES.tokens_cl100k),
+}
 _ROWS_AFTER = {
-    "o200k_base": _rows_after(_MESSAGES.tokens_o200k),
-    "cl100k_base": _rows_after(_MESSAGES.tokens_cl100k),
+    encoding: select(*columns)
+    .where(_MESSAGES.session_pk == _PK, _MESSAGES.seq > _AFTER)
+    .order_by(_MESSAGES.seq)
+    for encoding, columns in ROW_COLUMNS.items()
 }
 
 _NO_TEXT: Any = null().cast(String)  # a column one side of a union does not have

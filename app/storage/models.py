@@ -156,6 +156,8 @@ class SessionRow(Base):
     compaction_holder: Mapped[str | None] = mapped_column(String(64))
     compaction_expires: Mapped[datetime | None] = mapped_column(UTCDateTime(), index=True)
     compaction_start_event: Mapped[int | None] = mapped_column(BigInteger)
+    # How many compactions rewrote the history: what digests were made of (storage/digests.py).
+    history_version: Mapped[int] = mapped_column(Integer, default=0, server_default="0")
 
 
 class MessageRow(Base):
@@ -290,3 +292,34 @@ class PayloadRow(Base):
     value: Mapped[Any] = mapped_column(Json)
     bytes: Mapped[int] = mapped_column(BigInteger)
     created_at: Mapped[datetime] = mapped_column(UTCDateTime())
+
+
+class DigestRow(Base):
+    """A digest of the older part of a session's history for one view (base compiler, target,
+    encoding): what a compile reads instead of it (app/domain/compilers/digests.py). Dropped with
+    every compaction of the session; a new ``generation`` when made again from the whole
+    history, which retires the ids of the one before."""
+
+    __tablename__ = "digests"
+
+    session_pk: Mapped[str] = _session_fk()
+    view_key: Mapped[str] = mapped_column(String(64), primary_key=True)
+    generation: Mapped[str] = mapped_column(String(36))
+    upto: Mapped[int] = mapped_column(BigInteger)
+    digest: Mapped[dict[str, Any]] = mapped_column(Json)
+    updated_at: Mapped[datetime] = mapped_column(UTCDateTime())
+
+
+class DigestIdRow(Base):
+    """A tool call id the older part of a digest's history holds (``kind`` "id") or calls
+    (``kind`` "call", as the repairs renamed it), from the digest that reached ``upto``: a
+    compile asks only about the ids its tail holds."""
+
+    __tablename__ = "digest_ids"
+
+    session_pk: Mapped[str] = _session_fk()
+    view_key: Mapped[str] = mapped_column(String(64), primary_key=True)
+    generation: Mapped[str] = mapped_column(String(36), primary_key=True)
+    kind: Mapped[str] = mapped_column(String(8), primary_key=True)
+    call_id: Mapped[str] = mapped_column(String(600), primary_key=True)
+    upto: Mapped[int] = mapped_column(BigInteger, primary_key=True)

@@ -256,6 +256,15 @@ async def last_reported(db: AsyncSession, pk: SessionPk) -> CompileRow | None:
     return await db.scalar(query)
 
 
+async def rewrite_history(db: AsyncSession, pk: SessionPk) -> None:
+    """Count a rewrite of the history (a compaction): digests of it before are no longer used."""
+    await db.execute(
+        update(SessionRow)
+        .where(SessionRow.pk == pk)
+        .values(history_version=SessionRow.history_version + 1)
+    )
+
+
 async def end_provider_session(db: AsyncSession, pk: SessionPk) -> None:
     """Clear the cursor and the provider session id: the next compile is full."""
     await db.execute(

@@ -76,7 +76,7 @@ def test_a_call_with_no_result_is_a_round_of_its_own() -> None:
 
 def test_left_out_seqs_come_per_reason_and_as_ranges() -> None:
     entries = [LeftOut("trace", (5, 2)), LeftOut("token_limit", (1,)), LeftOut("trace", (3, 2))]
-    assert left_out_by_reason(entries) == {"trace": (2, 3, 5), "token_limit": (1,)}
+    assert left_out_by_reason(entries) == {"trace": [(2, 3), (5, 5)], "token_limit": [(1, 1)]}
     assert seq_ranges([7, 1, 2, 3, 5, 6, 9]) == [(1, 3), (5, 7), (9, 9)]
 
 

@@ -164,9 +164,10 @@ async def compile_session(
     with counted(state.metrics, "session") as tally:
         done = await compiling.compile_session(
             db, state.cache, state.registry, tenant, session_id, _options(body), now, catalog,
-            compactor,
+            compactor, state.digester,
         )  # fmt: skip
         tally.mode = done.mode
+    state.metrics.session_reads.labels(done.read).inc()
     return Response(_answer(done), media_type=JSON)
 
 

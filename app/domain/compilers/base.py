@@ -10,11 +10,12 @@ from __future__ import annotations
 from collections.abc import Callable, Container, Iterable, Sequence
 from dataclasses import dataclass, field, replace
 from datetime import datetime
+from typing import Literal
 
 from app.domain.compaction.payloads import Omitted
 from app.domain.messages import DEFAULT_SECTION, SUMMARY_SECTION, JSONObject, Message
 from app.domain.validity.fitting import fit_message
-from app.domain.validity.repair import boundary
+from app.domain.validity.repair import Earlier, boundary
 from app.domain.validity.targets import Target
 
 # Injected messages are not stored, so they carry this seq; stored seqs start at 1.
@@ -43,11 +44,46 @@ class Item:
         return bool(self.message.metadata.get("pinned"))
 
 
+Ranges = tuple[tuple[int, int], ...]  # inclusive (first, last) seq ranges, ascending
+
+
+class NeedsHistory(Exception):
+    """A compile given only the newest part of a long history (``Elided``) would need the part
+    it was not given to give the answer a compile of all of it gives: compile all of it."""
+
+
+@dataclass(frozen=True)
+class Elided:
+    """What a compile is told instead of being given the older part of the view: every stored
+    message below seq ``upto`` but the rounds trimming keeps anyway (system, pinned, summary)
+    and the opening task's round, which are among the items.
+
+    What it says is what the base compiler and the repairs made of that part (``digests``),
+    recorded when a compile last read it: how many messages it put in the view, what they left
+    out, the repairs' warnings (per pass: see ``repair_passes``), and the ``gap``: the rounds of
+    the view not given, all older than every given round that trimming may drop. Trimming must
+    drop them (it stops at a given round); a compile that would keep one raises
+    ``NeedsHistory``.
+    """
+
+    upto: int
+    view_count: int  # messages the base compiler put in the view below ``upto``
+    base_left_out: tuple[LeftOut, ...]
+    invalid: Ranges  # what the repairs left out below ``upto``
+    gap: Ranges
+    gap_tokens: int
+    warnings: tuple[tuple[str, ...], ...]  # per repair pass
+    # The section of the older part's last message in the view: a newer message of another
+    # section could go before older ones in the view (sections come in their order).
+    last_section: str | None = None
+    earlier: Earlier = field(default_factory=Earlier)
+
+
 @dataclass(frozen=True, kw_only=True)
 class Snapshot:
     """What a compile reads: the stored items and the request's context, all passed in."""
 
-    items: tuple[Item, ...]  # every stored message, seq order, any section
+    items: tuple[Item, ...]  # the stored messages, seq order, any section (see ``elided``)
     tenant: str
     now: datetime
     count: Callable[[Message], int]  # tokens of a new message in the target encoding
@@ -66,6 +102,8 @@ class Snapshot:
     # Tool calls the provider already holds (a resumed session's delta): the view may open with
     # their results, which form one round with calls sent before.
     prior_call_ids: frozenset[str] = frozenset()
+    # The older part of the history, when the items are only the newest part of it.
+    elided: Elided | None = None
 
     def claiming(self, tokens: int) -> Snapshot:
         """The same snapshot with ``tokens`` more claimed by an outer decorator."""
@@ -90,10 +128,12 @@ class Snapshot:
 
 @dataclass(frozen=True)
 class LeftOut:
-    """Stored messages a step left out of the view, and why."""
+    """Stored messages a step left out of the view, and why (``ranges``: more of them, as
+    seq ranges)."""
 
     reason: str
     seqs: tuple[int, ...]
+    ranges: Ranges = ()
 
 
 @dataclass(frozen=True)
@@ -141,6 +181,8 @@ class Compiled:
     left_out: tuple[LeftOut, ...] = ()
     warnings: tuple[str, ...] = ()
     steps: tuple[StepReport, ...] = ()
+    # The elided older part of the view (``Elided.gap``), until a trimming step drops it.
+    pending: Elided | None = None
 
     @property
     def tokens(self) -> int:
@@ -158,35 +200,43 @@ class Compiled:
         *left_out: LeftOut,
         warnings: Sequence[str] = (),
         steps: Sequence[StepReport] = (),
+        pending: Elided | Literal["kept"] | None = "kept",
     ) -> Compiled:
-        """A later step's result: its items, with its left-outs, warnings and reports added."""
-        dropped = tuple(entry for entry in left_out if entry.seqs)
+        """A later step's result: its items, with its left-outs, warnings and reports added
+        (``pending``: what is left of the elided part of the view, by default as it was)."""
+        dropped = tuple(entry for entry in left_out if entry.seqs or entry.ranges)
         return Compiled(
             tuple(items), self.left_out + dropped, self.warnings + tuple(warnings),
-            self.steps + tuple(steps),
+            self.steps + tuple(steps), self.pending if pending == "kept" else pending,
         )  # fmt: skip
 
 
 Compiler = Callable[[Snapshot], Compiled]
 
 
-def left_out_by_reason(left_out: Iterable[LeftOut]) -> dict[str, tuple[int, ...]]:
-    """The left-out seqs per reason, sorted and without repeats."""
-    seqs: dict[str, set[int]] = {}
+def left_out_by_reason(left_out: Iterable[LeftOut]) -> dict[str, list[tuple[int, int]]]:
+    """The left-out seqs per reason, as sorted ranges without repeats (reasons in the order
+    they were first given)."""
+    found: dict[str, list[tuple[int, int]]] = {}
     for entry in left_out:
-        seqs.setdefault(entry.reason, set()).update(entry.seqs)
-    return {reason: tuple(sorted(found)) for reason, found in seqs.items()}
+        found.setdefault(entry.reason, []).extend([*((s, s) for s in entry.seqs), *entry.ranges])
+    return {reason: merged(ranges) for reason, ranges in found.items()}
+
+
+def merged(ranges: Iterable[tuple[int, int]]) -> list[tuple[int, int]]:
+    """Inclusive seq ranges, sorted, with overlapping and adjacent ones joined."""
+    out: list[tuple[int, int]] = []
+    for first, last in sorted(ranges):
+        if out and first <= out[-1][1] + 1:
+            out[-1] = (out[-1][0], max(out[-1][1], last))
+        else:
+            out.append((first, last))
+    return out
 
 
 def seq_ranges(seqs: Iterable[int]) -> list[tuple[int, int]]:
     """Consecutive runs of seqs as inclusive ``(first, last)`` ranges."""
-    ranges: list[tuple[int, int]] = []
-    for seq in sorted(set(seqs)):
-        if ranges and ranges[-1][1] == seq - 1:
-            ranges[-1] = (ranges[-1][0], seq)
-        else:
-            ranges.append((seq, seq))
-    return ranges
+    return merged((seq, seq) for seq in seqs)
 
 
 def api_rounds(

@@ -27,6 +27,7 @@ from app.domain.compilers.base import (
     Compiled,
     Compiler,
     Item,
+    NeedsHistory,
     Snapshot,
     StepReport,
     Touched,
@@ -81,7 +82,9 @@ def tool_compaction(
     )  # fmt: skip
 
     def compile_tool_compaction(snapshot: Snapshot) -> Compiled:
-        compiled = _applied(snapshot, inner(snapshot), "tool_compaction",
+        compiled = inner(snapshot)
+        _older_payloads(snapshot, compiled.items)
+        compiled = _applied(snapshot, compiled, "tool_compaction",
                             lambda ms, keep: compact_tool_payloads(ms, rules, keep))  # fmt: skip
         if not dedupeIdenticalResults:
             return compiled
@@ -129,6 +132,24 @@ def compact_tool_results(
         return compiled.then(out, steps=[step_report] if touched else [])
 
     return compile_compact_tool_results
+
+
+def _older_payloads(snapshot: Snapshot, items: Sequence[Item]) -> None:
+    """Given only the tail of a history (``Snapshot.elided``), an older message read again
+    that this step may rewrite (the opening task's round holding tool calls or results) would
+    be rewritten for a newer payload of the part not given: ``NeedsHistory``."""
+    elided = snapshot.elided
+    if elided is None:
+        return
+    whole = _left_whole(snapshot, items)
+    for n, item in enumerate(items):
+        message = item.message
+        if (
+            n not in whole
+            and item.seq < elided.upto
+            and (message.tool_calls or message.tool_results)
+        ):
+            raise NeedsHistory()
 
 
 def _newest_round(snapshot: Snapshot, items: Sequence[Item]) -> frozenset[int]:

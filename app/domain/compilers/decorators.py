@@ -22,8 +22,10 @@ from pydantic import Field
 from app.domain.compilers.base import (
     Compiled,
     Compiler,
+    Elided,
     Item,
     LeftOut,
+    NeedsHistory,
     Snapshot,
     is_prompt,
     kept_always,
@@ -53,10 +55,31 @@ def _tokens(rounds: Sequence[Round]) -> int:
     return sum(item.tokens for round_ in rounds for item in round_)
 
 
-def _select(rounds: Sequence[Round], keep: set[int], reason: str) -> tuple[list[Item], LeftOut]:
+def _select(
+    rounds: Sequence[Round], keep: set[int], reason: str, elided: Elided | None = None
+) -> tuple[list[Item], LeftOut]:
+    """The kept rounds' items, and the rest left out for ``reason`` (with the ``elided`` gap)."""
     kept = [item for n, round_ in enumerate(rounds) if n in keep for item in round_]
     dropped = tuple(item.seq for n, r in enumerate(rounds) if n not in keep for item in r)
-    return kept, LeftOut(reason, dropped)
+    return kept, LeftOut(reason, dropped, elided.gap if elided else ())
+
+
+class _Walk:
+    """The walk trimming takes over the rounds it may drop, newest first, when the older part
+    of the view was elided: it must stop before reaching that part (``NeedsHistory``)."""
+
+    def __init__(self, rounds: Sequence[Round], elided: Elided | None) -> None:
+        self.rounds, self.elided = rounds, elided
+
+    def visit(self, n: int) -> None:
+        """About to weigh round ``n``: beyond the elided gap if it is older than the tail."""
+        if self.elided is not None and self.rounds[n][0].seq < self.elided.upto:
+            raise NeedsHistory()
+
+    def done(self) -> None:
+        """The walk kept every round it was given: the next would be the elided gap's."""
+        if self.elided is not None:
+            raise NeedsHistory()
 
 
 def _free(rounds: Sequence[Round]) -> list[int]:
@@ -106,13 +129,17 @@ def trim_rounds(
     low_water: float | None = None,
     task: int | None = None,
     of: str = "",
+    elided: Elided | None = None,
 ) -> Trim:
     """The rounds kept within ``budget`` (``claimed`` tokens are already spent): those always
-    kept, the newest, the ``task`` round where it fits beside them, then the newest that fit."""
+    kept, the newest, the ``task`` round where it fits beside them, then the newest that fit.
+    ``elided``: older rounds of the view not given, which must be dropped (``_Walk``)."""
     free = _free(rounds)
     keep = set(range(len(rounds))) - set(free)
-    total = claimed + _tokens(rounds)
+    walk = _Walk(rounds, elided)
+    total = claimed + _tokens(rounds) + (elided.gap_tokens if elided else 0)
     if total <= budget:
+        walk.done()
         return Trim(set(range(len(rounds))))
     used = claimed + _tokens([rounds[n] for n in keep])
     # The newest round must be sent (it is the turn being answered), unless it is kept anyway.
@@ -127,11 +154,14 @@ def trim_rounds(
         task_left_out = None
     target = trim_target(total, budget, low_water)
     for n in free:
+        walk.visit(n)
         cost = _tokens([rounds[n]])
         if used + cost > target and n != newest:
             break
         keep.add(n)
         used += cost
+    else:
+        walk.done()
     return Trim(keep, task_left_out)
 
 
@@ -207,40 +237,56 @@ def token_limit(
 
     def compile_token_limit(snapshot: Snapshot) -> Compiled:
         compiled = inner(snapshot)
+        elided = compiled.pending
         if max_tokens is None and snapshot.budget is None:
             return compiled.then(compiled.items, warnings=["token_limit: no budget; kept all"])
         budget, of = _budget(snapshot, max_tokens, reserve)
         lead = continuation_tokens(snapshot)
         opening = lead if opens_with_assistant(i.message for i in compiled.items) else 0
-        if snapshot.claimed + opening + compiled.tokens <= budget:
+        if elided is not None and snapshot.claimed + compiled.tokens + elided.gap_tokens <= budget:
+            raise NeedsHistory()  # all of it may fit (with the older part, whatever opens it)
+        if snapshot.claimed + opening + compiled.tokens <= budget and elided is None:
             return compiled  # the common case: no need to group rounds
         rounds = snapshot.rounds(compiled.items)
         task = opening_task(rounds) if keep_task else None
+        claimed = snapshot.claimed + lead
         try:
-            trim = trim_rounds(rounds, budget, snapshot.claimed + lead, low_water, task, of)
+            trim = trim_rounds(rounds, budget, claimed, low_water, task, of, elided)
         except BudgetTooSmall as err:  # the turn being answered: preview its results to fit
             fitted = fit_newest(snapshot, compiled, rounds, err.needed - err.budget)
             if fitted is None:
                 raise
             compiled = fitted
             rounds = snapshot.rounds(compiled.items)
-            trim = trim_rounds(rounds, budget, snapshot.claimed + lead, low_water, task, of)
+            trim = trim_rounds(rounds, budget, claimed, low_water, task, of, elided)
         left_task = trim.task_left_out
         warnings = [] if left_task is None else [_task_warning("token_limit", rounds[left_task])]
-        return compiled.then(*_select(rounds, trim.keep, "token_limit"), warnings=warnings)
+        kept, left = _select(rounds, trim.keep, "token_limit", elided)
+        return compiled.then(kept, left, warnings=warnings, pending=None)
 
     return compile_token_limit
 
 
-def _last_messages(rounds: Sequence[Round], free: list[int], limit: int) -> set[int]:
+def _last_messages(rounds: Sequence[Round], free: list[int], limit: int, walk: _Walk) -> set[int]:
     keep: set[int] = set()
     used = 0
     for n in free:
+        walk.visit(n)
         if used + len(rounds[n]) > limit and n != free[0]:
             break
         keep.add(n)
         used += len(rounds[n])
+    else:
+        walk.done()
     return keep
+
+
+def _last_rounds(free: list[int], count: int, walk: _Walk) -> set[int]:
+    for n in free[:count]:
+        walk.visit(n)
+    if len(free) < count:
+        walk.done()
+    return set(free[:count])
 
 
 def _too_big(size: int, messages: int) -> str:
@@ -267,17 +313,22 @@ def window(
 
     def compile_window(snapshot: Snapshot) -> Compiled:
         compiled = inner(snapshot)
+        elided = compiled.pending
         grouped = snapshot.rounds(compiled.items)
         free = _free(grouped)
         keep = set(range(len(grouped))) - set(free)
         newest = free[0] if free else None
         task = _set_aside(free, opening_task(grouped) if keep_task else None, newest)
         keep |= set() if task is None else {task}
+        walk = _Walk(grouped, elided)
         if messages is None:
-            return compiled.then(*_select(grouped, keep | set(free[:rounds]), "window"))
-        keep |= _last_messages(grouped, free, messages)
+            assert rounds is not None
+            kept, left = _select(grouped, keep | _last_rounds(free, rounds, walk), "window", elided)
+            return compiled.then(kept, left, pending=None)
+        keep |= _last_messages(grouped, free, messages, walk)
         newest = len(grouped[free[0]]) if free else 0
         warnings = [] if newest <= messages else [_too_big(newest, messages)]
-        return compiled.then(*_select(grouped, keep, "window"), warnings=warnings)
+        kept, left = _select(grouped, keep, "window", elided)
+        return compiled.then(kept, left, warnings=warnings, pending=None)
 
     return compile_window

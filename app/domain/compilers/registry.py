@@ -140,12 +140,19 @@ CLOCKED = frozenset({"providers"})
 def repeatable(spec: CompilerSpec, registry: Registry = BUILTINS) -> bool:
     """True when ``spec`` compiles equal inputs to equal outputs: built-ins only (a plug-in may
     read anything) and none that reads the clock. Such answers can be cached."""
+    return built_in(spec, registry) and not any(p.name in CLOCKED for p in spec.decorators)
+
+
+def built_in(spec: CompilerSpec, registry: Registry = BUILTINS) -> bool:
+    """True when every part of ``spec`` is a built-in (a plug-in may read anything)."""
     parts = [(registry.bases, BUILTINS.bases, spec.base)]
     parts += [(registry.decorators, BUILTINS.decorators, part) for part in spec.decorators]
-    return all(
-        part.name not in CLOCKED and table.get(part.name) is builtin.get(part.name)
-        for table, builtin, part in parts
-    )
+    return all(table.get(part.name) is builtin.get(part.name) for table, builtin, part in parts)
+
+
+def build_base(spec: CompilerSpec, registry: Registry = BUILTINS) -> Compiler:
+    """The base compiler of ``spec`` alone, unrepaired (what a digest reads a history with)."""
+    return _make(registry.bases, "compiler", spec.base, ("compiler", "base"))
 
 
 def names(registry: Registry) -> dict[str, Sequence[str]]:

@@ -44,13 +44,77 @@ def repair(
     messages: Sequence[Message], target: Target, prior_call_ids: frozenset[str]
 ) -> tuple[list[Entry], list[str]]:
     """``make_valid`` keeping each message's index in the input (warnings cite it)."""
-    warnings: list[str] = []
-    entries = [(i, fit_message(i, message, target, warnings)) for i, message in enumerate(messages)]
+    entries, passes, _ = repair_passes(messages, target, prior_call_ids)
+    return entries, [warning for found in passes for warning in found]
+
+
+@dataclass(frozen=True)
+class Earlier:
+    """What the repairs of ``messages`` need to know of earlier messages of the same view that
+    they are not given (a compile reading only the newest part of a long history).
+
+    ``calls``: call ids, as repaired, that earlier rounds made (duplicates for Anthropic; a
+    result answering one is "not in the round of its call"). ``ids``: every id the earlier
+    messages hold, of those ``checked``; a new id is made only from checked candidates, since
+    one outside them might be taken (``Unknowable``).
+    """
+
+    calls: frozenset[str] = frozenset()
+    ids: frozenset[str] = frozenset()
+    checked: frozenset[str] = frozenset()
+
+
+class Unknowable(Exception):
+    """The repairs need an earlier message they were not given (see ``Earlier``)."""
+
+
+Passes = tuple[list[str], list[str], list[str], list[str]]
+
+
+@dataclass(frozen=True)
+class Ids:
+    """The ids of a repaired view that later messages' repairs depend on (``Earlier``)."""
+
+    calls: frozenset[str]  # the calls the rounds made, as renamed
+    taken: frozenset[str]  # every id in it, new ones included
+
+
+def repair_passes(
+    messages: Sequence[Message],
+    target: Target,
+    prior_call_ids: frozenset[str],
+    labels: Sequence[int] | None = None,
+    earlier: Earlier | None = None,
+    want_ids: bool = False,
+) -> tuple[list[Entry], Passes, Ids | None]:
+    """``repair``, its warnings kept per pass (fit, ids, pairing, unsendable): each pass warns in
+    message order, so the warnings of two consecutive parts of a view merge pass by pass.
+    ``labels``: the index each message is cited by (default: its index in ``messages``); with
+    ``want_ids``, the view's ``Ids`` too."""
+    at = labels if labels is not None else range(len(messages))
+    passes: Passes = ([], [], [], [])
+    entries = [(i, fit_message(at[i], m, target, passes[0])) for i, m in enumerate(messages)]
     # Renaming ids and pairing results keep every message's boundary: computed once.
     kinds = [boundary(message, target) for _, message in entries]
-    entries = _rename_ids(entries, kinds, target, prior_call_ids, warnings)
-    entries = _pair(entries, kinds, prior_call_ids, warnings)
-    return _drop_unsendable(entries, target, warnings), warnings
+    fitted = entries
+    entries = _rename_ids(entries, kinds, target, prior_call_ids, passes[1], at, earlier)
+    ids = _view_ids(fitted, entries, kinds, prior_call_ids) if want_ids else None
+    entries = _pair(entries, kinds, prior_call_ids, passes[2], at, earlier)
+    return _drop_unsendable(entries, target, passes[3], at), passes, ids
+
+
+def _view_ids(
+    fitted: list[Entry], renamed: list[Entry], kinds: list[Boundary], prior: frozenset[str]
+) -> Ids:
+    """The calls the rounds make (as renamed) and every id, new ones included."""
+    calls = {
+        call.id
+        for (_, message), kind in zip(renamed, kinds, strict=True)
+        if kind == "start"
+        for call in message.tool_calls
+    }
+    taken = {cid for _, message in [*fitted, *renamed] for cid in _ids(message)} | prior
+    return Ids(frozenset(calls), frozenset(taken))
 
 
 def boundary(message: Message, target: Target) -> Boundary:
@@ -75,12 +139,14 @@ def _rename_ids(
     target: Target,
     prior: frozenset[str],
     warnings: list[str],
+    at: Sequence[int],
+    earlier: Earlier | None,
 ) -> list[Entry]:
-    taken = _Taken(prior, entries)
+    taken = _Taken(prior, entries, earlier)
     # Anthropic wants tool_use ids unique in the whole request; OpenAI pairs tool messages with
     # the assistant message right before them, so there ids need only be unique per message
     # (real OpenAI histories do reuse ids across rounds).
-    seen = set(prior)
+    seen = set(prior) | (set(earlier.calls) if earlier and target == "anthropic" else set())
     # Per round: original call id -> the ids its results should answer, in order.
     pending: dict[str, list[str]] = {cid: [cid] for cid in prior}
     out: list[Entry] = []
@@ -89,7 +155,7 @@ def _rename_ids(
             pending = {}
             if target == "openai":
                 seen = set()
-            message = _rename_calls(i, message, target, seen, taken, pending, warnings)
+            message = _rename_calls(at[i], message, target, seen, taken, pending, warnings)
         else:
             message = _rename_results(message, pending)
             if kind == "close":
@@ -101,15 +167,28 @@ def _rename_ids(
 class _Taken:
     """Every id in the request, gathered on first use (most requests need no new id)."""
 
-    def __init__(self, prior: frozenset[str], entries: list[Entry]) -> None:
+    def __init__(
+        self, prior: frozenset[str], entries: list[Entry], earlier: Earlier | None
+    ) -> None:
         self._prior, self._entries, self._ids = prior, entries, set[str]()
+        self._earlier = earlier
         self._gathered = False
 
     def ids(self) -> set[str]:
         if not self._gathered:
             self._ids |= self._prior | {cid for _, m in self._entries for cid in _ids(m)}
+            self._ids |= self._earlier.ids if self._earlier else set()
             self._gathered = True
         return self._ids
+
+    def free(self, candidate: str) -> bool:
+        """Whether ``candidate`` may be a new id (``Unknowable`` when earlier messages not given
+        might hold it)."""
+        if candidate in self.ids():
+            return False
+        if self._earlier is not None and candidate not in self._earlier.checked:
+            raise Unknowable(candidate)
+        return True
 
 
 def _ids(message: Message) -> list[str]:
@@ -132,7 +211,7 @@ def _rename_calls(
         new_id = part.id
         malformed = target == "anthropic" and not ANTHROPIC_ID.fullmatch(part.id)
         if part.id in seen or malformed:
-            new_id = _fresh_id(part.id, target, taken.ids())
+            new_id = _fresh_id(part.id, target, taken)
             taken.ids().add(new_id)
             parts[j] = part.model_copy(update={"id": new_id})
             why = "a duplicate" if part.id in seen else "Anthropic ids are A-Z a-z 0-9 _ -"
@@ -144,14 +223,20 @@ def _rename_calls(
     return _with_parts(message, parts)
 
 
-def _fresh_id(call_id: str, target: Target, taken: set[str]) -> str:
-    base = call_id if target == "openai" else (_ID_CHAR.sub("_", call_id) or "call")
-    if base not in taken:
+def _fresh_id(call_id: str, target: Target, taken: _Taken) -> str:
+    base = fresh_base(call_id, target)
+    if taken.free(base):
         return base
     n = 2
-    while f"{base}__{n}" in taken:
+    while not taken.free(f"{base}__{n}"):
         n += 1
     return f"{base}__{n}"
+
+
+def fresh_base(call_id: str, target: Target) -> str:
+    """What a renamed ``call_id`` is made from: itself, or for Anthropic its allowed form; the
+    new id is this, or this with ``__2``, ``__3``... appended."""
+    return call_id if target == "openai" else (_ID_CHAR.sub("_", call_id) or "call")
 
 
 def _rename_results(message: Message, pending: dict[str, list[str]]) -> Message:
@@ -177,23 +262,28 @@ class _Round:
 
 
 def _pair(
-    entries: list[Entry], kinds: list[Boundary], prior: frozenset[str], warnings: list[str]
+    entries: list[Entry],
+    kinds: list[Boundary],
+    prior: frozenset[str],
+    warnings: list[str],
+    at: Sequence[int],
+    earlier: Earlier | None,
 ) -> list[Entry]:
     out = list(entries)
     current = _Round(calls={cid: "" for cid in prior})
-    called: set[str] = set(prior)
+    called: set[str] = set(prior) | (set(earlier.calls) if earlier else set())
     for pos, ((i, message), kind) in enumerate(zip(entries, kinds, strict=True)):
         if kind == "start":
-            _close(out, current, warnings)
+            _close(out, current, warnings, at)
             current = _Round(pos, {c.id: c.name for c in message.tool_calls})
             called |= set(current.calls)
             continue
         if message.tool_results:
-            out[pos] = (i, _answer(i, message, current, called, warnings))
+            out[pos] = (i, _answer(at[i], message, current, called, warnings))
         if kind == "close":
-            _close(out, current, warnings)
+            _close(out, current, warnings, at)
             current = _Round()
-    _close(out, current, warnings)
+    _close(out, current, warnings, at)
     return out
 
 
@@ -223,7 +313,7 @@ def _answer(
     return _with_parts(message, kept)
 
 
-def _close(out: list[Entry], current: _Round, warnings: list[str]) -> None:
+def _close(out: list[Entry], current: _Round, warnings: list[str], at: Sequence[int]) -> None:
     """Drop the calls of the finished round that got no result (keeping the rest)."""
     if current.owner is None:
         return
@@ -233,7 +323,8 @@ def _close(out: list[Entry], current: _Round, warnings: list[str]) -> None:
     index, message = out[current.owner]
     for cid in missing:
         warnings.append(
-            f"dropped tool call {cid!r} ({current.calls[cid]}) that has no result (message {index})"
+            f"dropped tool call {cid!r} ({current.calls[cid]}) that has no result"
+            f" (message {at[index]})"
         )
     kept = [p for p in message.content if not (isinstance(p, ToolCallPart) and p.id in missing)]
     out[current.owner] = (index, _with_parts(message, kept))
@@ -242,15 +333,19 @@ def _close(out: list[Entry], current: _Round, warnings: list[str]) -> None:
 # Messages with nothing left to send
 
 
-def _drop_unsendable(entries: list[Entry], target: Target, warnings: list[str]) -> list[Entry]:
+def _drop_unsendable(
+    entries: list[Entry], target: Target, warnings: list[str], at: Sequence[int]
+) -> list[Entry]:
     out = []
     for i, message in entries:
         if sendable(message, target):
             out.append((i, message))
         elif message.content:
-            warnings.append(f"dropped {message.role} message {i}: nothing in it reaches {target}")
+            warnings.append(
+                f"dropped {message.role} message {at[i]}: nothing in it reaches {target}"
+            )
         else:
-            warnings.append(f"dropped empty {message.role} message (message {i})")
+            warnings.append(f"dropped empty {message.role} message (message {at[i]})")
     return out
 
 

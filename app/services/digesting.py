@@ -1,0 +1,230 @@
+"""Digests of long histories, made and moved forward after the compiles that need them.
+
+A session compile that trims reads the newest part of the history and a digest of the rest
+(app/domain/compilers/digests.py). A compile that had to read all of it (none yet, or the one
+there could not serve it) has a digest made from what it read; one that read a tail grown past
+what it keeps by half has the digest moved forward. Both run after the compile answered, as tasks
+of their own (at most one per session and view at a time in this process), on the tenant's CPU
+slots, and are written under the session's lock only if no compaction rewrote the history since
+the compile read it. A failure costs nothing but the next compile reading more.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import hashlib
+import logging
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from typing import Any, Literal
+
+from cachetools import LRUCache
+from sqlalchemy import Row
+from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
+
+from app.domain.compilers.base import Compiler, Elided, Item, Snapshot
+from app.domain.compilers.digests import NOTHING_EARLIER, candidate_ids, earlier, extend
+from app.domain.compilers.registry import Registry, build_base, built_in
+from app.domain.compilers.spec import CompilerSpec
+from app.domain.compiling import Output, Target
+from app.domain.providers import ProviderProfile
+from app.domain.sessions import SessionPk
+from app.domain.tokens import Encoder, count_message
+from app.domain.validity.repair import Earlier
+from app.services import cpu
+from app.services.cache import canonical_json
+from app.storage import digests
+from app.storage.digests import Stored
+from app.storage.models import SessionRow
+
+log = logging.getLogger(__name__)
+FUTILE_KEPT = 4096
+Outcome = Literal["made", "moved", "none", "stale", "failed"]
+
+
+@dataclass(frozen=True)
+class Job:
+    """A digest to make (no ``prior``) or move forward from what a compile read."""
+
+    pk: SessionPk
+    view_key: str
+    version: int  # the history's, when the compile read it
+    items: Sequence[Item]  # every stored item (or the prior's needed rounds and its tail)
+    base: Compiler
+    snapshot: Snapshot
+    keep_tokens: int
+    prior: Stored | None = None
+    earlier: Earlier = NOTHING_EARLIER
+
+
+class Digester:
+    """Runs digest jobs in the background, one per session and view at a time."""
+
+    def __init__(
+        self,
+        maker: async_sessionmaker[AsyncSession],
+        on_done: Callable[[Outcome], None] = lambda _: None,
+    ) -> None:
+        self.maker, self.on_done = maker, on_done
+        self._running: dict[tuple[str, str], asyncio.Task[None]] = {}
+        # Histories of which no digest could be made, by session and view: (their version, how
+        # many messages they had); not tried again until they grew by a tenth.
+        self._futile: LRUCache[tuple[str, str], tuple[int, int]] = LRUCache(FUTILE_KEPT)
+
+    def schedule(self, job: Job, now: datetime) -> None:
+        key = (job.pk, job.view_key)
+        if key in self._running:
+            return
+        futile = self._futile.get(key)
+        if futile is not None and job.prior is None:
+            version, size = futile
+            if version == job.version and len(job.items) < size + max(100, size // 10):
+                return
+        task = asyncio.create_task(self._run(job, now))
+        self._running[key] = task
+        task.add_done_callback(lambda _: self._running.pop(key, None))
+
+    async def _run(self, job: Job, now: datetime) -> None:
+        outcome: Outcome = "failed"
+        try:
+            outcome = await self._digest(job, now)
+        except Exception:  # a background task: nothing waits for it to fail
+            log.warning("a digest of session %s could not be made", job.pk, exc_info=True)
+        finally:
+            if outcome == "none" and job.prior is None:
+                self._futile[(job.pk, job.view_key)] = (job.version, len(job.items))
+            self.on_done(outcome)
+
+    async def _digest(self, job: Job, now: datetime) -> Outcome:
+        prior = job.prior
+        made = await cpu.run_sync(
+            extend, None if prior is None else prior.digest, job.items, job.base, job.snapshot,
+            job.keep_tokens, job.earlier,
+        )  # fmt: skip
+        if made is None:
+            return "none"
+        digest, ids = made
+        generation = None if prior is None else prior.generation
+        async with self.maker() as db:
+            kept = await digests.save(
+                db, job.pk, job.view_key, job.version, digest, ids, now, generation
+            )
+            await db.commit()
+        if not kept:
+            return "stale"
+        return "made" if prior is None else "moved"
+
+    async def idle(self) -> None:
+        """Wait for the jobs running now (tests; shutdown)."""
+        while self._running:
+            await asyncio.gather(*self._running.values(), return_exceptions=True)
+
+    async def close(self) -> None:
+        for task in self._running.values():
+            task.cancel()
+        await self.idle()
+
+
+# Reading the tail of a long history
+
+# A digest keeps this many context windows of rounds after it (or as many times what the compile
+# sent, if more), and is moved forward once the tail read with it has MOVE_AT times that: a
+# compile reads 1.1 to 1.65 windows of a long history.
+KEEP_WINDOWS = 1.1
+MOVE_AT = 1.5
+TRIMMING = frozenset({"token_limit", "window"})
+
+
+@dataclass(frozen=True)
+class View:
+    """What a digest is made for: a base compiler, for a target shape and encoding."""
+
+    key: str
+    base: Compiler
+
+
+def view_of(spec: CompilerSpec, registry: Registry, profile: ProviderProfile) -> View | None:
+    """The view of a compile that may read a tail: built-ins only (a plug-in may read any of
+    the history), with a step that trims (without one, all of it is sent)."""
+    if not built_in(spec, registry) or not any(p.name in TRIMMING for p in spec.decorators):
+        return None
+    named = [spec.base.name, spec.base.params, profile.output, profile.encoding]
+    return View(hashlib.sha256(canonical_json(named)).hexdigest(), build_base(spec, registry))
+
+
+@dataclass(frozen=True)
+class Tail:
+    """The newest part of a history, the digest of the rest, and what its ids ask of it."""
+
+    stored: Stored
+    rows: Sequence[Row[Any]]  # the digest's needed rows, then the tail
+    asked: frozenset[str]
+    calls: set[str]
+    held: set[str]
+
+    def reread(self, items: Sequence[Item]) -> list[Item]:
+        return [i for i in items if i.seq < self.stored.digest.upto]
+
+    def earlier(self, items: Sequence[Item]) -> Earlier:
+        return earlier(self.asked, self.calls, self.held, self.reread(items))
+
+    def elided(self, items: Sequence[Item]) -> Elided:
+        return self.stored.digest.elided(self.earlier(items))
+
+    @property
+    def tokens(self) -> int:
+        """The tail's stored tokens."""
+        return sum(r.tokens for r in self.rows if r.seq >= self.stored.digest.upto)
+
+
+async def read_tail(
+    db: AsyncSession,
+    pk: SessionPk,
+    version: int,
+    view: View,
+    execution_id: str | None,
+    profile: ProviderProfile,
+) -> Tail | None:
+    """The tail to compile with the view's digest, if there is one for this history and this
+    execution; read after the digest, and checked to be of the same history (a compaction
+    between two reads changes it)."""
+    stored = await digests.load(db, pk, view.key, version)
+    if stored is None or not stored.digest.serves(execution_id):
+        return None
+    digest = stored.digest
+    rows = await digests.rows_from(db, pk, digest.needed, digest.upto, profile.encoding)
+    asked = candidate_ids(await digests.tail_ids(db, pk, digest.upto), profile.output, digest)
+    calls, held = await digests.ids_among(db, pk, view.key, stored, asked)
+    if await digests.history_version(db, pk) != version:
+        return None
+    return Tail(stored, rows, asked, calls, held)
+
+
+def job_after(
+    view: View,
+    row: SessionRow,
+    rows: Sequence[Row[Any]],
+    items: tuple[Item, ...],
+    tail: Tail | None,
+    target: Target,
+    output: Output,
+    execution_id: str | None,
+    encoder: Encoder,
+) -> Job | None:
+    """The digest to make (after a whole read of a history long enough to need one) or move
+    forward (after a tail grown past ``MOVE_AT`` times what it keeps), if any."""
+    keep = int(KEEP_WINDOWS * max(target.context_window, output.total))
+    snapshot = Snapshot(
+        items=(), tenant="", now=datetime.now(UTC), count=lambda m: count_message(m, encoder),
+        execution_id=execution_id, target=target.profile.output,
+    )  # fmt: skip
+    pk = SessionPk(row.pk)
+    if tail is None:
+        if sum(r.tokens for r in rows) < MOVE_AT * keep:
+            return None
+        return Job(pk, view.key, row.history_version, items, view.base, snapshot, keep)
+    if tail.tokens < MOVE_AT * keep:
+        return None
+    return Job(pk, view.key, row.history_version, items, view.base, snapshot, keep, tail.stored,
+               tail.earlier(items))  # fmt: skip

@@ -1,0 +1,148 @@
+"""Digests of the older part of sessions' histories (app/domain/compilers/digests.py): read
+with what a compile reads instead of that part, and written after the compile, serialised with
+the session's other writes."""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any
+
+from sqlalchemy import Row, and_, delete, or_, select, update
+from sqlalchemy.dialects import postgresql, sqlite
+from sqlalchemy.ext.asyncio import AsyncSession
+
+from app.domain.compilers.base import Ranges
+from app.domain.compilers.digests import Digest
+from app.domain.sessions import SessionPk
+from app.domain.validity.repair import Ids
+from app.storage import queries
+from app.storage.compiles import ROW_COLUMNS
+from app.storage.models import DigestIdRow, DigestRow, MessageRow, SessionRow, ToolPartRow
+
+CHUNK = 500
+_IDS = DigestIdRow.__table__.c
+_MESSAGES = MessageRow.__table__.c
+
+
+@dataclass(frozen=True)
+class Stored:
+    """A session's digest for one view, and the generation its ids belong to."""
+
+    digest: Digest
+    generation: str
+
+
+async def load(db: AsyncSession, pk: SessionPk, view_key: str, version: int) -> Stored | None:
+    """The digest of ``view_key``, if one was made of the history as it is (``version``: the
+    session's compactions so far)."""
+    query = select(DigestRow.generation, DigestRow.digest).where(
+        DigestRow.session_pk == pk, DigestRow.view_key == view_key
+    )
+    found = (await db.execute(query)).first()
+    if found is None or found.digest.get("version") != version:
+        return None
+    return Stored(Digest.from_json(found.digest), found.generation)
+
+
+async def rows_from(
+    db: AsyncSession, pk: SessionPk, needed: Ranges, upto: int, encoding: str
+) -> Sequence[Row[Any]]:
+    """The stored messages from seq ``upto`` on and those in the ``needed`` ranges, in seq
+    order, as ``compiles.rows_after`` gives them."""
+    wanted = [_MESSAGES.seq >= upto]
+    wanted += [and_(_MESSAGES.seq >= first, _MESSAGES.seq <= last) for first, last in needed]
+    query = (
+        select(*ROW_COLUMNS[encoding])
+        .where(_MESSAGES.session_pk == pk, or_(*wanted))
+        .order_by(_MESSAGES.seq)
+    )
+    return (await db.execute(query)).all()
+
+
+async def tail_ids(db: AsyncSession, pk: SessionPk, upto: int) -> list[str]:
+    """The tool call ids of the messages from seq ``upto`` on (the tool part index)."""
+    query = select(ToolPartRow.call_id).where(ToolPartRow.session_pk == pk, ToolPartRow.seq >= upto)
+    return list((await db.scalars(query)).all())
+
+
+async def ids_among(
+    db: AsyncSession, pk: SessionPk, view_key: str, stored: Stored, asked: Iterable[str]
+) -> tuple[set[str], set[str]]:
+    """Of the ids ``asked`` about, those the digest's older part calls, and those it holds."""
+    calls: set[str] = set()
+    held: set[str] = set()
+    asked = sorted(asked)
+    for start in range(0, len(asked), CHUNK):
+        query = select(_IDS.kind, _IDS.call_id).where(
+            _IDS.session_pk == pk, _IDS.view_key == view_key,
+            _IDS.generation == stored.generation, _IDS.upto <= stored.digest.upto,
+            _IDS.call_id.in_(asked[start : start + CHUNK]),
+        )  # fmt: skip
+        for kind, call_id in (await db.execute(query)).all():
+            held.add(call_id)
+            if kind == "call":
+                calls.add(call_id)
+    return calls, held
+
+
+async def history_version(db: AsyncSession, pk: SessionPk) -> int | None:
+    """How many compactions rewrote the session's history (None: the session is gone)."""
+    return await db.scalar(select(SessionRow.history_version).where(SessionRow.pk == pk))
+
+
+async def save(
+    db: AsyncSession,
+    pk: SessionPk,
+    view_key: str,
+    version: int,
+    digest: Digest,
+    ids: Ids,
+    now: datetime,
+    generation: str | None = None,
+) -> bool:
+    """Keep ``digest`` (made of the history at ``version``) and the ids its part added, in one
+    transaction under the session's lock; the caller commits. Without a ``generation`` it
+    replaces the view's digest, made anew from the whole history; with one it moves that
+    generation forward, unless another digest replaced it or went further first. False when
+    nothing was kept (the history changed, or the session is gone)."""
+    if not await queries.lock_session(db, pk) or await history_version(db, pk) != version:
+        return False
+    data = digest.to_json() | {"version": version}
+    if generation is None:
+        generation = str(uuid.uuid4())
+        await db.execute(
+            delete(DigestIdRow).where(
+                DigestIdRow.session_pk == pk, DigestIdRow.view_key == view_key
+            )
+        )
+        await db.execute(
+            delete(DigestRow).where(DigestRow.session_pk == pk, DigestRow.view_key == view_key)
+        )
+        db.add(DigestRow(session_pk=pk, view_key=view_key, generation=generation,
+                         upto=digest.upto, digest=data, updated_at=now))  # fmt: skip
+        await db.flush()
+    else:
+        moved = await db.execute(
+            update(DigestRow)
+            .where(
+                DigestRow.session_pk == pk, DigestRow.view_key == view_key,
+                DigestRow.generation == generation, DigestRow.upto < digest.upto,
+            )
+            .values(upto=digest.upto, digest=data, updated_at=now)
+        )  # fmt: skip
+        if not getattr(moved, "rowcount", 0):
+            return False
+    rows = [("call", cid) for cid in ids.calls] + [("id", cid) for cid in ids.taken - ids.calls]
+    values = [
+        {"session_pk": pk, "view_key": view_key, "generation": generation, "kind": kind,
+         "call_id": cid, "upto": digest.upto}
+        for kind, cid in rows
+    ]  # fmt: skip
+    insert = postgresql.insert if db.get_bind().dialect.name == "postgresql" else sqlite.insert
+    for start in range(0, len(values), CHUNK // 5):
+        chunk = values[start : start + CHUNK // 5]
+        await db.execute(insert(DigestIdRow).values(chunk).on_conflict_do_nothing())
+    return True

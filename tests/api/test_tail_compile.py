@@ -1,0 +1,191 @@
+"""A session compile that trims reads the newest part of a long history and a digest of the
+rest (issue 12, item 1), over HTTP on both databases: its answer is the one a compile reading the
+whole history gives, while appends move the digest forward, a compaction retires it, and the
+execution whose traces the view shows changes."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from typing import Any
+
+import httpx
+import pytest
+from sqlalchemy import text
+
+from app.storage.db import create_engine
+from tests.api.test_compile import valid
+from tests.conftest import Api, new_session, scrape
+
+WINDOW = 2_000  # a digest keeps 2,200 tokens of rounds; a tail of 3,300 moves it forward
+
+
+def turn(n: int, call_id: str | None = None, trace: str | None = None) -> list[dict[str, Any]]:
+    """A prompt and a tool round answering it (about 120 tokens)."""
+    cid = call_id or f"call_{n}"
+    meta = {"metadata": {"is_trace": True, "execution_id": trace}} if trace else {}
+    return [
+        {"role": "user", "content": f"step {n}: look at module_{n}.py and report what it does"},
+        {"role": "assistant", "content": None, "tool_calls": [{
+            "id": cid, "type": "function",
+            "function": {"name": "read_file", "arguments": f'{{"path": "module_{n}.py"}}'}}],
+         **meta},
+        {"role": "tool", "tool_call_id": cid, "content": f"def handler_{n}(): " + "x = 1; " * 30,
+         **meta},
+        {"role": "assistant", "content": f"module_{n}.py defines handler_{n}, which sets x."},
+    ]  # fmt: skip
+
+
+def append(client: httpx.Client, sid: str, messages: list[dict[str, Any]]) -> None:
+    for start in range(0, len(messages), 500):
+        posted = client.post(
+            f"/v1/sessions/{sid}/messages", json={"messages": messages[start : start + 500]}
+        )
+        assert posted.status_code == 201, posted.text
+
+
+def compiled(client: httpx.Client, sid: str, **body: Any) -> dict[str, Any]:
+    answer = client.post(f"/v1/sessions/{sid}/compile", json=body)
+    assert answer.status_code == 200, answer.text
+    out: dict[str, Any] = valid(answer.json())
+    out.pop("compile_id")
+    return out
+
+
+def reads(client: httpx.Client) -> dict[str, float]:
+    """Session compiles so far, by what they read."""
+    found = {}
+    for line in scrape(client).text.splitlines():
+        if line.startswith("ctxc_session_compile_reads_total{"):
+            found[line.split('read="')[1].split('"')[0]] = float(line.rsplit(" ", 1)[1])
+    return found
+
+
+def _sql(url: str, statement: str, **params: Any) -> list[Any]:
+    async def run() -> list[Any]:
+        engine = create_engine(url)
+        try:
+            async with engine.begin() as conn:
+                result = await conn.execute(text(statement), params)
+                return list(result.all()) if result.returns_rows else []
+        finally:
+            await engine.dispose()
+
+    return asyncio.run(run())
+
+
+def digest_upto(api: Api, sid: str) -> int | None:
+    rows = _sql(
+        api.database_url,
+        "SELECT d.upto FROM digests d JOIN sessions s ON s.pk = d.session_pk WHERE s.id = :sid",
+        sid=sid,
+    )
+    return int(rows[0][0]) if rows else None
+
+
+def wait_for_digest(api: Api, sid: str, beyond: int = 0) -> int:
+    """The digest's upto once a digest past ``beyond`` is written (it is made in the
+    background, after the compile that needed it answered)."""
+    deadline = time.monotonic() + 30
+    while time.monotonic() < deadline:
+        upto = digest_upto(api, sid)
+        if upto is not None and upto > beyond:
+            return upto
+        time.sleep(0.05)
+    raise AssertionError(f"no digest past {beyond}")
+
+
+def whole(api: Api, client: httpx.Client, sid: str, **body: Any) -> dict[str, Any]:
+    """The answer of a compile reading the whole history: the session's digests removed first
+    (and the one that compile makes waited for)."""
+    _sql(
+        api.database_url,
+        "DELETE FROM digests WHERE session_pk = (SELECT pk FROM sessions WHERE id = :sid)",
+        sid=sid,
+    )
+    before = reads(client).get("whole", 0)
+    answer = compiled(client, sid, **body)
+    assert reads(client)["whole"] == before + 1
+    wait_for_digest(api, sid)
+    return answer
+
+
+def test_a_long_session_compiles_from_its_tail_as_from_all_of_it(
+    api: Api, client: httpx.Client
+) -> None:
+    sid = new_session(client, provider="gpt-4o", context_window=WINDOW)
+    append(client, sid, [{"role": "system", "content": "You are a careful code reviewer."}])
+    append(client, sid, [m for n in range(150) for m in turn(n)])
+    first = compiled(client, sid)  # reads it all, then a digest is made
+    upto = wait_for_digest(api, sid)
+    assert upto > 300
+    before = reads(client)
+    again = compiled(client, sid)
+    assert reads(client)["tail"] == before.get("tail", 0) + 1
+    assert again == first
+    assert again["messages"][0]["role"] == "system"
+    assert again["left_out"][0]["reason"] == "token_limit"
+    # Appends grow the tail; past twice what it keeps, the digest moves forward.
+    for start in range(150, 300, 30):
+        append(client, sid, [m for n in range(start, start + 30) for m in turn(n)])
+        tailed = compiled(client, sid)
+        moved = wait_for_digest(api, sid, beyond=upto) if start >= 240 else upto
+        assert tailed == whole(api, client, sid)
+        upto = digest_upto(api, sid) or moved
+    assert upto > 600
+
+
+def test_the_window_decorator_and_a_posted_spec_read_the_tail_too(
+    api: Api, client: httpx.Client
+) -> None:
+    sid = new_session(client, provider="anthropic", context_window=WINDOW)
+    # Reused call ids across the history: Anthropic wants them unique, so the repairs rename
+    # the newer ones, whichever part of the history the older one is in.
+    append(client, sid, [m for n in range(200) for m in turn(n, call_id=f"c{n % 7}")])
+    spec = {"decorators": [{"name": "window", "params": {"rounds": 12}}]}
+    reference = compiled(client, sid, compiler=spec)
+    wait_for_digest(api, sid)
+    before = reads(client).get("tail", 0)
+    assert compiled(client, sid, compiler=spec) == reference
+    assert reads(client)["tail"] == before + 1
+    assert any("renamed tool call id" in w for w in reference["warnings"])
+    append(client, sid, [m for n in range(200, 210) for m in turn(n, call_id=f"c{n % 7}")])
+    assert compiled(client, sid, compiler=spec) == whole(api, client, sid, compiler=spec)
+
+
+@pytest.mark.parametrize("kind", ["full", "tool_payloads"])
+def test_a_compaction_retires_the_digest(api: Api, client: httpx.Client, kind: str) -> None:
+    sid = new_session(client, provider="gpt-4o", context_window=WINDOW)
+    append(client, sid, [m for n in range(150) for m in turn(n)])
+    compiled(client, sid)
+    upto = wait_for_digest(api, sid)
+    body = {"kind": kind} | ({"policy": {"summary_tokens": 300}} if kind == "full" else {})
+    done = client.post(f"/v1/sessions/{sid}/compact", json=body)
+    assert done.status_code == 201, done.text
+    before = reads(client)
+    answer = compiled(client, sid)
+    assert reads(client)["whole"] == before["whole"] + 1  # the digest was of another history
+    if kind == "full":
+        return  # what is left is short: read whole
+    # Still long (its payloads were rewritten in place): a digest of the new history is made.
+    deadline = time.monotonic() + 30
+    while reads(client).get("tail", 0) == before.get("tail", 0):
+        assert time.monotonic() < deadline, "no digest of the rewritten history"
+        assert compiled(client, sid) == answer
+        time.sleep(0.05)
+    assert upto
+
+
+def test_traces_of_the_older_part_decide_which_executions_a_digest_serves(
+    api: Api, client: httpx.Client
+) -> None:
+    sid = new_session(client, provider="gpt-4o", context_window=WINDOW)
+    messages = [m for n in range(150) for m in turn(n, trace="e1" if n % 10 == 3 else None)]
+    append(client, sid, messages)
+    for execution in ("e1", "e2", "e3", "e1"):
+        answer = compiled(client, sid, execution_id=execution)
+        wait_for_digest(api, sid)
+        assert compiled(client, sid, execution_id=execution) == answer
+        assert answer == whole(api, client, sid, execution_id=execution)
+    hidden = {r["reason"]: r for r in compiled(client, sid, execution_id="e2")["left_out"]}
+    assert hidden["trace"]["count"] == 2 * 15
