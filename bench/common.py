@@ -19,6 +19,7 @@ import asyncpg
 import httpx
 from sqlalchemy.engine import make_url
 
+METRICS_TOKEN = "bench-scraper"
 POSTGRES_ADMIN_URL = os.environ.get(
     "CTXC_TEST_POSTGRES_URL", "postgresql+asyncpg://postgres@127.0.0.1:5432/postgres"
 )
@@ -93,6 +94,7 @@ def served(
         "CTXC_AUTH": "keys",
         "CTXC_LOG_LEVEL": "warning",
         "CTXC_MAX_BODY_BYTES": str(max_body_bytes),
+        "CTXC_METRICS_TOKEN": METRICS_TOKEN,
     }
     proc = subprocess.Popen(
         [sys.executable, "-m", "app.cli", "serve", "--port", str(port)],
@@ -114,6 +116,17 @@ def served(
     finally:
         proc.terminate()
         proc.wait(timeout=30)
+
+
+def metric(client: httpx.Client, name: str) -> float:
+    """The sum of a counter's samples in the server's ``/metrics`` (0 when absent)."""
+    page = client.get("/metrics", headers={"Authorization": f"Bearer {METRICS_TOKEN}"})
+    page.raise_for_status()
+    return sum(
+        float(line.rsplit(" ", 1)[1])
+        for line in page.text.splitlines()
+        if line.startswith(name) and not line.startswith("#")
+    )
 
 
 def percentile(values: list[float], pct: float) -> float:

@@ -5,7 +5,10 @@ On Postgres and on SQLite, one `ctxc serve` each, one session of agent turns
 (`bench.append.agent_batch`) grown through appends to each size in turn. At each size:
 
 - full: `POST /v1/sessions/{id}/compile` with `{}` (the default profile, `openai` with its
-  128k window, and the default compiler), after one warm-up compile;
+  128k window, and the default compiler). The first compile after growing reads what the
+  session's digest does not cover yet (all of it, the first time) and is shown apart
+  (`first`); the digest it has made or moved in the background is waited for, as an agent's
+  next turn would find it, then the compiles are timed;
 - delta: the same session compiled for `codex-cli` (session-stateful) with an active provider
   session: the cursor reset, a compile acknowledged with a `provider_session_id` (the full
   start), then rounds of one appended turn (10 messages), a compile (timed, delta mode) and its
@@ -17,8 +20,7 @@ database) plus a raw read of exactly the rows that compile sent (asyncpg on Post
 SQLite: one connection, the seqs taken from the answer, `seq_range` less the `left_out` ranges),
 encoded with orjson (JSON columns as the driver returns them, text); floor = the two medians
 added. Times are the client's, whole requests. Full compiles stop after a time budget (at least
-3 samples), so a slow one is sampled fewer times (the count is printed) and its first compile,
-a warm-up otherwise, counts as a sample.
+3 samples), so a slow one is sampled fewer times (the count is printed).
 """
 
 from __future__ import annotations
@@ -32,7 +34,7 @@ import sys
 import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 import asyncpg
@@ -41,7 +43,7 @@ import orjson
 from sqlalchemy.engine import make_url
 
 from bench.append import agent_batch
-from bench.common import database, percentile, served
+from bench.common import database, metric, percentile, served
 
 SIZES = (1_000, 10_000, 100_000)
 QUICK_SIZES = SIZES[:2]
@@ -49,7 +51,8 @@ GROW_BATCH = 2_000  # messages per append while growing the session (a multiple 
 REPEATS = 30  # full compiles at most per size ...
 BUDGET_S = 20.0  # ... within about this long, at least MIN_REPEATS
 MIN_REPEATS = 3
-SLOW_S = 2.0  # a first compile this slow is a sample, not a warm-up
+SETTLE_S = 300.0  # the longest wait for a digest job after the first compile
+DIGESTS = "ctxc_digests_total"
 ROUNDS = 20  # delta rounds per size
 TURN = 10  # messages appended per delta round
 FLOOR_SAMPLES = 3  # no-ops and raw reads after each compile
@@ -84,6 +87,7 @@ class Row:
     noop: Sample
     read: Sample
     rows: int
+    first: float | None = None  # the first full compile after growing
 
     @property
     def floor(self) -> float:
@@ -236,11 +240,24 @@ def acknowledge(client: httpx.Client, sid: str, answer: dict[str, Any], **fields
     client.post(f"/v1/sessions/{sid}/cursor", json=body).raise_for_status()
 
 
+def settle(client: httpx.Client, jobs: float) -> None:
+    """Wait for the digest the first compile after growing has made or moved in the
+    background (``jobs``: digest jobs finished before it), as an agent's next turn would."""
+    deadline = time.monotonic() + SETTLE_S
+    while metric(client, DIGESTS) <= jobs:
+        if time.monotonic() > deadline:
+            print(f"  (no digest job finished within {SETTLE_S:.0f} s)")
+            return
+        time.sleep(0.2)
+
+
 def full(kind: str, url: str, client: httpx.Client, sid: str, size: int) -> Row:
-    """Full-mode compiles of the session as it stands, and their floor."""
+    """Full-mode compiles of the session as it stands, and their floor: the first compile
+    after growing (which reads what the digest does not cover yet) apart, then turns."""
+    jobs = metric(client, DIGESTS)
     _, first = compile_once(client, sid, {})
-    # A warm-up, unless the compile is slow enough that caches cannot matter: then a sample.
-    times = [first] if first > SLOW_S else []
+    settle(client, jobs)
+    times: list[float] = []
     began = time.perf_counter()
     with floor(kind, url, sid, client) as base:
         while len(times) < REPEATS and (
@@ -251,7 +268,8 @@ def full(kind: str, url: str, client: httpx.Client, sid: str, size: int) -> Row:
             times.append(took)
             ranges = sent_ranges(answer)
             base.sample(ranges)
-    return Row(kind, size, Sample(times), Sample(base.noop), Sample(base.read), _count(ranges))
+    row = Row(kind, size, Sample(times), Sample(base.noop), Sample(base.read), _count(ranges))
+    return replace(row, first=first)
 
 
 def delta(kind: str, url: str, client: httpx.Client, sid: str, size: int) -> Row:
@@ -299,13 +317,14 @@ def _ms(seconds: float) -> str:
 def table(title: str, rows: list[Row]) -> None:
     print(title)
     print("  database    stored    n   median      p99 | rows  no-op  read+enc    floor"
-          " | /floor median  p99")  # fmt: skip
+          " | /floor median  p99 |    first")  # fmt: skip
     for r in rows:
+        first = "" if r.first is None else _ms(r.first)
         print(
             f"  {r.kind:8s} {r.size:>9,} {len(r.compiles.times):4d} {_ms(r.compiles.median)} "
             f"{_ms(r.compiles.p99)} | {r.rows:4d} {r.noop.median * 1000:6.2f} "
             f"{r.read.median * 1000:9.2f} {_ms(r.floor)} | {r.ratio:12.1f}x "
-            f"{r.compiles.p99 / r.floor:5.1f}x"
+            f"{r.compiles.p99 / r.floor:5.1f}x | {first}"
         )
 
 
