@@ -194,7 +194,7 @@ async def read_tail(
         return None
     digest = stored.digest
     rows = await digests.rows_from(db, pk, digest.needed, digest.upto, profile.encoding)
-    asked = candidate_ids(await digests.tail_ids(db, pk, digest.upto), profile.output, digest)
+    asked = candidate_ids(digests.tail_ids(rows, digest.upto), profile.output, digest)
     calls, held = await digests.ids_among(db, pk, view.key, stored, asked)
     if await digests.history_version(db, pk) != version:
         return None

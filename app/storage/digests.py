@@ -10,7 +10,18 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
-from sqlalchemy import Row, and_, delete, or_, select, update
+from sqlalchemy import (
+    BindParameter,
+    Row,
+    String,
+    and_,
+    any_,
+    bindparam,
+    delete,
+    or_,
+    select,
+    update,
+)
 from sqlalchemy.dialects import postgresql, sqlite
 from sqlalchemy.ext.asyncio import AsyncSession
 
@@ -20,10 +31,11 @@ from app.domain.sessions import SessionPk
 from app.domain.validity.repair import Ids
 from app.storage import queries
 from app.storage.compiles import ROW_COLUMNS
-from app.storage.models import DigestIdRow, DigestRow, MessageRow, SessionRow, ToolPartRow
+from app.storage.models import DigestIdRow, DigestRow, MessageRow, SessionRow
 
 CHUNK = 500
 _IDS = DigestIdRow.__table__.c
+_ASKED: BindParameter[Any] = bindparam("asked", type_=postgresql.ARRAY(String))
 _MESSAGES = MessageRow.__table__.c
 
 
@@ -62,26 +74,37 @@ async def rows_from(
     return (await db.execute(query)).all()
 
 
-async def tail_ids(db: AsyncSession, pk: SessionPk, upto: int) -> list[str]:
-    """The tool call ids of the messages from seq ``upto`` on (the tool part index)."""
-    query = select(ToolPartRow.call_id).where(ToolPartRow.session_pk == pk, ToolPartRow.seq >= upto)
-    return list((await db.scalars(query)).all())
+def tail_ids(rows: Sequence[Row[Any]], upto: int) -> list[str]:
+    """The tool call ids the stored messages of ``rows`` from seq ``upto`` on hold (their
+    content as stored: the parts the tool part index is made of)."""
+    return [
+        part["id"] if part["type"] == "tool_call" else part["call_id"]
+        for row in rows
+        if row.seq >= upto
+        for part in row.content
+        if part.get("type") in ("tool_call", "tool_result")
+    ]
 
 
 async def ids_among(
     db: AsyncSession, pk: SessionPk, view_key: str, stored: Stored, asked: Iterable[str]
 ) -> tuple[set[str], set[str]]:
-    """Of the ids ``asked`` about, those the digest's older part calls, and those it holds."""
+    """Of the ids ``asked`` about, those the digest's older part calls, and those it holds
+    (one array parameter on Postgres, chunks of a list on SQLite)."""
     calls: set[str] = set()
     held: set[str] = set()
     asked = sorted(asked)
-    for start in range(0, len(asked), CHUNK):
+    postgres = db.get_bind().dialect.name == "postgresql"
+    chunks = [asked] if postgres else [asked[n : n + CHUNK] for n in range(0, len(asked), CHUNK)]
+    for chunk in chunks:
+        if not chunk:
+            continue
+        among = _IDS.call_id == any_(_ASKED) if postgres else _IDS.call_id.in_(chunk)
         query = select(_IDS.kind, _IDS.call_id).where(
             _IDS.session_pk == pk, _IDS.view_key == view_key,
-            _IDS.generation == stored.generation, _IDS.upto <= stored.digest.upto,
-            _IDS.call_id.in_(asked[start : start + CHUNK]),
+            _IDS.generation == stored.generation, _IDS.upto <= stored.digest.upto, among,
         )  # fmt: skip
-        for kind, call_id in (await db.execute(query)).all():
+        for kind, call_id in (await db.execute(query, {"asked": chunk} if postgres else {})).all():
             held.add(call_id)
             if kind == "call":
                 calls.add(call_id)
