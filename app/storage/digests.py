@@ -14,12 +14,11 @@ from sqlalchemy import (
     BindParameter,
     Row,
     String,
-    and_,
     any_,
     bindparam,
     delete,
-    or_,
     select,
+    union_all,
     update,
 )
 from sqlalchemy.dialects import postgresql, sqlite
@@ -63,14 +62,17 @@ async def rows_from(
     db: AsyncSession, pk: SessionPk, needed: Ranges, upto: int, encoding: str
 ) -> Sequence[Row[Any]]:
     """The stored messages from seq ``upto`` on and those in the ``needed`` ranges, in seq
-    order, as ``compiles.rows_after`` gives them."""
-    wanted = [_MESSAGES.seq >= upto]
-    wanted += [and_(_MESSAGES.seq >= first, _MESSAGES.seq <= last) for first, last in needed]
-    query = (
-        select(*ROW_COLUMNS[encoding])
-        .where(_MESSAGES.session_pk == pk, or_(*wanted))
-        .order_by(_MESSAGES.seq)
-    )
+    order, as ``compiles.rows_after`` gives them: one primary-key range scan each (an OR of
+    the ranges can make SQLite, which keeps no statistics here, scan the whole session)."""
+    wanted = [(first, last) for first, last in needed if first < upto]
+    scans = [
+        select(*ROW_COLUMNS[encoding]).where(
+            _MESSAGES.session_pk == pk, _MESSAGES.seq >= first, _MESSAGES.seq <= last
+        )
+        for first, last in wanted
+    ]
+    newest = select(*ROW_COLUMNS[encoding]).where(_MESSAGES.session_pk == pk, _MESSAGES.seq >= upto)
+    query = union_all(*scans, newest).order_by("seq") if scans else newest.order_by("seq")
     return (await db.execute(query)).all()
 
 
