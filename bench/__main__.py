@@ -10,14 +10,15 @@ from bench import (
     load,
     redact,
     session_compile,
+    session_read,
     summarising,
     tenancy,
     transfer,
 )
 
 for module in (
-    append, bodies, compile, session_compile, delta, compaction, summarising, events, redact,
-    tenancy, transfer, load,
+    append, bodies, compile, session_compile, session_read, delta, compaction, summarising,
+    events, redact, tenancy, transfer, load,
 ):  # fmt: skip
     module.run()
     print()

@@ -60,7 +60,7 @@ async def long_session(url: str, tenant_name: str, count: int, batch: list[Any])
             view = await sessions.create_session(db, tenant, None, fields, now, BUILTIN_CATALOG)
             pk = SessionPk(view.row.pk)
             for _ in range(count // len(parsed)):
-                last = await queries.reserve_seqs(db, pk, len(parsed))
+                last = await queries.reserve_seqs(db, pk, counts)
                 assert last is not None
                 first = last - len(parsed) + 1
                 new = [messages.NewMessage(first + i, "history", m, c, now)

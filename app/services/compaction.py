@@ -68,7 +68,7 @@ def archived(row: MessageRow) -> dict[str, Any]:
     return {
         "seq": row.seq, "section": row.section, "role": row.role, "name": row.name,
         "content": row.content, "metadata": row.meta,
-        "tokens": {"o200k_base": row.tokens_o200k, "cl100k_base": row.tokens_cl100k},
+        "tokens": stored_counts(row),
         "created_at": row.created_at.isoformat(),
     }  # fmt: skip
 
@@ -140,6 +140,7 @@ async def apply_plan(
         await db.delete(stored)
     await db.flush()
     await queries.rewrite_history(db, pk)
+    await queries.move_totals(db, pk, [counts], [stored_counts(r) for r in rows])
     db.add_all(message_rows(pk, [NewMessage(seqs[-1], SUMMARY_SECTION, message, counts, now())]))
     resets = where.stateful and await queries.has_provider_session(db, pk)
     if resets:  # the provider session holds what was summarised: a new one starts
@@ -157,6 +158,11 @@ async def apply_plan(
     db.add(record)
     before = len(plan.taken) + len(plan.left)
     return Done(record, before, len(plan.left) + 1)
+
+
+def stored_counts(row: MessageRow) -> dict[str, int]:
+    """A stored message's token counts by encoding."""
+    return {"o200k_base": row.tokens_o200k, "cl100k_base": row.tokens_cl100k}
 
 
 def summary_message(text: str) -> Message:

@@ -190,7 +190,7 @@ class Compactor:
         is read only when one may be due."""
         pk = SessionPk(session.pk)
         done: list[Done] = []
-        count, tokens = (await queries.message_stats(self.db, [pk]))[pk]
+        count, tokens = await queries.stored_totals(self.db, pk)
         if tokens[where.encoding] > policy.trigger_tokens and count >= policy.min_messages:
             plan = plan_session(await self._items(pk, where), policy)
             if plan is not None:

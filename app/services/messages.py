@@ -113,7 +113,7 @@ async def append_messages(
         if replay is not None:
             return Appended(replay, counts, replayed=True)
     pk = SessionPk(row.pk)
-    last = await queries.reserve_seqs(db, pk, len(messages))
+    last = await queries.reserve_seqs(db, pk, counts)
     if last is None:
         raise NotFound("session", session_id)
     first = last - len(messages) + 1

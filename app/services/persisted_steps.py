@@ -21,7 +21,7 @@ from app.domain.errors import Conflict, InvalidInput, NotFound, Path
 from app.domain.sessions import SessionPk, TenantId
 from app.domain.tokens import count_message
 from app.services import cpu, events
-from app.services.compaction import Done, Where, archived, stored_items
+from app.services.compaction import Done, Where, archived, stored_counts, stored_items
 from app.services.compactor import Compactor
 from app.services.originals import keep_originals
 from app.services.sessions import require_session, session_profile
@@ -82,11 +82,15 @@ async def compact_payloads_now(
     before = sum(i.tokens for i in items)
     archive = [archived(rows[seq]) for seq in touched]
     await queries.rewrite_history(db, pk)
+    old, new = [], []  # the counts of the rewritten messages, before and after
     for item in compiled.items:
         if item.seq in touched:
             row, counts = rows[item.seq], compactor.counter.count_all(item.message)
+            old.append(stored_counts(row))
             row.content = item.message.to_json().get("content", [])
             row.tokens_o200k, row.tokens_cl100k = counts["o200k_base"], counts["cl100k_base"]
+            new.append(counts)
+    await queries.move_totals(db, pk, new, old)
     after = sum(i.tokens for i in compiled.items)
     await keep_originals(db, pk, compiled.steps, now)
     resets = profile.session_resumption and await queries.has_provider_session(db, pk)

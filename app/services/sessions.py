@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import uuid
-from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
@@ -15,7 +14,7 @@ from sqlalchemy.orm.exc import StaleDataError
 from app.domain.errors import Conflict, NotFound, UnknownName
 from app.domain.models import Catalog
 from app.domain.providers import PROFILES, ProviderProfile, with_overrides
-from app.domain.sessions import SESSION_ID_RE, SessionPk, TenantId
+from app.domain.sessions import SESSION_ID_RE, TenantId
 from app.storage import compiles, queries
 from app.storage.models import SessionRow
 
@@ -82,20 +81,10 @@ async def require_session_and_tenant_name(
     return found
 
 
-async def views(
-    db: AsyncSession, rows: Sequence[SessionRow], catalog: Catalog
-) -> list[SessionView]:
-    """The rows with their message figures, in one query."""
-    stats = await queries.message_stats(db, [SessionPk(row.pk) for row in rows])
-    out = []
-    for row in rows:
-        count, tokens = stats[SessionPk(row.pk)]
-        out.append(SessionView(row, count, tokens[readable_profile(row, catalog).encoding]))
-    return out
-
-
-async def view(db: AsyncSession, row: SessionRow, catalog: Catalog) -> SessionView:
-    return (await views(db, [row], catalog))[0]
+def view(row: SessionRow, catalog: Catalog) -> SessionView:
+    """The row with its message figures: the running totals it keeps (no message is read)."""
+    tokens = queries.totals(row)[readable_profile(row, catalog).encoding]
+    return SessionView(row, row.message_count, tokens)
 
 
 async def create_session(
@@ -162,7 +151,7 @@ async def update_session(
         setattr(row, column, value)
     row.updated_at = now
     await _commit_unless_gone(db, session_id)
-    return await view(db, row, catalog)
+    return view(row, catalog)
 
 
 async def delete_session(db: AsyncSession, tenant: TenantId, session_id: str) -> None:
@@ -177,7 +166,8 @@ async def delete_session(db: AsyncSession, tenant: TenantId, session_id: str) ->
 async def list_sessions(
     db: AsyncSession, tenant: TenantId, after_id: str | None, limit: int, catalog: Catalog
 ) -> list[SessionView]:
-    return await views(db, await queries.session_rows(db, tenant, after_id, limit), catalog)
+    rows = await queries.session_rows(db, tenant, after_id, limit)
+    return [view(row, catalog) for row in rows]
 
 
 async def _commit_unless_gone(db: AsyncSession, session_id: str) -> None:

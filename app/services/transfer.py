@@ -143,6 +143,8 @@ class Importer:
         self.payloads: list[Record] = []
         self.session_where: Path = ("session",)
         self.taken = ""  # a kept id this database already has (nothing is written then)
+        # The session's running totals, of the messages written so far (set on it at the end).
+        self.count, self.tokens = 0, dict.fromkeys(queries.TOTAL_COLUMNS, 0)
 
     async def start(self, fields: Record, where: Path, strict: bool = True) -> None:
         fields = dict(fields)
@@ -194,8 +196,11 @@ class Importer:
         rows = [r for seq, found in self.rewrites.items() if seq not in self.ledger.indexed
                 for r in found]  # fmt: skip
         await store.insert_rows(self.db, ToolPartRow, rows)
+        self.row.message_count = self.count
+        for encoding, column in queries.TOTAL_COLUMNS.items():
+            setattr(self.row, column, self.tokens[encoding])
         await self.db.flush()
-        return await view(self.db, self.row, self.catalog)
+        return view(self.row, self.catalog)
 
     async def _flush_messages(self) -> None:
         if not self.batch:
@@ -210,6 +215,9 @@ class Importer:
             seq, written = fields["seq"], written_by_compaction(message)
             self.ledger.message(w, seq, written)
             rows.append(self._message_row(fields, message, counts))
+            self.count += 1
+            for encoding in self.tokens:
+                self.tokens[encoding] += counts[encoding]
             tools = tool_parts(self.pk, seq, message)
             if written:
                 self.rewrites[seq] = tools

@@ -158,6 +158,11 @@ class SessionRow(Base):
     compaction_start_event: Mapped[int | None] = mapped_column(BigInteger)
     # How many compactions rewrote the history: what digests were made of (storage/digests.py).
     history_version: Mapped[int] = mapped_column(Integer, default=0, server_default="0")
+    # Running totals of the live messages, changed in the transaction of every write that
+    # changes them (append, compaction, import): reading a session never sums its history.
+    message_count: Mapped[int] = mapped_column(BigInteger, default=0, server_default="0")
+    tokens_o200k: Mapped[int] = mapped_column(BigInteger, default=0, server_default="0")
+    tokens_cl100k: Mapped[int] = mapped_column(BigInteger, default=0, server_default="0")
 
 
 class MessageRow(Base):

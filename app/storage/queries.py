@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from datetime import datetime
 from typing import Any
 
@@ -68,41 +68,60 @@ async def delete_session(db: AsyncSession, tenant: TenantId, session_id: str) ->
     return bool(getattr(result, "rowcount", 0))
 
 
-async def message_stats(
-    db: AsyncSession, pks: Sequence[SessionPk]
-) -> dict[SessionPk, tuple[int, dict[str, int]]]:
-    """Per session: message count and token totals by encoding."""
-    rows = await db.execute(
-        select(
-            MessageRow.session_pk,
-            func.count(),
-            func.sum(MessageRow.tokens_o200k),
-            func.sum(MessageRow.tokens_cl100k),
-        )
-        .where(MessageRow.session_pk.in_(pks))
-        .group_by(MessageRow.session_pk)
-    )
-    stats = {
-        SessionPk(pk): (int(n), {"o200k_base": int(a), "cl100k_base": int(b)})
-        for pk, n, a, b in rows
+# The session column that keeps the running token total of each encoding.
+TOTAL_COLUMNS = {"o200k_base": "tokens_o200k", "cl100k_base": "tokens_cl100k"}
+Counts = Mapping[str, int]
+
+
+def totals(row: SessionRow) -> dict[str, int]:
+    """A session's running token totals by encoding (of its live messages)."""
+    return {encoding: int(getattr(row, column)) for encoding, column in TOTAL_COLUMNS.items()}
+
+
+def _moved(added: Sequence[Counts], removed: Sequence[Counts]) -> dict[str, Any]:
+    """The session's totals when messages counted ``added`` come and ``removed`` go."""
+    values: dict[str, Any] = {
+        "message_count": SessionRow.message_count + (len(added) - len(removed))
     }
-    empty = (0, {"o200k_base": 0, "cl100k_base": 0})
-    return {pk: stats.get(pk, empty) for pk in pks}
+    for encoding, column in TOTAL_COLUMNS.items():
+        delta = sum(c[encoding] for c in added) - sum(c[encoding] for c in removed)
+        values[column] = getattr(SessionRow, column) + delta
+    return values
 
 
-async def reserve_seqs(db: AsyncSession, pk: SessionPk, count: int) -> int | None:
-    """Take the next ``count`` seqs and return the new last one (None: the session is gone).
+async def reserve_seqs(db: AsyncSession, pk: SessionPk, counts: Sequence[Counts]) -> int | None:
+    """Take a seq for each message counted ``counts``, add them to the session's totals, and
+    return the new last seq (None: the session is gone).
 
     The update row-locks the session until commit, so concurrent appends queue and seqs stay
-    gap-free (a rolled-back append gives its seqs back).
+    gap-free (a rolled-back append gives its seqs back, and its totals).
     """
     last = await db.scalar(
         update(SessionRow)
         .where(SessionRow.pk == pk)
-        .values(last_seq=SessionRow.last_seq + count)
+        .values(last_seq=SessionRow.last_seq + len(counts), **_moved(counts, ()))
         .returning(SessionRow.last_seq)
     )
     return None if last is None else int(last)
+
+
+async def move_totals(
+    db: AsyncSession, pk: SessionPk, added: Sequence[Counts], removed: Sequence[Counts]
+) -> None:
+    """Messages counted ``added`` replace those counted ``removed`` in the session's totals
+    (in the transaction that writes them)."""
+    await db.execute(update(SessionRow).where(SessionRow.pk == pk).values(**_moved(added, removed)))
+
+
+async def stored_totals(db: AsyncSession, pk: SessionPk) -> tuple[int, dict[str, int]]:
+    """The session's message count and token totals by encoding, as stored now."""
+    columns = [getattr(SessionRow, c) for c in TOTAL_COLUMNS.values()]
+    query = select(SessionRow.message_count, *columns).where(SessionRow.pk == pk)
+    found = (await db.execute(query)).one_or_none()
+    if found is None:
+        return 0, dict.fromkeys(TOTAL_COLUMNS, 0)
+    count, *tokens = found
+    return int(count), {e: int(t) for e, t in zip(TOTAL_COLUMNS, tokens, strict=True)}
 
 
 async def message_page(

@@ -1,7 +1,7 @@
 """digests of the older part of a session's history, and the tool call ids they hold
 
 Revision ID: 0007
-Revises: 0005
+Revises: 0006
 Create Date: 2026-11-25
 """
 
@@ -11,7 +11,7 @@ import sqlalchemy as sa
 from alembic import op
 
 revision: str = "0007"
-down_revision: str | None = "0005"
+down_revision: str | None = "0006"
 branch_labels: str | Sequence[str] | None = None
 depends_on: str | Sequence[str] | None = None
 

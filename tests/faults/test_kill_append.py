@@ -50,7 +50,11 @@ def check_whole(server: Server, sid: str, tag: str) -> bool:
     True when the batch is there."""
     with server.client() as c:
         stored = all_messages(c, sid)
+        shown = c.get(f"/v1/sessions/{sid}").json()
     seqs = [m["seq"] for m in stored]
+    # The session's running totals went with the batch, or stayed without it.
+    totals = (shown["message_count"], shown["tokens"])
+    assert totals == (len(stored), sum(m["tokens"] for m in stored)), "totals drifted"
     assert seqs == list(range(1, len(seqs) + 1)), "seqs have a gap"
     assert len(stored) in (SEED, SEED + BATCH), f"a partial batch: {len(stored)} messages"
     texts = [m["message"]["content"][0]["text"] for m in stored[SEED:]]

@@ -99,3 +99,55 @@ def test_sqlite_event_ids_become_autoincrement_and_keep_their_rows(tmp_path: Pat
     downgrade(url, "0003")
     assert "AUTOINCREMENT" not in _inspect(url, _events_sql)
     assert _inspect(url, _event_ids) == [1, 2, 3]
+
+
+def _seed_messages(conn: Connection) -> None:
+    """At 0005: two sessions with messages (counted as appends count them), one without."""
+    now = "2026-11-25 00:00:00"
+    conn.exec_driver_sql(f"INSERT INTO tenants VALUES ('t', 't', '{now}')")
+    for pk, last in (("a", 3), ("b", 2), ("empty", 0)):
+        conn.exec_driver_sql(
+            "INSERT INTO sessions (pk, tenant_id, id, metadata, system_prompt, provider, "
+            f"last_seq, created_at, updated_at) VALUES ('{pk}', 't', '{pk}', '{{}}', '[]', "
+            f"'openai', {last}, '{now}', '{now}')"
+        )
+    for pk, seq, o200k, cl100k in (("a", 1, 10, 11), ("a", 2, 20, 22), ("a", 3, 5, 7),
+                                   ("b", 2, 100, 90)):  # fmt: skip
+        conn.exec_driver_sql(
+            "INSERT INTO messages (session_pk, seq, section, role, content, metadata, "
+            f"tokens_o200k, tokens_cl100k, created_at) VALUES ('{pk}', {seq}, 'history', "
+            f"'user', '[]', '{{}}', {o200k}, {cl100k}, '{now}')"
+        )
+    conn.commit()
+
+
+def _session_totals(conn: Connection) -> dict[str, tuple[int, int, int]]:
+    rows = conn.exec_driver_sql(
+        "SELECT pk, message_count, tokens_o200k, tokens_cl100k FROM sessions ORDER BY pk"
+    )
+    return {pk: (count, o200k, cl100k) for pk, count, o200k, cl100k in rows}
+
+
+def _session_columns(conn: Connection) -> set[str]:
+    return {c["name"] for c in inspect(conn).get_columns("sessions")}
+
+
+def _message_count(conn: Connection) -> int:
+    return int(conn.exec_driver_sql("SELECT count(*) FROM messages").scalar_one())
+
+
+@pytest.mark.parametrize("kind", ["sqlite", "postgres"])
+def test_session_totals_are_backfilled_from_existing_messages(
+    kind: str, tmp_path: Path, request: pytest.FixtureRequest
+) -> None:
+    url = fresh_database(kind, tmp_path, request)
+    upgrade(url, "0005")
+    _inspect(url, _seed_messages)
+    upgrade(url, "0006")
+    expected = {"a": (3, 35, 40), "b": (1, 100, 90), "empty": (0, 0, 0)}
+    assert _inspect(url, _session_totals) == expected
+    downgrade(url, "0005")
+    assert "message_count" not in _inspect(url, _session_columns)
+    assert _inspect(url, _message_count) == 4
+    upgrade(url)
+    assert _inspect(url, _session_totals) == expected

@@ -99,7 +99,7 @@ async def get_session(
     """One session with its message count and token total."""
     catalog = state.settings.catalog
     row = await sessions.require_session(db, tenant, session_id)
-    return session_read(await sessions.view(db, row, catalog), catalog)
+    return session_read(sessions.view(row, catalog), catalog)
 
 
 @router.patch(
