@@ -35,7 +35,7 @@ from app.services import cpu
 from app.services.cache import Entry, MessageCache
 from app.services.compaction import Done
 from app.services.compactor import Compactor, Report, compact_due
-from app.services.digesting import Digester, Tail, job_after, read_tail, view_of
+from app.services.digesting import Digester, Tail, job_after, long_history, read_tail, view_of
 from app.services.originals import keep_originals
 from app.services.sessions import require_session_and_tenant_name, session_profile
 from app.storage import compiles
@@ -227,7 +227,8 @@ async def compile_session(
         profile, options.context_window or row.context_window or profile.context_window,
         fragments, row.response_format, _tools_tokens(options.tools, encoder),
     )  # fmt: skip
-    view = view_of(spec, registry, profile) if cursor is None and digester else None
+    long = long_history(row, profile.encoding, target.context_window)
+    view = view_of(spec, registry, profile) if cursor is None and digester and long else None
     tail = None if view is None else await read_tail(db, pk, row.history_version, view,
                                                       options.execution_id, profile)  # fmt: skip
     rows = tail.rows if tail else await compiles.rows_after(db, pk, cursor or 0, profile.encoding)

@@ -144,6 +144,13 @@ class View:
     base: Compiler
 
 
+def long_history(row: SessionRow, encoding: str, context_window: int) -> bool:
+    """Whether the session is long enough in ``context_window`` for a digest to be made of it
+    (its running token totals): a shorter one is read whole, with no digest looked up."""
+    stored = row.tokens_o200k if encoding == "o200k_base" else row.tokens_cl100k
+    return stored >= MOVE_AT * KEEP_WINDOWS * context_window
+
+
 def view_of(spec: CompilerSpec, registry: Registry, profile: ProviderProfile) -> View | None:
     """The view of a compile that may read a tail: built-ins only (a plug-in may read any of
     the history), with a step that trims (without one, all of it is sent)."""
