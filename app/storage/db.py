@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+import json
 import os
 from pathlib import Path
 from typing import Any
 
+import orjson
 from sqlalchemy import event
 from sqlalchemy.engine import make_url
 from sqlalchemy.exc import DisconnectionError
@@ -92,7 +94,9 @@ def create_engine(
     and a check that its file is still there, Postgres a connect timeout."""
     if url.startswith("sqlite"):
         ensure_sqlite_dir(url)
-        engine = create_async_engine(url, connect_args={"timeout": busy_timeout_s})
+        engine = create_async_engine(
+            url, connect_args={"timeout": busy_timeout_s}, json_deserializer=json_loads
+        )
         event.listen(engine.sync_engine, "connect", _sqlite_pragmas)
         database = make_url(url).database
         if database and database != ":memory:" and not database.startswith("file:"):
@@ -103,6 +107,7 @@ def create_engine(
         pool_size=pool_size,
         max_overflow=pool_size,
         connect_args={"timeout": CONNECT_TIMEOUT_S},
+        json_deserializer=json_loads,
     )
     event.listen(engine.sync_engine, "connect", _custom_plans)
     event.listen(engine.sync_engine, "checkout", _drop_closed)
@@ -116,6 +121,16 @@ async def autocommit(db: AsyncSession) -> None:
     round trips. SQLite keeps its transaction (there, it gives the reads one snapshot)."""
     if db.get_bind().dialect.name == "postgresql":
         await db.connection(execution_options={"isolation_level": "AUTOCOMMIT"})
+
+
+def json_loads(text: str | bytes) -> Any:
+    """A stored JSON value: orjson, several times faster than the standard library on the
+    message contents a compile reads; the standard library for what orjson refuses (integers
+    beyond 64 bits, NaN), which it reads as it was written."""
+    try:
+        return orjson.loads(text)
+    except orjson.JSONDecodeError:
+        return json.loads(text)
 
 
 def create_sessionmaker(engine: AsyncEngine) -> async_sessionmaker[AsyncSession]:
