@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 from pathlib import Path
 from typing import Any
 
@@ -19,6 +20,9 @@ from sqlalchemy.ext.asyncio import (
 )
 
 SQLITE_BUSY_TIMEOUT_S = 30.0
+# Where orjson could read an integer as a float (past 64 bits): a run of 19 digits.
+_DIGITS = re.compile(r"[0-9]{19}")
+_DIGITS_BYTES = re.compile(rb"[0-9]{19}")
 CONNECT_TIMEOUT_S = 10  # a Postgres server that does not answer: a fault after this, not a hang
 
 
@@ -125,12 +129,16 @@ async def autocommit(db: AsyncSession) -> None:
 
 def json_loads(text: str | bytes) -> Any:
     """A stored JSON value: orjson, several times faster than the standard library on the
-    message contents a compile reads; the standard library for what orjson refuses (integers
-    beyond 64 bits, NaN), which it reads as it was written."""
-    try:
-        return orjson.loads(text)
-    except orjson.JSONDecodeError:
-        return json.loads(text)
+    message contents a compile reads; the standard library where orjson would read another
+    value (it makes a float of an integer past 64 bits: any run of 19 digits goes there) or
+    refuses the text (NaN, a lone surrogate)."""
+    digits = _DIGITS_BYTES if isinstance(text, bytes) else _DIGITS
+    if digits.search(text) is None:  # type: ignore[arg-type]
+        try:
+            return orjson.loads(text)
+        except orjson.JSONDecodeError:
+            pass
+    return json.loads(text)
 
 
 def create_sessionmaker(engine: AsyncEngine) -> async_sessionmaker[AsyncSession]:
