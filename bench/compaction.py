@@ -153,8 +153,8 @@ def again() -> None:
     steps(kept)
     same = [steps(kept) for _ in range(REPEATS)]
     print(f"tool payload compaction of {len(raw):,} messages ({tokens:,} tokens): trimming and "
-          f"dedupe (CPU time), messages just parsed {1000 * statistics.median(fresh):7.1f} ms | the same "
-          f"parsed messages again {1000 * statistics.median(same):7.1f} ms")  # fmt: skip
+          f"dedupe (CPU time), messages just parsed {1000 * statistics.median(fresh):7.1f} ms | "
+          f"the same parsed messages again {1000 * statistics.median(same):7.1f} ms")  # fmt: skip
 
 
 def run() -> None:
