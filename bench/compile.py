@@ -4,6 +4,11 @@ Same histories, same budget, same run: stateless compiles of 100, 1,000 and 10,0
 histories (first call, repeated call, and the next turn: the history plus one new message), a
 session compile of a 10,000-message session on each
 database, and trim_messages(strategy="last") counting every message with o200k_base.
+
+Then the first stateless compile (histories the server has never seen) of 1,000 and 10,000
+messages against its floor: tiktoken counting the same text in this process, on one thread
+(``encode_ordinary`` of every text a message is counted by: role, name, content, tool call names
+and arguments).
 """
 
 from __future__ import annotations
@@ -22,6 +27,7 @@ from bench.append import agent_batch
 from bench.common import database, describe, server
 
 SIZES = (100, 1_000, 10_000)
+FIRST = {1_000: 7, 10_000: 3}  # distinct histories per size, each compiled once
 REPEATS = {100: 30, 1_000: 15, 10_000: 5}
 ENCODING = load_encoding("o200k_base")
 JSON = {"content-type": "application/json"}
@@ -51,6 +57,39 @@ def timed(work: Any, repeats: int) -> list[float]:
         work()
         times.append(time.perf_counter() - start)
     return times
+
+
+def texts(message: dict[str, Any]) -> list[str]:
+    """The texts of an OpenAI message that its token count encodes."""
+    out = [message["role"], message.get("name") or ""]
+    content = message.get("content")
+    out += [content] if isinstance(content, str) else [p.get("text", "") for p in content or []]
+    for call in message.get("tool_calls") or []:
+        out += [call["function"]["name"], call["function"]["arguments"]]
+    return [t for t in out if t]
+
+
+def first_compiles(client: Any) -> None:
+    """First compiles of unseen histories against tiktoken counting their text (the floor)."""
+    for size, count in FIRST.items():
+        compiles, floors = [], []
+        for k in range(count):
+            messages = history(size, seed=1_000 * size + k)  # new to the server: nothing known
+            body = {"messages": messages, "compiler": {"decorators": ["token_limit"]},
+                    "context_window": 100_000}  # fmt: skip
+            raw = json.dumps(body).encode()
+            every = [t for m in messages for t in texts(m)]
+            floors.append(
+                timed(lambda every=every: [ENCODING.encode_ordinary(t) for t in every], 1)[0]
+            )
+            call = partial(client.post, "/v1/compile", content=raw, headers=JSON)
+            compiles.append(timed(lambda call=call: call().raise_for_status(), 1)[0])
+        first, floor = statistics.median(compiles), statistics.median(floors)
+        print(
+            f"  first stateless compile, {size:>6,} msgs: median {first * 1000:7.1f} ms | tiktoken"
+            f" counting its text, one thread: median {floor * 1000:7.1f} ms"
+            f" | ratio {first / floor:4.2f}x"
+        )
 
 
 def run() -> None:
@@ -110,6 +149,8 @@ def run() -> None:
             print(
                 f"  session compile, 10,000 messages, {kind:8s}: {describe(timed(session_call, 5))}"
             )
+    with database("sqlite") as url, server(url) as client:
+        first_compiles(client)
 
 
 if __name__ == "__main__":

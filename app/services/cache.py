@@ -3,14 +3,21 @@
 Agents post a growing history on every stateless compile. ``MessageCache`` parses and tokenises
 each posted message once, then finds it by content hash; ``Lru`` is the size-bounded map under it
 (the HTTP layer also keeps whole compile answers in one).
+
+A message is counted only in the encodings a compile asks for, each once, when first asked; a
+big batch is counted on up to ``COUNT_THREADS`` threads at once (tiktoken's encoder releases the
+GIL, so the text of one message is encoded while another is walked).
 """
 
 from __future__ import annotations
 
 import hashlib
 import json
+import os
 import threading
-from collections.abc import Hashable, Sequence
+from collections import deque
+from collections.abc import Collection, Hashable, Iterable, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from typing import Any, Generic, TypeVar
 
 import orjson
@@ -19,11 +26,18 @@ from cachetools import LRUCache
 from app.domain.errors import FormatError, InvalidInput, Path
 from app.domain.formats.convert import Format, parse_messages
 from app.domain.messages import Message
-from app.domain.tokens import TokenCounter
+from app.domain.tokens import Encoder, TokenCounter, count_message
 
 K = TypeVar("K", bound=Hashable)
 V = TypeVar("V")
+# A parsed message and its token counts by encoding: filled per encoding as compiles ask for it
+# (setting a key is atomic, and two threads counting the same message set the same value).
 Entry = tuple[Message, dict[str, int]]
+# Threads one batch is counted on (the calling one included), and the messages below which a
+# batch is counted on the calling thread alone (a hand-over costs more than that).
+COUNT_THREADS = max(1, min(4, os.cpu_count() or 1))
+PARALLEL_MESSAGES = 64
+CHUNK = 16
 
 
 class Lru(Generic[K, V]):
@@ -83,31 +97,56 @@ class MessageCache:
     (that would tell it what the other sent). Bounded by the bytes of that JSON.
     """
 
-    def __init__(self, counter: TokenCounter, max_bytes: int) -> None:
+    def __init__(self, counter: TokenCounter, max_bytes: int, threads: int = COUNT_THREADS) -> None:
         self.counter = counter
         self.entries: Lru[bytes, Entry] = Lru(max_bytes)
+        self.threads = threads
+        self._pool: ThreadPoolExecutor | None = None
+        self._pool_lock = threading.Lock()
 
     def parse(
-        self, tenant: str, fmt: Format, raw: Sequence[Any], system: Any = None
+        self,
+        tenant: str,
+        fmt: Format,
+        raw: Sequence[Any],
+        system: Any = None,
+        encodings: Collection[str] | None = None,
     ) -> list[Entry]:
-        """Every message of ``raw`` (Anthropic's ``system`` first), parsed and counted, with what
-        ``tenant`` sent before.
+        """Every message of ``raw`` (Anthropic's ``system`` first), parsed and counted in
+        ``encodings`` (default: every encoding of the counter), with what ``tenant`` sent before.
 
         Problems name the message index, as ``parse_messages`` does, for all bad messages.
+        Messages are counted as they are parsed, by the pool's threads once there are enough of
+        them, and by this thread after its last message is parsed.
         """
+        names = tuple(self.counter.encoders if encodings is None else encodings)
+        encoders = [(name, self.counter.encoder(name)) for name in names]
         # The system prompt is small and sent once: parsed as it comes (its errors say "system").
         system_messages = parse_messages(fmt, [], system) if system is not None else []
-        out = [(m, self.counter.count_all(m)) for m in system_messages]
+        out: list[Entry] = [(m, {}) for m in system_messages]
         problems: list[tuple[Path, str]] = []
         scope = hashlib.sha256(tenant.encode()).digest()
-        for i, item in enumerate(raw):
-            try:
-                out.append(self._one(scope, fmt, item, (i,)))
-            except InvalidInput as exc:
-                problems += exc.problems
-        if problems:
-            raise InvalidInput(problems)
+        with _Counting(self, encoders) as counting:
+            counting.add(out)
+            for i, item in enumerate(raw):
+                try:
+                    entry = self._one(scope, fmt, item, (i,))
+                except InvalidInput as exc:
+                    problems += exc.problems
+                    continue
+                out.append(entry)
+                if not problems:
+                    counting.add((entry,))
+            if problems:
+                raise InvalidInput(problems)
         return out
+
+    def executor(self) -> ThreadPoolExecutor:
+        """The pool whose threads help count big batches (``threads - 1`` of them)."""
+        with self._pool_lock:
+            if self._pool is None:
+                self._pool = ThreadPoolExecutor(self.threads - 1, thread_name_prefix="ctxc-count")
+            return self._pool
 
     def _one(self, scope: bytes, fmt: Format, raw: Any, where: Path) -> Entry:
         text = canonical_json([fmt, raw])
@@ -126,4 +165,102 @@ class MessageCache:
             raise InvalidInput([((*where, *exc.path[1:]), exc.message)]) from None
         except InvalidInput as exc:
             raise InvalidInput([((*where, *p[1:]), m) for p, m in exc.problems]) from None
-        return message, self.counter.count_all(message)
+        return message, {}
+
+
+class _Counting:
+    """One batch's counting, shared between the parsing thread and the pool's threads.
+
+    Parsed messages that lack a count go into chunks; once ``PARALLEL_MESSAGES`` wait, the
+    pool's threads are asked to help, and take chunks as the parsing thread adds them. When
+    parsing ends (``__exit__``), the parsing thread counts whatever is left, then waits for the
+    chunks a helper took. It never waits for a helper that has not started (another batch may
+    hold the pool): what no helper took, it counts itself.
+    """
+
+    def __init__(self, cache: MessageCache, encoders: list[tuple[str, Encoder]]) -> None:
+        self.cache, self.encoders = cache, encoders
+        self.pending: list[tuple[Entry, str, Encoder]] = []
+        self.chunks: deque[list[tuple[Entry, str, Encoder]]] = deque()
+        self.queued = 0  # messages waiting in chunks, until helpers are asked for
+        self.helping = False
+        self.closed = False  # no more chunks come: helpers leave when the queue is empty
+        self.running = 0  # helpers inside a chunk
+        self.failures: list[BaseException] = []
+        self.lock = threading.Condition()
+
+    def __enter__(self) -> _Counting:
+        return self
+
+    def add(self, entries: Iterable[Entry]) -> None:
+        """Count these entries (now or later) in every encoding they lack."""
+        for entry in entries:
+            for name, encoder in self.encoders:
+                if name not in entry[1]:
+                    self.pending.append((entry, name, encoder))
+        if len(self.pending) >= CHUNK:
+            self._queue()
+
+    def _queue(self) -> None:
+        chunk, self.pending = self.pending, []
+        with self.lock:
+            self.chunks.append(chunk)
+            self.queued += len(chunk)
+            self.lock.notify()
+            start = not self.helping and self.queued >= PARALLEL_MESSAGES
+            self.helping = self.helping or start
+        if start and self.cache.threads > 1:
+            pool = self.cache.executor()
+            for _ in range(self.cache.threads - 1):
+                pool.submit(self._help)
+
+    def cancel(self) -> None:
+        """Drop what is not counted yet (the batch is refused)."""
+        self.pending = []
+        with self.lock:
+            self.chunks.clear()
+
+    def _take(self, wait: bool) -> list[tuple[Entry, str, Encoder]] | None:
+        """The next chunk (None once there is none left and none to come); a helper (``wait``)
+        waits for the parsing thread to add one."""
+        with self.lock:
+            while wait and not self.chunks and not self.closed:
+                self.lock.wait()
+            if not self.chunks:
+                return None
+            if wait:  # a helper: the parsing thread waits for it to finish the chunk
+                self.running += 1
+            return self.chunks.popleft()
+
+    def _help(self) -> None:
+        while (chunk := self._take(wait=True)) is not None:
+            try:
+                _count(chunk)
+            except BaseException as exc:  # handed to the parsing thread
+                self.failures.append(exc)
+            finally:
+                with self.lock:
+                    self.running -= 1
+                    self.lock.notify_all()
+
+    def __exit__(self, kind: object, *rest: object) -> None:
+        if kind is not None:  # parsing failed: nothing to count
+            self.cancel()
+        if self.pending:
+            self._queue()
+        with self.lock:
+            self.closed = True
+            self.lock.notify_all()
+        try:
+            while (chunk := self._take(wait=False)) is not None:
+                _count(chunk)
+        finally:
+            with self.lock:
+                self.lock.wait_for(lambda: self.running == 0)
+        if self.failures:
+            raise self.failures[0]
+
+
+def _count(chunk: list[tuple[Entry, str, Encoder]]) -> None:
+    for (message, counts), name, encoder in chunk:
+        counts[name] = count_message(message, encoder)

@@ -108,12 +108,18 @@ def _tools_tokens(tools: list[dict[str, Any]] | None, encoder: Encoder) -> int:
 
 
 def _parse(
-    cache: MessageCache, tenant: TenantId, fmt: Format, raw: list[Any], system: Any, field: str
+    cache: MessageCache,
+    tenant: TenantId,
+    fmt: Format,
+    raw: list[Any],
+    system: Any,
+    field: str,
+    encodings: tuple[str, ...] = (),
 ) -> list[Entry]:
-    """Parsed and counted messages, remembered for ``tenant`` only; problems are located under
-    ``field`` (or ``system``)."""
+    """Parsed messages counted in ``encodings``, remembered for ``tenant`` only; problems are
+    located under ``field`` (or ``system``)."""
     try:
-        return cache.parse(tenant, fmt, raw, system)
+        return cache.parse(tenant, fmt, raw, system, encodings)
     except FormatError as exc:
         raise InvalidInput([(exc.path, exc.message)]) from None
     except InvalidInput as exc:
@@ -161,7 +167,7 @@ def compile_posted(
     items = tuple(
         Item(i + 1, DEFAULT_SECTION, message, counts[profile.encoding])
         for i, (message, counts) in enumerate(
-            _parse(cache, caller.id, fmt, raw, system, "messages")
+            _parse(cache, caller.id, fmt, raw, system, "messages", (profile.encoding,))
         )
     )
     snapshot = _snapshot(items, cache, encoder, options, caller, now=now,

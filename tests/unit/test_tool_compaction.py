@@ -12,7 +12,9 @@ from app.domain.compaction.payloads import (
     compact_tool_payloads,
     dedupe_results,
 )
+from app.domain.formats.convert import parse_messages
 from app.domain.messages import ImagePart, Message, TextPart, ToolCallPart, ToolResultPart
+from bench.compaction import agent_session
 
 BIG = "<?php\n" + "echo 'line';\n" * 500  # 6,506 bytes
 BIG_V2 = "<?php\n" + "echo 'line two';\n" * 500
@@ -300,3 +302,38 @@ def test_dedupe_leaves_compacted_results_alone() -> None:
     compacted = run(history)
     assert compacted != history
     assert list(dedupe_results(compacted, PayloadRules()).messages) == compacted
+
+
+def test_the_same_parsed_messages_compact_as_fresh_ones_under_any_rules() -> None:
+    """What a step works out for a part is remembered with the part object (a history the
+    message cache holds is compacted on every compile): the rules are part of what is kept."""
+    raw = agent_session(3, 40)
+    kept = parse_messages("openai", raw)
+    by_path = {"read_file": ("path",), "write_file": ("path",)}
+    variants = [
+        PayloadRules(),
+        PayloadRules(input_trim_bytes=10_000, output_trim_bytes=50),
+        PayloadRules(identifier_fields=by_path),
+        PayloadRules(excluded_tools=frozenset({"read_file"})),
+        PayloadRules(),
+    ]
+    for rules in [*variants, *reversed(variants)]:
+        for step in (compact_tool_payloads, dedupe_results):
+            again, fresh = step(kept, rules), step(parse_messages("openai", raw), rules)
+            assert again == fresh
+    assert kept == parse_messages("openai", raw)  # the input is left as it is
+
+
+def test_what_is_remembered_of_a_part_goes_with_it() -> None:
+    import gc
+
+    from app.domain.compaction import payloads
+
+    gc.collect()
+    before = len(payloads._MEMOS)
+    messages = parse_messages("openai", agent_session(5, 30))
+    dedupe_results(compact_tool_payloads(messages, PayloadRules()).messages, PayloadRules())
+    assert len(payloads._MEMOS) > before
+    del messages
+    gc.collect()
+    assert len(payloads._MEMOS) == before

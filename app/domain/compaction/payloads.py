@@ -30,9 +30,11 @@ from __future__ import annotations
 
 import hashlib
 import json
-from collections.abc import Mapping, Sequence
+import weakref
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Literal
+from functools import partial
+from typing import Any, Literal, TypeVar
 
 from app.domain.messages import (
     JSONObject,
@@ -44,6 +46,7 @@ from app.domain.messages import (
     result_text,
 )
 
+T = TypeVar("T")
 OMITTED = "[omitted]"
 META_KEY = "_tool_compaction"
 # The metadata key of a result ``compact_tool_results`` previewed (see ``previews``).
@@ -102,6 +105,42 @@ def payload_size(value: Any) -> int:
 def payload_sha256(value: Any) -> str:
     """The sha256 (hex) of the value's JSON."""
     return hashlib.sha256(payload_json(value).encode()).hexdigest()
+
+
+# What compaction works out of a tool part (its fields' sizes and hashes, its compacted form),
+# kept while that part object lives: the parts of a remembered parsed message (a posted history
+# the message cache holds, see ``app.services.cache``) are hashed once, not on every compile.
+# Keyed by the object itself (its id, while a weak reference says it is alive), never by its
+# content: no compile is faster for what another tenant sent. Parts are frozen, and a changed
+# part is a new object. A space never refers to its own part (None stands for it), so
+# the part still dies when its message is dropped, and its space with it.
+_MEMOS: dict[int, tuple[weakref.KeyedRef[int, Part], dict[Any, Any]]] = {}
+_MISSING: Any = object()
+
+
+def _forget(ref: weakref.KeyedRef[int, Part], memos: dict[Any, Any] = _MEMOS) -> None:
+    # ``memos`` bound here: at interpreter exit, module globals are gone before the parts.
+    if memos.get(ref.key, (None,))[0] is ref:
+        memos.pop(ref.key, None)
+
+
+def memo(part: ToolCallPart | ToolResultPart) -> dict[Any, Any]:
+    """The scratch space of this part object (empty at first), dropped with the part."""
+    key = id(part)
+    found = _MEMOS.get(key)
+    if found is not None and found[0]() is part:
+        return found[1]
+    space: dict[Any, Any] = {}
+    _MEMOS[key] = (weakref.KeyedRef(part, _forget, key), space)
+    return space
+
+
+def remembered(space: dict[Any, Any], key: Any, work: Callable[[], T]) -> T:
+    """``space[key]``, worked out once (two threads may both work it out: the same value)."""
+    found = space.get(key, _MISSING)
+    if found is _MISSING:
+        found = space[key] = work()
+    return found  # type: ignore[no-any-return]
 
 
 def digests(fields: JSONObject) -> dict[str, tuple[int, str]]:
@@ -185,17 +224,25 @@ def _plan(messages: Sequence[Message], rules: PayloadRules, keep: frozenset[int]
 
 
 def _omit(
-    fields: JSONObject, threshold: int, keep: Sequence[str], call_id: str, side: Side
+    fields: JSONObject,
+    threshold: int,
+    keep: Sequence[str],
+    call_id: str,
+    side: Side,
+    space: dict[Any, Any],
 ) -> tuple[JSONObject, list[Omitted]]:
+    """``fields`` with those over ``threshold`` bytes omitted; sizes and hashes are remembered
+    in the part's ``space``."""
     out: JSONObject = {}
     omitted: list[Omitted] = []
     for key, value in fields.items():
-        size = payload_size(value)
+        size = remembered(space, ("size", key), partial(payload_size, value))
         if key in keep or size <= threshold or size <= 0:
             out[key] = value
             continue
         out[key] = OMITTED
-        omitted.append(Omitted(call_id, side, key, size, payload_sha256(value), value))
+        sha = remembered(space, ("sha256", key), partial(payload_sha256, value))
+        omitted.append(Omitted(call_id, side, key, size, sha, value))
     return out, omitted
 
 
@@ -206,16 +253,19 @@ def _meta(threshold: int, omitted: Sequence[Omitted]) -> JSONObject:
     }
 
 
-def _compact_call(part: ToolCallPart, rules: PayloadRules) -> tuple[Part, list[Omitted]]:
+def _compact_call(
+    part: ToolCallPart, rules: PayloadRules
+) -> tuple[Part | None, tuple[Omitted, ...]]:
+    """The call with its large arguments omitted (None: none), and what they were."""
     args = part.arguments
     if not isinstance(args, dict) or META_KEY in args:
-        return part, []  # not a JSON object, or compacted already
+        return None, ()  # not a JSON object, or compacted already
     keep = rules.identifier_fields.get(part.name, ())
-    out, omitted = _omit(args, rules.input_trim_bytes, keep, part.id, "arguments")
+    out, omitted = _omit(args, rules.input_trim_bytes, keep, part.id, "arguments", memo(part))
     if not omitted:
-        return part, []
+        return None, ()
     out[META_KEY] = _meta(rules.input_trim_bytes, omitted)
-    return part.model_copy(update={"arguments": out}), omitted
+    return part.model_copy(update={"arguments": out}), tuple(omitted)
 
 
 def result_fields(part: ToolResultPart) -> JSONObject | None:
@@ -252,15 +302,18 @@ def _replaced(part: ToolResultPart, text: str, meta: JSONObject) -> ToolResultPa
 
 def _compact_result(
     part: ToolResultPart, tool: str, rules: PayloadRules
-) -> tuple[Part, list[Omitted]]:
+) -> tuple[Part | None, tuple[Omitted, ...]]:
+    """The result as the placeholder when a field is large (None: none is), and what
+    the fields were."""
     fields = None if compacted(part) else result_fields(part)
     if fields is None:
-        return part, []
+        return None, ()
     threshold = rules.output_trim_bytes
-    _, omitted = _omit(fields, threshold, (), part.call_id, "result")
+    _, omitted = _omit(fields, threshold, (), part.call_id, "result", memo(part))
     if not omitted:
-        return part, []
-    return _replaced(part, placeholder(tool, part.call_id), _meta(threshold, omitted)), omitted
+        return None, ()
+    meta = _meta(threshold, omitted)
+    return _replaced(part, placeholder(tool, part.call_id), meta), tuple(omitted)
 
 
 def compact_tool_payloads(
@@ -276,11 +329,18 @@ def compact_tool_payloads(
     omitted: dict[int, list[Omitted]] = {}
     for i, j in _plan(messages, rules, keep):
         part = parts[i][j]
+        # The compacted part depends on the part and these rules alone: worked out once.
         if isinstance(part, ToolCallPart):
-            new, lost = _compact_call(part, rules)
+            keep_fields = tuple(rules.identifier_fields.get(part.name, ()))
+            key: Any = ("call", rules.input_trim_bytes, keep_fields)
+            new, lost = remembered(memo(part), key, partial(_compact_call, part, rules))
         elif isinstance(part, ToolResultPart):
-            new, lost = _compact_result(part, places[i, j].name, rules)
+            tool = places[i, j].name
+            key = ("result", rules.output_trim_bytes, tool)
+            new, lost = remembered(memo(part), key, partial(_compact_result, part, tool, rules))
         else:  # pragma: no cover - places hold only tool parts
+            continue
+        if new is None:  # left as it is
             continue
         parts[i][j] = new
         omitted.setdefault(i, []).extend(lost)
@@ -314,15 +374,21 @@ def dedupe_results(
             text = None if call.name in rules.excluded_tools else fresh_text(part)
             if not text:
                 continue
-            sha = payload_sha256(text)
+            sha, size = text_digest(part, text)
             newer = newest.setdefault(sha, part.call_id)
             if newer == part.call_id or i in keep:
                 continue
-            lost = Omitted(part.call_id, "result", CONTENT_FIELD, payload_size(text), sha, text)
+            lost = Omitted(part.call_id, "result", CONTENT_FIELD, size, sha, text)
             meta = {"sameAs": newer, "bytes": lost.bytes, "sha256": sha}
             parts[i][j] = _replaced(part, same_as(call.name, part.call_id, newer), meta)
             omitted.setdefault(i, []).append(lost)
     return _compaction(messages, parts, omitted)
+
+
+def text_digest(part: ToolResultPart, text: str) -> tuple[str, int]:
+    """The sha256 and byte size of a result's ``text`` (its ``fresh_text``), remembered."""
+    space = memo(part)
+    return remembered(space, "text", lambda: (payload_sha256(text), payload_size(text)))
 
 
 def compacted(part: ToolResultPart) -> bool:

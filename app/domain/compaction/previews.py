@@ -18,8 +18,7 @@ from app.domain.compaction.payloads import (
     Compaction,
     Omitted,
     fresh_text,
-    payload_sha256,
-    payload_size,
+    text_digest,
 )
 from app.domain.messages import Message, Part, ToolResultPart
 
@@ -95,8 +94,8 @@ def _previewed(
     if tokens <= rules.max_tokens:
         return part, None
     shown = preview(text, tokens, rules, lambda left: pointer(part.call_id, tokens, left))
-    lost = Omitted(part.call_id, "result", CONTENT_FIELD, payload_size(text),
-                   payload_sha256(text), text)  # fmt: skip
+    sha, size = text_digest(part, text)
+    lost = Omitted(part.call_id, "result", CONTENT_FIELD, size, sha, text)
     meta = {"tokens": tokens, "bytes": lost.bytes, "sha256": lost.sha256}
     metadata = {**part.metadata, PREVIEW_KEY: meta}
     return part.model_copy(update={"content": shown, "metadata": metadata}), lost

@@ -157,7 +157,7 @@ def write_tool_call(part: ToolCallPart) -> JSONObject:
 def parse_arguments(raw: str) -> JSONObject | str:
     """The arguments as a JSON object when ``raw`` is one, else ``raw`` itself."""
     try:
-        value = json.loads(raw, parse_constant=_reject_constant, parse_float=_finite_float)
+        value = _ARGUMENTS.decode(raw)
     except (ValueError, RecursionError):
         return raw
     # Keep text raw when its value could not be stored exactly (lone surrogates, deep nesting).
@@ -189,3 +189,7 @@ def _finite_float(text: str) -> float:
 def _reject_constant(name: str) -> Any:
     # NaN and Infinity are not JSON and would not survive storage; keep such text raw.
     raise ValueError(f"{name} is not JSON")
+
+
+# ``json.loads(raw, parse_constant=..., parse_float=...)`` builds this decoder on every call.
+_ARGUMENTS = json.JSONDecoder(parse_constant=_reject_constant, parse_float=_finite_float)
