@@ -325,6 +325,7 @@ class DigestIdRow(Base):
     session_pk: Mapped[str] = _session_fk()
     view_key: Mapped[str] = mapped_column(String(64), primary_key=True)
     generation: Mapped[str] = mapped_column(String(36), primary_key=True)
-    kind: Mapped[str] = mapped_column(String(8), primary_key=True)
+    # Looked up by id: the id before the kind in the key.
     call_id: Mapped[str] = mapped_column(String(600), primary_key=True)
+    kind: Mapped[str] = mapped_column(String(8), primary_key=True)
     upto: Mapped[int] = mapped_column(BigInteger, primary_key=True)

@@ -42,15 +42,15 @@ def upgrade() -> None:
         sa.Column("session_pk", sa.String(length=36), nullable=False),
         sa.Column("view_key", sa.String(length=64), nullable=False),
         sa.Column("generation", sa.String(length=36), nullable=False),
-        sa.Column("kind", sa.String(length=8), nullable=False),
         sa.Column("call_id", sa.String(length=600), nullable=False),
+        sa.Column("kind", sa.String(length=8), nullable=False),
         sa.Column("upto", sa.BigInteger(), nullable=False),
         sa.ForeignKeyConstraint(
             ["session_pk"], ["sessions.pk"], name=op.f("fk_digest_ids_session_pk_sessions"),
             ondelete="CASCADE",
         ),
         sa.PrimaryKeyConstraint(
-            "session_pk", "view_key", "generation", "kind", "call_id", "upto",
+            "session_pk", "view_key", "generation", "call_id", "kind", "upto",
             name=op.f("pk_digest_ids"),
         ),
     )  # fmt: skip
