@@ -86,19 +86,27 @@ def served(
     """Migrate ``url``, serve it from a separate process (bodies up to ``max_body_bytes``: the
     10,000-message histories), and yield a keyed client and the server's pid."""
     _ctxc(url, "migrate")
-    key = _ctxc(url, "keys", "create", "--tenant", "bench")
+    env = {"CTXC_MAX_BODY_BYTES": str(max_body_bytes)}
+    with serving(url, env, "bench") as (base, key, pid):
+        headers = {"Authorization": f"Bearer {key}"}
+        with httpx.Client(base_url=base, headers=headers, timeout=timeout) as client:
+            yield client, pid
+
+
+@contextmanager
+def serving(url: str, env: dict[str, str], tenant: str) -> Iterator[tuple[str, str, int]]:
+    """``ctxc serve`` on the migrated ``url`` in keys mode (``env`` over the defaults), with a
+    key of a new ``tenant``: its base URL, the key and the pid."""
+    key = _ctxc(url, "keys", "create", "--tenant", tenant)
     port = _port()
-    env = {k: v for k, v in os.environ.items() if not k.startswith("CTXC_")}
-    env |= {
-        "CTXC_DATABASE_URL": url,
-        "CTXC_AUTH": "keys",
-        "CTXC_LOG_LEVEL": "warning",
-        "CTXC_MAX_BODY_BYTES": str(max_body_bytes),
+    served_env = {k: v for k, v in os.environ.items() if not k.startswith("CTXC_")}
+    served_env |= {
+        "CTXC_DATABASE_URL": url, "CTXC_AUTH": "keys", "CTXC_LOG_LEVEL": "warning",
         "CTXC_METRICS_TOKEN": METRICS_TOKEN,
-    }
+    } | env  # fmt: skip
     proc = subprocess.Popen(
         [sys.executable, "-m", "app.cli", "serve", "--port", str(port)],
-        env=env,
+        env=served_env,
         stdout=subprocess.DEVNULL,
         stderr=subprocess.DEVNULL,
     )
@@ -110,12 +118,10 @@ def served(
                     break
             except httpx.TransportError:
                 time.sleep(0.1)
-        headers = {"Authorization": f"Bearer {key}"}
-        with httpx.Client(base_url=base, headers=headers, timeout=timeout) as client:
-            yield client, proc.pid
+        yield base, key, proc.pid
     finally:
         proc.terminate()
-        proc.wait(timeout=30)
+        proc.wait(timeout=60)
 
 
 def metric(client: httpx.Client, name: str) -> float:

@@ -25,8 +25,6 @@ import asyncio
 import multiprocessing
 import os
 import random
-import subprocess
-import sys
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -37,7 +35,7 @@ from typing import Any
 import httpx
 
 from bench.append import agent_batch
-from bench.common import _ctxc, _port, database, percentile
+from bench.common import _ctxc, database, percentile, serving
 
 SESSIONS = 64
 STORED = 200
@@ -165,32 +163,9 @@ def _peak_rss_kib(parent: int, workers: int) -> int:
 @contextmanager
 def serve(url: str, config: Config) -> Iterator[tuple[str, str, int]]:
     """``ctxc serve`` on the migrated ``url`` with ``config``: base URL, key and pid."""
-    key = _ctxc(url, "keys", "create", "--tenant", f"load-{time.monotonic_ns()}")
-    port = _port()
-    env = {k: v for k, v in os.environ.items() if not k.startswith("CTXC_")}
-    env |= {
-        "CTXC_DATABASE_URL": url, "CTXC_AUTH": "keys", "CTXC_LOG_LEVEL": "warning",
-        "CTXC_MAX_BODY_BYTES": str(256 * 1024 * 1024), "CTXC_WORKERS": str(config.workers),
-    } | config.env  # fmt: skip
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "app.cli", "serve", "--port", str(port)],
-        env=env,
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.DEVNULL,
-    )
-    base = f"http://127.0.0.1:{port}"
-    try:
-        for _ in range(600):
-            try:
-                if httpx.get(f"{base}/readyz").status_code == 200:
-                    break
-            except httpx.TransportError:
-                pass
-            time.sleep(0.1)
-        yield base, key, proc.pid
-    finally:
-        proc.terminate()
-        proc.wait(timeout=60)
+    env = {"CTXC_MAX_BODY_BYTES": str(256 * 1024 * 1024), "CTXC_WORKERS": str(config.workers)}
+    with serving(url, env | config.env, f"load-{time.monotonic_ns()}") as served:
+        yield served
 
 
 def _sessions(base: str, key: str, profile: str, count: int, stored: int) -> list[str]:
