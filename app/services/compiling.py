@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import uuid
 from collections.abc import Sequence
+from contextlib import nullcontext
 from dataclasses import dataclass, field, replace
 from datetime import datetime
 from typing import Any, Literal
@@ -237,7 +238,6 @@ async def compile_session(
     view = view_of(spec, registry, profile) if cursor is None and digester and long else None
     tail = None if view is None else await read_tail(db, pk, row.history_version, view,
                                                       options.execution_id, profile)  # fmt: skip
-    rows = tail.rows if tail else await compiles.rows_after(db, pk, cursor or 0, profile.encoding)
     if cursor is not None:
         prior = await compiles.open_calls(db, pk, cursor)
         dynamic = [f for f in fragments if f.lifecycle == "dynamic"]
@@ -255,15 +255,24 @@ async def compile_session(
         light = _light(rows, target, options) and not _scans(spec)
         return work(rows, tail) if light else await cpu.run_sync(work, rows, tail)
 
+    async def whole() -> tuple[Sequence[Row[Any]], Output, tuple[Item, ...]]:
+        # A long history read whole takes memory in proportion to it: one at a time.
+        async with digester.reading(long and cursor is None) if digester else nullcontext():
+            rows = await compiles.rows_after(db, pk, cursor or 0, profile.encoding)
+            return rows, *(await run(rows, None))
+
     read: Read = "delta" if cursor is not None else "whole"
+    rows: Sequence[Row[Any]] = tail.rows if tail else ()
     try:
         try:
-            output, items = await run(rows, tail)
-            read = "tail" if tail else read
+            if tail is None:
+                rows, output, items = await whole()
+            else:
+                output, items = await run(rows, tail)
+                read = "tail"
         except NeedsHistory:  # the tail was not enough: the whole history, as without a digest
             tail = None
-            rows = await compiles.rows_after(db, pk, 0, profile.encoding)
-            output, items = await run(rows, None)
+            rows, output, items = await whole()
     except NothingToSend:  # also what a session deleted between the reads above looks like
         if not rows and not await compiles.session_exists(db, pk):
             raise NotFound("session", session_id) from None

@@ -15,6 +15,7 @@ import asyncio
 import hashlib
 import logging
 from collections.abc import Callable, Sequence
+from contextlib import AbstractAsyncContextManager, nullcontext
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any, Literal
@@ -40,6 +41,9 @@ from app.storage.models import SessionRow
 
 log = logging.getLogger(__name__)
 FUTILE_KEPT = 4096
+# Long histories read whole at once in this process: what bounds a worker's memory while the
+# first compiles of long sessions (or of ones a digest cannot serve) run.
+WHOLE_READS = 1
 Outcome = Literal["made", "moved", "none", "stale", "failed"]
 
 
@@ -71,6 +75,12 @@ class Digester:
         # Histories of which no digest could be made, by session and view: (their version, how
         # many messages they had); not tried again until they grew by a tenth.
         self._futile: LRUCache[tuple[str, str], tuple[int, int]] = LRUCache(FUTILE_KEPT)
+        self._whole = asyncio.Semaphore(WHOLE_READS)
+
+    def reading(self, long: bool) -> AbstractAsyncContextManager[Any]:
+        """A permit to read a history whole: one of ``WHOLE_READS`` for a long one (its rows
+        and messages take memory in proportion to it), none needed for a short one."""
+        return self._whole if long else nullcontext()
 
     def schedule(self, job: Job, now: datetime) -> None:
         key = (job.pk, job.view_key)
