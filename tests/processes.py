@@ -71,3 +71,14 @@ def serving(
         yield process
     finally:
         stop(process)
+
+
+@contextmanager
+def replica(database_url: str, port: int) -> Iterator[str]:
+    """`ctxc serve` in a process of its own on ``database_url`` and ``port``, in keys mode:
+    its URL."""
+    url = f"http://127.0.0.1:{port}"
+    env = ctxc_env(CTXC_DATABASE_URL=database_url, CTXC_AUTH="keys", CTXC_LOG_LEVEL="warning")
+    with serving(ctxc_command("serve", "--port", str(port)), url, env=env,
+                 stdout=subprocess.DEVNULL):  # fmt: skip
+        yield url

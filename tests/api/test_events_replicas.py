@@ -3,26 +3,14 @@ committed it (LISTEN/NOTIFY). The replicas are real `ctxc serve` processes."""
 
 from __future__ import annotations
 
-import subprocess
 from collections.abc import Iterator
-from contextlib import contextmanager
 
 import httpx
 import pytest
 
 from tests.api.sse import emit_one, stream
 from tests.conftest import Api, free_port, new_session
-from tests.processes import ctxc_command, ctxc_env, serving
-
-
-@contextmanager
-def replica(database_url: str) -> Iterator[str]:
-    """`ctxc serve` in a process of its own, on ``database_url``, in keys mode."""
-    url = f"http://127.0.0.1:{free_port()}"
-    env = ctxc_env(CTXC_DATABASE_URL=database_url, CTXC_AUTH="keys", CTXC_LOG_LEVEL="warning")
-    command = ctxc_command("serve", "--port", url.rsplit(":", 1)[1])
-    with serving(command, url, env=env, stdout=subprocess.DEVNULL):
-        yield url
+from tests.processes import replica
 
 
 @pytest.fixture(scope="module")
@@ -32,8 +20,8 @@ def replicas(api: Api) -> Iterator[tuple[httpx.Client, httpx.Client]]:
         pytest.skip("replicas share a Postgres database")
     headers = {"Authorization": f"Bearer {api.key_a}"}
     with (
-        replica(api.database_url) as first,
-        replica(api.database_url) as second,
+        replica(api.database_url, free_port()) as first,
+        replica(api.database_url, free_port()) as second,
         httpx.Client(base_url=first, headers=headers, timeout=60) as one,
         httpx.Client(base_url=second, headers=headers, timeout=60) as two,
     ):

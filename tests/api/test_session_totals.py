@@ -6,11 +6,10 @@ compaction through real servers. The session answer and the listing show them.""
 from __future__ import annotations
 
 import asyncio
-import subprocess
 import threading
 import uuid
 from collections.abc import Iterator
-from contextlib import ExitStack, contextmanager
+from contextlib import ExitStack
 from typing import Any
 
 import httpx
@@ -21,7 +20,7 @@ from tests.api.test_compaction import POLICY, session_with, work_history
 from tests.api.test_messages import openai_history
 from tests.api.test_originals import SPEC, agent_history
 from tests.conftest import Api, free_port, new_session
-from tests.processes import ctxc_command, ctxc_env, serving
+from tests.processes import replica
 
 Totals = dict[str, int]
 NDJSON = "application/x-ndjson"
@@ -174,16 +173,6 @@ def test_an_import_carries_its_totals(api: Api, client: httpx.Client) -> None:
     assert [stored for stored, _ in recount(api.database_url, plain)] == [mine, mine]
 
 
-@contextmanager
-def replica(database_url: str) -> Iterator[str]:
-    """`ctxc serve` in a process of its own on ``database_url``, in keys mode."""
-    url = f"http://127.0.0.1:{free_port()}"
-    env = ctxc_env(CTXC_DATABASE_URL=database_url, CTXC_AUTH="keys", CTXC_LOG_LEVEL="warning")
-    command = ctxc_command("serve", "--port", url.rsplit(":", 1)[1])
-    with serving(command, url, env=env, stdout=subprocess.DEVNULL):
-        yield url
-
-
 WRITERS = 6
 ROUNDS = 8
 
@@ -197,7 +186,7 @@ def test_concurrent_appends_and_compactions_keep_the_totals(api: Api, client: ht
     appends: list[int] = []
     compactions: list[int] = []
     with ExitStack() as stack:
-        urls.append(stack.enter_context(replica(api.database_url)))
+        urls.append(stack.enter_context(replica(api.database_url, free_port())))
         headers = {"Authorization": f"Bearer {api.key_a}"}
         clients = [
             stack.enter_context(httpx.Client(base_url=urls[n % len(urls)], headers=headers,
