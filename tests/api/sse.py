@@ -111,3 +111,15 @@ def stream(
         assert response.status_code == 200, response.read()
         assert response.headers["content-type"].startswith("text/event-stream")
         yield Stream(response)
+
+
+def compactable_turns(rounds: int = 8) -> list[dict[str, Any]]:
+    """Turns long enough that a session compaction with a tiny target summarises them."""
+    return [
+        m
+        for n in range(rounds)
+        for m in (
+            {"role": "user", "content": f"Look at src/part_{n}.py please. " + "Be thorough. " * 40},
+            {"role": "assistant", "content": f"It defines handler_{n}. " + "It works fine. " * 40},
+        )
+    ]

@@ -8,7 +8,7 @@ from collections.abc import Iterator
 import httpx
 import pytest
 
-from tests.api.sse import emit_one, stream
+from tests.api.sse import compactable_turns, emit_one, stream
 from tests.conftest import Api, free_port, new_session
 from tests.processes import replica
 
@@ -57,14 +57,7 @@ def test_a_compaction_through_one_replica_reaches_a_subscriber_on_the_other(
 ) -> None:
     one, two = replicas
     sid = new_session(one, provider="gpt-4o")
-    turns = [
-        m
-        for n in range(8)
-        for m in (
-            {"role": "user", "content": f"Look at src/part_{n}.py please. " + "Be thorough. " * 40},
-            {"role": "assistant", "content": f"It defines handler_{n}. " + "It works fine. " * 40},
-        )
-    ]
+    turns = compactable_turns()
     one.post(f"/v1/sessions/{sid}/messages", json={"messages": turns}).raise_for_status()
     with stream(two, sid) as on_two:
         body = {"kind": "session", "policy": {"target_tokens": 10, "trigger_tokens": 20}}

@@ -23,7 +23,7 @@ from sqlalchemy.ext.asyncio import AsyncEngine
 from app.services import keys
 from app.storage.db import create_engine, create_sessionmaker
 from app.storage.migrate import upgrade
-from tests.api.sse import stream
+from tests.api.sse import compactable_turns, stream
 from tests.conftest import METRICS_TOKEN, Api, free_port, fresh_database, new_session
 from tests.processes import ctxc_command, ctxc_env, serving
 
@@ -129,14 +129,7 @@ def test_a_subscriber_on_one_worker_sees_a_compaction_made_through_the_other(
     with one_per_worker(workers.url, api.key_a) as clients:
         listener, writer = clients.values()
         sid = new_session(writer, provider="gpt-4o")
-        turns = [
-            m
-            for n in range(8)
-            for m in (
-                {"role": "user", "content": f"Look at src/part_{n}.py. " + "Be thorough. " * 40},
-                {"role": "assistant", "content": f"It defines f_{n}. " + "It works fine. " * 40},
-            )
-        ]
+        turns = compactable_turns()
         writer.post(f"/v1/sessions/{sid}/messages", json={"messages": turns}).raise_for_status()
         with stream(listener, sid) as events:  # on the listener's connection, so its worker
             body = {"kind": "session", "policy": {"target_tokens": 10, "trigger_tokens": 20}}

@@ -249,11 +249,8 @@ def _digest(
     gap = [i for n, r in enumerate(rounds) if n not in set(needed) for i in r]
     if prior is not None and any(i.seq < prior.upto for i in gap):
         return None
-    by_reason = left_out_by_reason(part.left_out)
-    if prior is not None:
-        by_reason = left_out_by_reason(
-            [*(LeftOut(r, (), x) for r, x in prior.base_left_out), *part.left_out]
-        )
+    older = () if prior is None else prior.base_left_out
+    by_reason = left_out_by_reason([*(LeftOut(r, (), x) for r, x in older), *part.left_out])
     traces = {
         str(i.message.metadata["execution_id"])
         for i in items
