@@ -1,0 +1,276 @@
+"""A real local OpenAI + Anthropic upstream, for the proxy's tests and its benchmark.
+
+The providers cannot be reached from here, so ``Upstream`` serves their two chat endpoints over
+real HTTP on a loopback port (Starlette under uvicorn, in a thread of the test process), with the
+providers' own wire formats, headers and error bodies, so the official SDKs parse it as they would
+the real thing:
+
+- ``POST /v1/chat/completions`` (OpenAI; needs ``Authorization: Bearer``) and ``POST /v1/messages``
+  (Anthropic; needs ``x-api-key`` and ``anthropic-version``), each non-streaming or as SSE.
+- What each request gets is scripted: ``script`` is a queue of steps, one consumed per request
+  (the first one whose ``provider`` is unset or names the request's provider). With no step left,
+  a deterministic agent answers: it calls the request's first tool (arguments made from the
+  tool's schema) when the last message is a user prompt, and answers text otherwise (after a tool
+  result, or when no tool is offered or ``tool_choice`` is none).
+- The prompt is counted as the o200k_base tokens of the compact JSON of the request's ``tools``,
+  ``system`` and ``messages`` (in that order; ``json.dumps(..., separators=(",", ":"),
+  ensure_ascii=False)`` of a dict holding those present). Over ``window`` it is refused with the
+  provider's real context-overflow error, before any step is consumed.
+- Prompt caching as the providers report it: a prompt whose first 128-token blocks (at least 1024
+  tokens) repeat an earlier prompt's to the same model and provider reports them cached. OpenAI
+  always caches (``prompt_tokens`` counts the whole prompt, ``cached_tokens`` the reused part);
+  Anthropic only for a request with a ``cache_control`` marker, and then, as Anthropic does,
+  ``input_tokens`` is what is left after ``cache_read_input_tokens`` and
+  ``cache_creation_input_tokens`` (the new whole blocks): the three add up to the count.
+- ``requests`` records every request in order; ``cancelled`` those whose client went away before
+  the answer (or the stream) ended: seen by the server, as the proof that a proxy cancels.
+"""
+
+from __future__ import annotations
+
+import collections
+import itertools
+import json
+import socket
+import threading
+import time
+from array import array
+from collections.abc import Callable
+from dataclasses import dataclass, replace
+from typing import Any
+
+import anyio
+import uvicorn
+import xxhash
+from starlette.applications import Starlette
+from starlette.requests import Request
+from starlette.responses import Response
+from starlette.routing import Route
+from starlette.types import Receive, Scope, Send
+
+from app.adapters.tokenizers import load_encoding
+from tests.upstream_wires import (
+    WIRES,
+    Answer,
+    Delay,
+    Drop,
+    Error,
+    Json,
+    Provider,
+    Reply,
+    Stall,
+    Step,
+    Text,
+    ToolCall,
+    Usage,
+    dumps,
+    output_text,
+)
+
+__all__ = ["Delay", "Drop", "Error", "Seen", "Stall", "Step", "Text", "ToolCall", "Upstream"]
+
+CACHE_BLOCK = 128
+CACHE_MIN = 1024
+
+
+@dataclass(frozen=True)
+class Seen:
+    """One request as the upstream received it (header names in lower case)."""
+
+    path: str
+    headers: dict[str, str]
+    body: Json
+
+
+@dataclass(frozen=True)
+class Plan:
+    """How a step is served: the answer (None: the default agent's) and its timing."""
+
+    answer: Answer | None = None
+    delay: float = 0.0
+    stall: Stall | None = None
+    drop: Drop | None = None
+
+
+def plan(step: Step | None) -> Plan:
+    match step:
+        case None:
+            return Plan()
+        case Delay(seconds=seconds, then=then):
+            inner = plan(then)
+            return replace(inner, delay=inner.delay + seconds)
+        case Stall(then=then):
+            return replace(plan(then), stall=step)
+        case Drop(then=then):
+            return replace(plan(then), drop=step)
+        case _:
+            return Plan(step)
+
+
+class Upstream:
+    """The local upstream server: a context manager, serving while inside the ``with``."""
+
+    def __init__(self, window: int = 1_000_000, api_key: str | None = None) -> None:
+        """``window``: the context window in tokens; ``api_key``: the only key accepted (any
+        non-empty key when None)."""
+        self.window = window
+        self.api_key = api_key
+        self.requests: list[Seen] = []
+        self.cancelled: list[Seen] = []
+        self.script: collections.deque[Step] = collections.deque()
+        self._lock = threading.Lock()
+        self._ids = itertools.count(1)
+        self._cache: set[bytes] = set()
+        self._encoding = load_encoding("o200k_base")
+        self._socket = socket.socket()
+        self._socket.bind(("127.0.0.1", 0))
+        port = self._socket.getsockname()[1]
+        self.url = f"http://127.0.0.1:{port}"
+        self.openai_base = f"{self.url}/v1"
+        self.anthropic_base = self.url
+        routes = [
+            Route("/v1/chat/completions", self._endpoint("openai"), methods=["POST"]),
+            Route("/v1/messages", self._endpoint("anthropic"), methods=["POST"]),
+        ]
+        config = uvicorn.Config(
+            Starlette(routes=routes), log_level="warning", access_log=False, lifespan="off"
+        )
+        self._server = uvicorn.Server(config)
+        self._thread = threading.Thread(target=self._server.run, args=([self._socket],))
+        self._thread.daemon = True
+
+    def __enter__(self) -> Upstream:
+        self._thread.start()
+        deadline = time.monotonic() + 30
+        while not self._server.started:
+            if not self._thread.is_alive() or time.monotonic() > deadline:
+                raise RuntimeError("upstream did not start")
+            time.sleep(0.01)
+        return self
+
+    def __exit__(self, *_: object) -> None:
+        self._server.should_exit = True
+        self._thread.join(timeout=30)
+        self._socket.close()
+
+    def _endpoint(self, provider: Provider) -> Callable[[Request], Any]:
+        async def endpoint(request: Request) -> Response:
+            return await self._answer(request, provider)
+
+        return endpoint
+
+    async def _answer(self, request: Request, provider: Provider) -> Response:
+        wire = WIRES[provider]
+        raw = await request.body()
+        try:
+            parsed = json.loads(raw)
+        except ValueError:
+            parsed = None
+        body: Json = parsed if isinstance(parsed, dict) else {}
+        headers = {name.lower(): value for name, value in request.headers.items()}
+        seen = Seen(request.url.path, headers, body)
+        with self._lock:
+            self.requests.append(seen)
+        n = next(self._ids)
+        refusal = wire.refuse(headers, body, parsed is not None, self.api_key, n)
+        if refusal is not None:
+            return Scripted(self, seen, refusal, Plan())
+        count, cached, created = await anyio.to_thread.run_sync(self._count, provider, body)
+        if count > self.window:
+            overflow = wire.error(Error("overflow"), body, count, self.window, n)
+            return Scripted(self, seen, overflow, Plan())
+        steps = plan(self._take(provider))
+        answer = steps.answer or wire.default_answer(body)
+        if isinstance(answer, Error):
+            return Scripted(self, seen, wire.error(answer, body, count, self.window, n), steps)
+        output = self._tokens(output_text(wire, answer, body))
+        usage = Usage(count, cached, created, max(1, output))
+        return Scripted(self, seen, wire.reply(answer, body, usage, n), steps)
+
+    def _take(self, provider: Provider) -> Step | None:
+        """The first scripted step for ``provider``, removed from the script."""
+        with self._lock:
+            for index, step in enumerate(self.script):
+                if step.provider in (None, provider):
+                    del self.script[index]
+                    return step
+        return None
+
+    def _tokens(self, text: str) -> int:
+        return len(self._encoding.encode_ordinary(text))
+
+    def _count(self, provider: Provider, body: Json) -> tuple[int, int, int]:
+        """The prompt's token count, its cached prefix and the part newly cached (see the module
+        docstring for the rules)."""
+        prompt = {key: body[key] for key in ("tools", "system", "messages") if key in body}
+        tokens = self._encoding.encode_ordinary(dumps(prompt))
+        caching = provider == "openai" or '"cache_control"' in dumps(body)
+        if not caching or len(tokens) < CACHE_MIN:
+            return len(tokens), 0, 0
+        digest = xxhash.xxh3_128(f"{provider}\0{body.get('model')}".encode())
+        cached, blocks = 0, len(tokens) // CACHE_BLOCK * CACHE_BLOCK
+        with self._lock:
+            for end in range(CACHE_BLOCK, blocks + 1, CACHE_BLOCK):
+                digest.update(array("I", tokens[end - CACHE_BLOCK : end]).tobytes())
+                key = digest.digest()
+                if key in self._cache and cached == end - CACHE_BLOCK:
+                    cached = end
+                self._cache.add(key)
+        cached = cached if cached >= CACHE_MIN else 0
+        return len(tokens), cached, blocks - cached
+
+
+class Scripted(Response):
+    """Sends a ``Reply`` as its plan says (delay, stall, drop), and records a client that leaves
+    before the end in ``upstream.cancelled``."""
+
+    def __init__(self, upstream: Upstream, seen: Seen, reply: Reply, steps: Plan) -> None:
+        self.upstream, self.seen, self.reply, self.steps = upstream, seen, reply, steps
+        self.background = None
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        finished = False
+        async with anyio.create_task_group() as group:
+
+            async def watch() -> None:
+                while (await receive())["type"] != "http.disconnect":
+                    pass
+                if not finished:
+                    with self.upstream._lock:
+                        self.upstream.cancelled.append(self.seen)
+                    group.cancel_scope.cancel()
+
+            group.start_soon(watch)
+            finished = await self._send(send)
+            group.cancel_scope.cancel()
+
+    async def _send(self, send: Send) -> bool:
+        """Send the reply; False when it was dropped on purpose."""
+        reply, steps = self.reply, self.steps
+        if steps.delay:
+            await anyio.sleep(steps.delay)
+        parts = reply.parts if reply.stream else halves(reply.parts[0], steps)
+        headers = dict(reply.headers)
+        if not reply.stream:
+            headers["content-length"] = str(sum(map(len, parts)))
+        raw_headers = [(k.encode(), v.encode()) for k, v in headers.items()]
+        await send({"type": "http.response.start", "status": reply.status, "headers": raw_headers})
+        # A JSON body is cut in two halves: a stall or a drop falls between them.
+        drop_at = None if steps.drop is None else steps.drop.after_chunks if reply.stream else 1
+        stall_at = None if steps.stall is None else steps.stall.after_chunks if reply.stream else 1
+        for sent, part in enumerate(parts):
+            if sent == drop_at:
+                return False
+            if sent == stall_at and steps.stall is not None:
+                await anyio.sleep(steps.stall.seconds)
+            await send({"type": "http.response.body", "body": part, "more_body": True})
+        await send({"type": "http.response.body", "body": b"", "more_body": False})
+        return True
+
+
+def halves(body: bytes, steps: Plan) -> list[bytes]:
+    """A JSON body in two parts when a stall or a drop is to fall inside it."""
+    if steps.stall is None and steps.drop is None:
+        return [body]
+    middle = len(body) // 2
+    return [body[:middle], body[middle:]]
