@@ -370,6 +370,9 @@ class AnthropicWire:
         for name in ("model", "messages", "max_tokens"):
             if name not in body:
                 return self._error(400, "invalid_request_error", f"{name}: Field required", n)
+        if not isinstance(body["messages"], list):
+            message = "messages: Input should be a valid list"
+            return self._error(400, "invalid_request_error", message, n)
         return None
 
     def error(self, error: Error, body: Json, count: int, window: int, n: int) -> Reply:

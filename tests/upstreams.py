@@ -71,6 +71,7 @@ __all__ = ["Delay", "Drop", "Error", "Seen", "Stall", "Step", "Text", "ToolCall"
 
 CACHE_BLOCK = 128
 CACHE_MIN = 1024
+INLINE_COUNT_BYTES = 32 * 1024
 
 
 @dataclass(frozen=True)
@@ -119,6 +120,7 @@ class Upstream:
         self.cancelled: list[Seen] = []
         self.script: collections.deque[Step] = collections.deque()
         self._lock = threading.Lock()
+        self._changed = threading.Condition(self._lock)
         self._ids = itertools.count(1)
         self._cache: set[bytes] = set()
         self._encoding = load_encoding("o200k_base")
@@ -153,6 +155,19 @@ class Upstream:
         self._thread.join(timeout=30)
         self._socket.close()
 
+    def cancel(self, seen: Seen) -> None:
+        with self._changed:
+            self.cancelled.append(seen)
+            self._changed.notify_all()
+
+    def wait_cancelled(self, count: int = 1, timeout: float = 30) -> list[Seen]:
+        """``cancelled`` once it holds ``count`` requests (the server notices a client leave
+        soon after it does, not at once)."""
+        with self._changed:
+            if not self._changed.wait_for(lambda: len(self.cancelled) >= count, timeout):
+                raise AssertionError(f"{len(self.cancelled)} cancelled requests, not {count}")
+            return list(self.cancelled)
+
     def _endpoint(self, provider: Provider) -> Callable[[Request], Any]:
         async def endpoint(request: Request) -> Response:
             return await self._answer(request, provider)
@@ -175,7 +190,11 @@ class Upstream:
         refusal = wire.refuse(headers, body, parsed is not None, self.api_key, n)
         if refusal is not None:
             return Scripted(self, seen, refusal, Plan())
-        count, cached, created = await anyio.to_thread.run_sync(self._count, provider, body)
+        # A thread hop costs more than counting a small prompt; a large one must not hold the loop.
+        if len(raw) < INLINE_COUNT_BYTES:
+            count, cached, created = self._count(provider, body)
+        else:
+            count, cached, created = await anyio.to_thread.run_sync(self._count, provider, body)
         if count > self.window:
             overflow = wire.error(Error("overflow"), body, count, self.window, n)
             return Scripted(self, seen, overflow, Plan())
@@ -203,8 +222,9 @@ class Upstream:
         """The prompt's token count, its cached prefix and the part newly cached (see the module
         docstring for the rules)."""
         prompt = {key: body[key] for key in ("tools", "system", "messages") if key in body}
-        tokens = self._encoding.encode_ordinary(dumps(prompt))
-        caching = provider == "openai" or '"cache_control"' in dumps(body)
+        text = dumps(prompt)
+        tokens = self._encoding.encode_ordinary(text)
+        caching = provider == "openai" or '"cache_control"' in text
         if not caching or len(tokens) < CACHE_MIN:
             return len(tokens), 0, 0
         digest = xxhash.xxh3_128(f"{provider}\0{body.get('model')}".encode())
@@ -236,8 +256,7 @@ class Scripted(Response):
                 while (await receive())["type"] != "http.disconnect":
                     pass
                 if not finished:
-                    with self.upstream._lock:
-                        self.upstream.cancelled.append(self.seen)
+                    self.upstream.cancel(self.seen)
                     group.cancel_scope.cancel()
 
             group.start_soon(watch)
