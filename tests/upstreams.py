@@ -6,7 +6,8 @@ providers' own wire formats, headers and error bodies, so the official SDKs pars
 the real thing:
 
 - ``POST /v1/chat/completions`` (OpenAI; needs ``Authorization: Bearer``) and ``POST /v1/messages``
-  (Anthropic; needs ``x-api-key`` and ``anthropic-version``), each non-streaming or as SSE.
+  (Anthropic; needs ``anthropic-version`` and a key: ``x-api-key``, or a bearer token as the SDK
+  sends it since 2.x), each non-streaming or as SSE. ``api_key`` makes one key the only good one.
 - What each request gets is scripted: ``script`` is a queue of steps, one consumed per request
   (the first one whose ``provider`` is unset or names the request's provider). With no step left,
   a deterministic agent answers: it calls the request's first tool (arguments made from the
@@ -49,8 +50,10 @@ from starlette.routing import Route
 from starlette.types import Receive, Scope, Send
 
 from app.adapters.tokenizers import load_encoding
+from tests.upstream_anthropic import AnthropicWire
+from tests.upstream_openai import OpenAIWire
 from tests.upstream_wires import (
-    WIRES,
+    DEFAULT_TEXT,
     Answer,
     Delay,
     Drop,
@@ -63,15 +66,28 @@ from tests.upstream_wires import (
     Text,
     ToolCall,
     Usage,
+    Wire,
     dumps,
     output_text,
 )
 
-__all__ = ["Delay", "Drop", "Error", "Seen", "Stall", "Step", "Text", "ToolCall", "Upstream"]
+__all__ = [
+    "DEFAULT_TEXT",
+    "Delay",
+    "Drop",
+    "Error",
+    "Seen",
+    "Stall",
+    "Step",
+    "Text",
+    "ToolCall",
+    "Upstream",
+]
 
 CACHE_BLOCK = 128
 CACHE_MIN = 1024
 INLINE_COUNT_BYTES = 32 * 1024
+WIRES: dict[Provider, Wire] = {"openai": OpenAIWire(), "anthropic": AnthropicWire()}
 
 
 @dataclass(frozen=True)
@@ -134,9 +150,12 @@ class Upstream:
             Route("/v1/chat/completions", self._endpoint("openai"), methods=["POST"]),
             Route("/v1/messages", self._endpoint("anthropic"), methods=["POST"]),
         ]
+        # log_config=None leaves the process's logging as it is; a stream still open at exit is
+        # cut after a second rather than awaited.
         config = uvicorn.Config(
-            Starlette(routes=routes), log_level="warning", access_log=False, lifespan="off"
-        )
+            Starlette(routes=routes), log_config=None, log_level=None, access_log=False,
+            lifespan="off", timeout_graceful_shutdown=1,
+        )  # fmt: skip
         self._server = uvicorn.Server(config)
         self._thread = threading.Thread(target=self._server.run, args=([self._socket],))
         self._thread.daemon = True
@@ -246,7 +265,6 @@ class Scripted(Response):
 
     def __init__(self, upstream: Upstream, seen: Seen, reply: Reply, steps: Plan) -> None:
         self.upstream, self.seen, self.reply, self.steps = upstream, seen, reply, steps
-        self.background = None
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         finished = False

@@ -15,8 +15,7 @@ import openai
 import pytest
 
 from app.adapters.tokenizers import load_encoding
-from tests.upstream_wires import DEFAULT_TEXT
-from tests.upstreams import Delay, Drop, Error, Stall, Text, ToolCall, Upstream
+from tests.upstreams import DEFAULT_TEXT, Delay, Drop, Error, Stall, Text, ToolCall, Upstream
 
 TOOLS = [{"type": "function", "function": {
     "name": "read_file", "description": "Read a file.",
