@@ -301,6 +301,9 @@ class Scripted(Response):
             if sent == stall_at and steps.stall is not None:
                 await anyio.sleep(steps.stall.seconds)
             await send({"type": "http.response.body", "body": part, "more_body": True})
+            # uvicorn's send neither yields nor fails once the client has gone: the watcher must
+            # get its turn, or a fast stream would run to its end unnoticed.
+            await anyio.lowlevel.checkpoint()
         await send({"type": "http.response.body", "body": b"", "more_body": False})
         return True
 

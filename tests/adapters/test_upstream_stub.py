@@ -380,6 +380,17 @@ def test_a_client_that_leaves_a_stalled_stream_is_recorded_cancelled(
     assert up.wait_cancelled(before + 1)[-1] is up.requests[-1]
 
 
+def test_a_client_that_leaves_a_long_stream_midway_is_recorded_cancelled(
+    up: Upstream, claude: anthropic.Anthropic
+) -> None:
+    before = len(up.cancelled)
+    up.script.append(Text(chars=2_000_000))
+    with claude.messages.stream(model="claude-x", max_tokens=10, messages=PROMPT) as stream:
+        for _, event in zip(range(5), stream, strict=False):
+            assert event.type
+    assert up.wait_cancelled(before + 1)[-1] is up.requests[-1]
+
+
 def test_a_patient_client_gets_the_whole_stalled_stream(
     up: Upstream, claude: anthropic.Anthropic
 ) -> None:
