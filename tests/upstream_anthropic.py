@@ -80,6 +80,10 @@ class AnthropicWire:
             return self._error(500, "api_error", "Internal server error", n)
         return self._error(529, "overloaded_error", "Overloaded", n)
 
+    def stream_error(self, error: Reply) -> bytes:
+        """An error in a stream already begun: an ``error`` event with the error's body."""
+        return b"event: error\ndata: " + error.parts[0] + b"\n\n"
+
     def default_answer(self, body: Json) -> Text | ToolCall:
         messages = body["messages"]
         last = messages[-1] if messages and isinstance(messages[-1], dict) else {}

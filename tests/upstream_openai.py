@@ -110,6 +110,10 @@ class OpenAIWire:
         )
         return self._error(503, message, "server_error", n)
 
+    def stream_error(self, error: Reply) -> bytes:
+        """An error in a stream already begun: its body as one more data event."""
+        return b"data: " + error.parts[0] + b"\n\n"
+
     def default_answer(self, body: Json) -> Text | ToolCall:
         messages = body["messages"]
         last = messages[-1] if messages and isinstance(messages[-1], dict) else {}

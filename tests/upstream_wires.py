@@ -45,10 +45,13 @@ class ToolCall:
 
 @dataclass(frozen=True)
 class Error:
-    """Answer the provider's own error of this kind (429s carry ``retry-after``)."""
+    """Answer the provider's own error of this kind (429s carry ``retry-after``). With
+    ``after_chunks``, a streaming request gets a 200 stream that breaks off after that many chunks
+    with the error as the provider's own mid-stream error event."""
 
     kind: ErrorKind
     retry_after: float = 1.0
+    after_chunks: int | None = None
     provider: Provider | None = None
 
 
@@ -144,6 +147,7 @@ class Wire(Protocol):
     def reply(self, answer: Text | ToolCall, body: Json, usage: Usage, n: int) -> Reply: ...
     def default_answer(self, body: Json) -> Text | ToolCall: ...
     def tool(self, answer: ToolCall, body: Json) -> tuple[str, Json]: ...
+    def stream_error(self, error: Reply) -> bytes: ...
 
 
 def output_text(wire: Wire, answer: Text | ToolCall, body: Json) -> str:

@@ -211,19 +211,29 @@ class Upstream:
             return Scripted(self, seen, refusal, Plan())
         # A thread hop costs more than counting a small prompt; a large one must not hold the loop.
         if len(raw) < INLINE_COUNT_BYTES:
-            count, cached, created = self._count(provider, body)
+            counts = self._count(provider, body)
         else:
-            count, cached, created = await anyio.to_thread.run_sync(self._count, provider, body)
-        if count > self.window:
-            overflow = wire.error(Error("overflow"), body, count, self.window, n)
+            counts = await anyio.to_thread.run_sync(self._count, provider, body)
+        if counts[0] > self.window:
+            overflow = wire.error(Error("overflow"), body, counts[0], self.window, n)
             return Scripted(self, seen, overflow, Plan())
         steps = plan(self._take(provider))
         answer = steps.answer or wire.default_answer(body)
-        if isinstance(answer, Error):
-            return Scripted(self, seen, wire.error(answer, body, count, self.window, n), steps)
+        if not isinstance(answer, Error):
+            return Scripted(self, seen, self._reply(wire, answer, body, counts, n), steps)
+        error = wire.error(answer, body, counts[0], self.window, n)
+        if answer.after_chunks is None or not body.get("stream"):
+            return Scripted(self, seen, error, steps)
+        # Broken off mid-stream: the default answer's first chunks, then the error event.
+        broken = self._reply(wire, wire.default_answer(body), body, counts, n)
+        broken.parts[answer.after_chunks :] = [wire.stream_error(error)]
+        return Scripted(self, seen, broken, steps)
+
+    def _reply(
+        self, wire: Wire, answer: Text | ToolCall, body: Json, counts: tuple[int, int, int], n: int
+    ) -> Reply:
         output = self._tokens(output_text(wire, answer, body))
-        usage = Usage(count, cached, created, max(1, output))
-        return Scripted(self, seen, wire.reply(answer, body, usage, n), steps)
+        return wire.reply(answer, body, Usage(*counts, max(1, output)), n)
 
     def _take(self, provider: Provider) -> Step | None:
         """The first scripted step for ``provider``, removed from the script."""

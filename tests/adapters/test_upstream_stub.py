@@ -358,6 +358,30 @@ def test_anthropic_reports_cache_reads_for_a_marked_prompt(
     assert second.usage.cache_read_input_tokens == first.usage.cache_creation_input_tokens
 
 
+def test_an_error_mid_stream_comes_as_each_providers_error_event(
+    up: Upstream, gpt: openai.OpenAI, claude: anthropic.Anthropic
+) -> None:
+    up.script.append(Error("server", after_chunks=2, provider="openai"))
+    stream = gpt.chat.completions.create(model="gpt-4o", messages=PROMPT, stream=True)
+    with pytest.raises(openai.APIError) as broken:
+        list(stream)
+    assert broken.value.body == {
+        "message": "The server had an error while processing your request. Sorry about that!",
+        "type": "server_error", "param": None, "code": None,
+    }  # fmt: skip
+    up.script.append(Error("overloaded", after_chunks=3, provider="anthropic"))
+    with (
+        pytest.raises(anthropic.APIStatusError) as overloaded,
+        claude.messages.stream(model="claude-x", max_tokens=10, messages=PROMPT) as events,
+    ):
+        for _ in events:
+            pass
+    assert overloaded.value.status_code == 200  # the stream had begun
+    assert overloaded.value.body["error"] == {  # type: ignore[index]
+        "type": "overloaded_error", "message": "Overloaded",
+    }  # fmt: skip
+
+
 def test_a_step_for_one_provider_waits_for_its_request(
     up: Upstream, gpt: openai.OpenAI, claude: anthropic.Anthropic
 ) -> None:
