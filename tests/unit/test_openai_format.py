@@ -33,12 +33,25 @@ def one(message: dict[str, Any]) -> Message:
     return converted
 
 
-def without_caller_metadata(messages: list[Any]) -> list[Any]:
-    return [{k: v for k, v in m.items() if k != "metadata"} for m in messages]
+# Null or empty, the API reads these as absent: the parser leaves them out.
+UNSET_WHEN_EMPTY = ("refusal", "audio", "function_call", "annotations", "tool_calls")
+
+
+def read_back(messages: list[Any]) -> list[Any]:
+    """``messages`` as the converters give them back: without the caller's metadata and the
+    optional fields that were null or empty."""
+    return [
+        {
+            k: v
+            for k, v in m.items()
+            if k != "metadata" and not (k in UNSET_WHEN_EMPTY and (v is None or v == []))
+        }
+        for m in messages
+    ]
 
 
 def assert_round_trip(messages: list[Any]) -> None:
-    assert to_openai(from_openai(messages)) == without_caller_metadata(messages)
+    assert to_openai(from_openai(messages)) == read_back(messages)
 
 
 # Mappings
@@ -165,18 +178,25 @@ def test_message_fields_we_do_not_model_go_to_message_metadata() -> None:
     raw: dict[str, Any] = {
         "role": "assistant",
         "content": "hi",
-        "refusal": None,
-        "audio": None,
-        "function_call": None,
-        "tool_calls": [],
+        "refusal": "no",
+        "audio": {"id": "audio_1"},
+        "function_call": {"name": "f", "arguments": "{}"},
+        "annotations": [{"type": "url_citation"}],
         "name": 7,
         "weird": {"k": [1, 2]},
     }
     message = one(raw)
     assert message.name is None
     extra = message.metadata["openai"]["extra"]
-    assert set(extra) == {"refusal", "audio", "function_call", "tool_calls", "name", "weird"}
+    assert set(extra) == {"refusal", "audio", "function_call", "annotations", "name", "weird"}
     assert to_openai([message]) == [raw]
+
+
+def test_optional_fields_an_sdk_dumps_null_or_empty_are_not_kept() -> None:
+    unset = {"refusal": None, "audio": None, "function_call": None, "annotations": []}
+    raw: dict[str, Any] = {"role": "assistant", "content": "hi", "tool_calls": None} | unset
+    assert one(raw) == one({"role": "assistant", "content": "hi"})
+    assert to_openai([one(raw)]) == [{"role": "assistant", "content": "hi"}]
 
 
 def test_caller_metadata_goes_to_message_metadata_and_is_never_emitted() -> None:
