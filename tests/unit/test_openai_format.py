@@ -33,21 +33,33 @@ def one(message: dict[str, Any]) -> Message:
     return converted
 
 
-# Null or empty, the API reads these as absent: the parser leaves them out.
-UNSET_WHEN_EMPTY = ("refusal", "audio", "function_call", "annotations", "tool_calls")
-
-
 def read_back(messages: list[Any]) -> list[Any]:
     """``messages`` as the converters give them back: without the caller's metadata and the
-    optional fields that were null or empty."""
-    return [
-        {
-            k: v
-            for k, v in m.items()
-            if k != "metadata" and not (k in UNSET_WHEN_EMPTY and (v is None or v == []))
-        }
-        for m in messages
-    ]
+    fields the API reads as absent (nulls but ``content``, empty ``annotations`` or
+    ``tool_calls``, nulls of a tool call and of its ``function``, a streamed call's ``index``)."""
+    return [_read_back(message) for message in messages]
+
+
+def _read_back(message: dict[str, Any]) -> dict[str, Any]:
+    out = {
+        k: v
+        for k, v in message.items()
+        if k != "metadata"
+        and (v is not None or k == "content")
+        and not (k in ("annotations", "tool_calls") and v == [])
+    }
+    if isinstance(out.get("tool_calls"), list):
+        out["tool_calls"] = [_call_back(call) for call in out["tool_calls"]]
+    return out
+
+
+def _call_back(call: Any) -> Any:
+    if not isinstance(call, dict):
+        return call
+    out = {k: v for k, v in call.items() if v is not None and k != "index"}
+    if isinstance(out.get("function"), dict):
+        out["function"] = {k: v for k, v in out["function"].items() if v is not None}
+    return out
 
 
 def assert_round_trip(messages: list[Any]) -> None:
@@ -197,6 +209,12 @@ def test_optional_fields_an_sdk_dumps_null_or_empty_are_not_kept() -> None:
     raw: dict[str, Any] = {"role": "assistant", "content": "hi", "tool_calls": None} | unset
     assert one(raw) == one({"role": "assistant", "content": "hi"})
     assert to_openai([one(raw)]) == [{"role": "assistant", "content": "hi"}]
+    dumped_call = call("c", "f", "{}") | {"x": None, "index": 0}
+    dumped_call["function"]["parsed_arguments"] = None
+    streamed = {"role": "assistant", "content": None, "parsed": None, "tool_calls": [dumped_call]}
+    assert one(streamed) == one(
+        {"role": "assistant", "content": None, "tool_calls": [call("c", "f", "{}")]}
+    )
 
 
 def test_caller_metadata_goes_to_message_metadata_and_is_never_emitted() -> None:

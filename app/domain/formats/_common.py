@@ -72,6 +72,11 @@ def clone(value: T) -> T:
     return copy.deepcopy(value)
 
 
+def set_fields(obj: JSONObject, keep: Collection[str] = ()) -> JSONObject:
+    """The fields of ``obj`` that are not null (a null in ``keep`` means something: kept)."""
+    return {key: value for key, value in obj.items() if value is not None or key in keep}
+
+
 def without_nulls(value: Any) -> Any:
     """``value`` without its null object fields, at any depth but inside a tool ``input``
     (tool arguments, where a null is a value). The SDKs dump every field the API left out as

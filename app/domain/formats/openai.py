@@ -10,12 +10,13 @@ One OpenAI message is one canonical message. What the canonical model does not h
 - ``extra``: every other field, verbatim (a set ``refusal``, ``audio``, ``function_call`` or
   ``annotations``, a non-string ``name``, unknown keys...).
 
-``refusal``, ``audio``, ``function_call``, ``annotations`` and ``tool_calls`` that are null or
-empty are not kept: the SDKs dump a response message with them (``ChatCompletionMessage``'s
-``refusal: null, annotations: [], audio: null``...) and the API reads them as absent, so a
-message a client resends reads the same as the reply ctxc stored. The round trip is exact up to
-those. A set ``refusal`` is kept verbatim: it goes back to OpenAI as the client sent it and
-carries no text for another provider.
+Null fields but ``content`` (whose null is kept as a form hint), and an empty ``annotations``
+or ``tool_calls``, are not kept, nor are null fields of tool calls: the SDKs dump a response
+message with every field the API left out (``ChatCompletionMessage``'s ``refusal: null,
+annotations: [], audio: null``, the stream helper's ``parsed: null``...) and the API reads them
+as absent, so a message a client resends reads the same as the reply ctxc stored. The round trip
+is exact up to those. A set ``refusal`` is kept verbatim: it goes back to OpenAI as the client
+sent it and carries no text for another provider.
 
 Part-level hints are described in ``_openai_parts``.
 """
@@ -33,6 +34,7 @@ from app.domain.formats._common import (
     expect_str,
     extra_fields,
     hints,
+    set_fields,
 )
 from app.domain.formats._openai_parts import (
     PROVIDER,
@@ -66,9 +68,7 @@ _ROLES: Final[dict[str, Role]] = {
     "function": "tool",
 }
 _ABSENT: Final = object()
-_UNSET_WHEN_EMPTY: Final = frozenset(
-    {"refusal", "audio", "function_call", "annotations", "tool_calls"}
-)
+_UNSET_WHEN_EMPTY: Final = ("annotations", "tool_calls")
 
 Content = str | tuple[ContentItem, ...]
 
@@ -81,11 +81,10 @@ def from_openai(messages: Any) -> list[Message]:
 
 
 def _read_message(raw: Any, path: Path) -> Message:
-    message = {
-        key: value
-        for key, value in expect_object(raw, path, "a message object").items()
-        if not (key in _UNSET_WHEN_EMPTY and (value is None or value == []))
-    }
+    message = set_fields(expect_object(raw, path, "a message object"), keep=("content",))
+    for key in _UNSET_WHEN_EMPTY:
+        if message.get(key) == []:
+            del message[key]
     role = message.get("role")
     if not isinstance(role, str) or role not in _ROLES:
         raise FormatError((*path, "role"), f"role must be one of {', '.join(_ROLES)}")
