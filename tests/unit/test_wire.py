@@ -7,6 +7,8 @@ import itertools
 import json
 from typing import Any
 
+import anthropic
+import openai
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
@@ -17,6 +19,7 @@ from app.domain.formats.openai import from_openai
 from app.domain.wire import Reply, ReplyStream, WireError, error_body, is_overflow, reply_of
 from app.domain.wire.reply import Provider
 from app.domain.wire.sse import Event, EventParser
+from tests.adapters.stubs import Answer, StubServer
 from tests.unit.strategies import json_objects, messy_text
 
 # Recorded answers (the providers' documentation, API reference and streaming guides)
@@ -901,3 +904,64 @@ def test_openai_error_bodies_take_the_apis_types(status: int, kind: str, code: s
 def test_anthropic_error_bodies_take_the_apis_types(status: int, kind: str) -> None:
     body = json.loads(error_body("anthropic", status, "why"))
     assert body == {"type": "error", "error": {"type": kind, "message": "why"}}
+
+
+def erring(status: int, body: bytes) -> StubServer:
+    """A local server that answers every request with ``status`` and ``body``."""
+    return StubServer(lambda _: Answer(status, body))
+
+
+@pytest.mark.parametrize(
+    ("status", "expected"),
+    [
+        (400, openai.BadRequestError),
+        (401, openai.AuthenticationError),
+        (403, openai.PermissionDeniedError),
+        (404, openai.NotFoundError),
+        (413, openai.APIStatusError),
+        (429, openai.RateLimitError),
+        (500, openai.InternalServerError),
+    ],
+)
+def test_the_openai_sdk_raises_its_own_exception_for_a_ctxc_error(
+    status: int, expected: type[openai.APIStatusError]
+) -> None:
+    body = error_body("openai", status, "session 's1' not found", "messages")
+    with erring(status, body) as server:
+        client = openai.OpenAI(base_url=server.url, api_key="k", max_retries=0)
+        with pytest.raises(expected) as raised:
+            client.chat.completions.create(model="m", messages=[])
+        client.close()
+    assert raised.value.status_code == status
+    assert raised.value.body == json.loads(body)["error"]
+    assert (raised.value.type, raised.value.param) == (
+        json.loads(body)["error"]["type"],
+        "messages",
+    )
+
+
+@pytest.mark.parametrize(
+    ("status", "expected"),
+    [
+        (400, anthropic.BadRequestError),
+        (401, anthropic.AuthenticationError),
+        (403, anthropic.PermissionDeniedError),
+        (404, anthropic.NotFoundError),
+        (413, anthropic.RequestTooLargeError),
+        (429, anthropic.RateLimitError),
+        (500, anthropic.InternalServerError),
+        (529, anthropic.OverloadedError),
+    ],
+)
+def test_the_anthropic_sdk_raises_its_own_exception_for_a_ctxc_error(
+    status: int, expected: type[anthropic.APIStatusError]
+) -> None:
+    body = error_body("anthropic", status, "session 's1' not found")
+    with erring(status, body) as server:
+        client = anthropic.Anthropic(base_url=server.url, api_key="k", max_retries=0)
+        with pytest.raises(expected) as raised:
+            client.messages.create(model="m", max_tokens=1, messages=[])
+        client.close()
+    assert raised.value.status_code == status
+    assert raised.value.body == json.loads(body)
+    assert "session 's1' not found" in raised.value.message
