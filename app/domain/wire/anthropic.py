@@ -70,6 +70,7 @@ class AnthropicStream:
         if kind == "error":
             self.error = expect(data.get("error"), "a stream error")
         elif kind == "message_start":
+            self._budget.take(event.data)
             self._start(expect(data.get("message"), "message_start's message"))
         elif kind == "content_block_start":
             block = expect(data.get("content_block"), "a started content block")
@@ -117,7 +118,7 @@ class AnthropicStream:
             block["signature"] = self._budget.take(_text(delta.get("signature")))
         elif kind == "citations_delta":
             self._budget.take(json.dumps(delta.get("citation")))
-            if block.get("citations") is None:
+            if not isinstance(block.get("citations"), list):
                 block["citations"] = []
             block["citations"].append(clone(delta.get("citation")))
 

@@ -3,7 +3,8 @@
 The reply is the first choice's message as a client resends it: ``role`` and ``content`` (a
 string or null), ``tool_calls`` when there are any, and ``refusal``, ``audio``,
 ``function_call`` and ``annotations`` only when set (null or empty they are left out, as the
-format parser leaves them out of a resent message).
+format parser leaves them out of a resent message). A streamed ``audio`` is not assembled (its
+deltas carry base64 audio ctxc does not store).
 """
 
 from __future__ import annotations

@@ -20,7 +20,9 @@ def reply_of(provider: Provider, body: Any) -> Reply:
 class ReplyStream:
     """Fed the raw bytes of an upstream event stream as they arrive (split anywhere, even inside
     a UTF-8 character or a line), it assembles the reply, keeping only what the reply needs:
-    a line, an event or the reply over ``max_bytes`` raises WireError."""
+    a line, an event or the reply over ``max_bytes`` raises WireError, as does an event that
+    breaks the protocol; after one, the reply is lost (feed no more; the bytes already forwarded
+    to the client are not this object's concern)."""
 
     def __init__(self, provider: Provider, max_bytes: int = DEFAULT_MAX_BYTES) -> None:
         self._events = EventParser(max_bytes)
