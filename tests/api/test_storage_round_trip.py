@@ -12,15 +12,13 @@ from app.domain.formats.convert import Format, parse_messages
 from app.domain.limits import json_problems
 from tests.conftest import Api, new_session
 from tests.unit.test_anthropic_format import anthropic_documents
+from tests.unit.test_anthropic_format import read_back as anthropic_read_back
 from tests.unit.test_openai_format import openai_documents
+from tests.unit.test_openai_format import read_back as openai_read_back
 
 SETTINGS = settings(
     max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
 )
-
-
-def _without_caller_metadata(messages: list[Any]) -> list[Any]:
-    return [{k: v for k, v in m.items() if k != "metadata"} for m in messages]
 
 
 def _storable(fmt: Format, messages: list[Any], system: Any = None) -> bool:
@@ -43,7 +41,7 @@ def test_openai_documents_round_trip_through_storage(api: Api, messages: list[An
         posted = client.post(f"/v1/sessions/{sid}/messages", json={"messages": messages})
         assert posted.status_code == 201, posted.text
         page = client.get(f"/v1/sessions/{sid}/messages", params={"format": "openai"}).json()
-        assert page["messages"] == _without_caller_metadata(messages)
+        assert page["messages"] == openai_read_back(messages)
 
 
 @SETTINGS
@@ -60,4 +58,4 @@ def test_anthropic_documents_round_trip_through_storage(
         posted = client.post(f"/v1/sessions/{sid}/messages", json=body)
         assert posted.status_code == 201, posted.text
         page = client.get(f"/v1/sessions/{sid}/messages", params={"format": "anthropic"}).json()
-        assert (page["system"], page["messages"]) == (system, _without_caller_metadata(turns))
+        assert (page["system"], page["messages"]) == anthropic_read_back(turns, system)

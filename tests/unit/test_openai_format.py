@@ -33,12 +33,37 @@ def one(message: dict[str, Any]) -> Message:
     return converted
 
 
-def without_caller_metadata(messages: list[Any]) -> list[Any]:
-    return [{k: v for k, v in m.items() if k != "metadata"} for m in messages]
+def read_back(messages: list[Any]) -> list[Any]:
+    """``messages`` as the converters give them back: without the caller's metadata and the
+    fields the API reads as absent (nulls but ``content``, empty ``annotations`` or
+    ``tool_calls``, nulls of a tool call and of its ``function``, a streamed call's ``index``)."""
+    return [_read_back(message) for message in messages]
+
+
+def _read_back(message: dict[str, Any]) -> dict[str, Any]:
+    out = {
+        k: v
+        for k, v in message.items()
+        if k != "metadata"
+        and (v is not None or k == "content")
+        and not (k in ("annotations", "tool_calls") and v == [])
+    }
+    if isinstance(out.get("tool_calls"), list):
+        out["tool_calls"] = [_call_back(call) for call in out["tool_calls"]]
+    return out
+
+
+def _call_back(call: Any) -> Any:
+    if not isinstance(call, dict):
+        return call
+    out = {k: v for k, v in call.items() if v is not None and k != "index"}
+    if isinstance(out.get("function"), dict):
+        out["function"] = {k: v for k, v in out["function"].items() if v is not None}
+    return out
 
 
 def assert_round_trip(messages: list[Any]) -> None:
-    assert to_openai(from_openai(messages)) == without_caller_metadata(messages)
+    assert to_openai(from_openai(messages)) == read_back(messages)
 
 
 # Mappings
@@ -165,18 +190,31 @@ def test_message_fields_we_do_not_model_go_to_message_metadata() -> None:
     raw: dict[str, Any] = {
         "role": "assistant",
         "content": "hi",
-        "refusal": None,
-        "audio": None,
-        "function_call": None,
-        "tool_calls": [],
+        "refusal": "no",
+        "audio": {"id": "audio_1"},
+        "function_call": {"name": "f", "arguments": "{}"},
+        "annotations": [{"type": "url_citation"}],
         "name": 7,
         "weird": {"k": [1, 2]},
     }
     message = one(raw)
     assert message.name is None
     extra = message.metadata["openai"]["extra"]
-    assert set(extra) == {"refusal", "audio", "function_call", "tool_calls", "name", "weird"}
+    assert set(extra) == {"refusal", "audio", "function_call", "annotations", "name", "weird"}
     assert to_openai([message]) == [raw]
+
+
+def test_optional_fields_an_sdk_dumps_null_or_empty_are_not_kept() -> None:
+    unset = {"refusal": None, "audio": None, "function_call": None, "annotations": []}
+    raw: dict[str, Any] = {"role": "assistant", "content": "hi", "tool_calls": None} | unset
+    assert one(raw) == one({"role": "assistant", "content": "hi"})
+    assert to_openai([one(raw)]) == [{"role": "assistant", "content": "hi"}]
+    dumped_call = call("c", "f", "{}") | {"x": None, "index": 0}
+    dumped_call["function"]["parsed_arguments"] = None
+    streamed = {"role": "assistant", "content": None, "parsed": None, "tool_calls": [dumped_call]}
+    assert one(streamed) == one(
+        {"role": "assistant", "content": None, "tool_calls": [call("c", "f", "{}")]}
+    )
 
 
 def test_caller_metadata_goes_to_message_metadata_and_is_never_emitted() -> None:

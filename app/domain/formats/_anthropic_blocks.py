@@ -4,6 +4,10 @@ Hints kept under the part's ``metadata["anthropic"]``: ``extra`` (block fields w
 ``cache_control``, ``citations``, a non-boolean ``is_error``, a non-string ``signature``, unknown
 keys), ``source_extra`` (fields of an image ``source`` we do not model) and, on tool results,
 ``content: "absent"`` when the block had no ``content``.
+
+Null fields are not kept, at any depth but inside a tool ``input``: the SDKs dump a response
+block with every field it left out as null (``citations: null``, ``caller: null``...) and the API
+reads them as absent, so a block a client resends reads the same as the reply ctxc stored.
 """
 
 from __future__ import annotations
@@ -19,6 +23,7 @@ from app.domain.formats._common import (
     expect_str,
     extra_fields,
     part_metadata,
+    without_nulls,
 )
 from app.domain.formats._foreign import foreign_in_anthropic, part_message
 from app.domain.messages import (
@@ -43,7 +48,7 @@ Reader = Callable[[JSONObject, Path], Part]
 def read_block(raw: Any, path: Path, readers: Mapping[str, Reader] | None = None) -> Part:
     """One content block; a type without a reader is kept opaque, another format's part is
     refused."""
-    block = expect_object(raw, path, "a content block object")
+    block = without_nulls(expect_object(raw, path, "a content block object"))
     kind = block.get("type")
     if not isinstance(kind, str):
         raise FormatError((*path, "type"), "a content block needs a string type")

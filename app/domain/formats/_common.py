@@ -70,3 +70,23 @@ def add_extra(out: JSONObject, extra: Any) -> JSONObject:
 def clone(value: T) -> T:
     """A deep copy, so stored messages never share mutable JSON with callers."""
     return copy.deepcopy(value)
+
+
+def set_fields(obj: JSONObject, keep: Collection[str] = ()) -> JSONObject:
+    """The fields of ``obj`` that are not null (a null in ``keep`` means something: kept)."""
+    return {key: value for key, value in obj.items() if value is not None or key in keep}
+
+
+def without_nulls(value: Any) -> Any:
+    """``value`` without its null object fields, at any depth but inside a tool ``input``
+    (tool arguments, where a null is a value). The SDKs dump every field the API left out as
+    None; the API reads a null optional field as absent, so both forms are one document."""
+    if isinstance(value, dict):
+        return {
+            key: item if key == "input" else without_nulls(item)
+            for key, item in value.items()
+            if item is not None
+        }
+    if isinstance(value, list):
+        return [without_nulls(item) for item in value]
+    return value

@@ -9,6 +9,10 @@ Hints kept under the part's ``metadata["openai"]``:
   JSON dump of the parsed object), ``untyped`` (true when the call had no ``type``), ``custom``
   (true for a ``type: "custom"`` call), ``extra`` (other fields of the call) and
   ``function_extra`` / ``custom_extra`` (other fields of the ``function`` / ``custom`` object).
+
+A tool call's null fields, and its ``function``'s, are not kept (as in ``openai``), nor is its
+``index``: the place of a streamed delta, which the OpenAI SDK's stream helper leaves on the calls
+it assembles and which a request's tool call does not have.
 """
 
 from __future__ import annotations
@@ -26,6 +30,7 @@ from app.domain.formats._common import (
     expect_str,
     extra_fields,
     part_metadata,
+    set_fields,
 )
 from app.domain.formats._foreign import advice, foreign_in_openai, part_message
 from app.domain.limits import json_problems
@@ -104,7 +109,8 @@ def image_url_of(part: ImagePart) -> str:
 
 def read_tool_call(raw: Any, path: Path) -> ToolCallPart:
     """One entry of an assistant message's ``tool_calls``."""
-    call = expect_object(raw, path, "a tool call object")
+    call = set_fields(expect_object(raw, path, "a tool call object"))
+    call.pop("index", None)
     call_id = expect_str(call, "id", path)
     kind = call.get("type")
     if kind == "custom":
@@ -112,7 +118,9 @@ def read_tool_call(raw: Any, path: Path) -> ToolCallPart:
     if "type" in call and kind != "function":
         hint = f"; this {advice('anthropic')}" if kind == "tool_use" else ""
         raise FormatError((*path, "type"), f"a tool call type must be 'function' or 'custom'{hint}")
-    function = expect_object(call.get("function"), (*path, "function"), "a function object")
+    function = set_fields(
+        expect_object(call.get("function"), (*path, "function"), "a function object")
+    )
     name = expect_str(function, "name", (*path, "function"))
     raw_arguments = expect_str(function, "arguments", (*path, "function"))
     arguments = parse_arguments(raw_arguments)
@@ -127,7 +135,7 @@ def read_tool_call(raw: Any, path: Path) -> ToolCallPart:
 
 
 def _read_custom_call(call: JSONObject, call_id: str, path: Path) -> ToolCallPart:
-    custom = expect_object(call.get("custom"), (*path, "custom"), "a custom object")
+    custom = set_fields(expect_object(call.get("custom"), (*path, "custom"), "a custom object"))
     name = expect_str(custom, "name", (*path, "custom"))
     tool_input = expect_str(custom, "input", (*path, "custom"))
     meta = part_metadata(

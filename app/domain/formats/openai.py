@@ -7,8 +7,16 @@ One OpenAI message is one canonical message. What the canonical model does not h
 - ``role``: ``"developer"`` or ``"function"`` (stored as canonical ``system`` / ``tool``);
 - ``content``: ``"parts"``, ``"null"`` or ``"absent"``: the form of ``content`` when it was not a
   string;
-- ``extra``: every other field, verbatim (``refusal``, ``audio``, ``function_call``, a null or
-  empty ``tool_calls``, a non-string ``name``, unknown keys...).
+- ``extra``: every other field, verbatim (a set ``refusal``, ``audio``, ``function_call`` or
+  ``annotations``, a non-string ``name``, unknown keys...).
+
+Null fields but ``content`` (whose null is kept as a form hint), and an empty ``annotations``
+or ``tool_calls``, are not kept, nor are null fields of tool calls: the SDKs dump a response
+message with every field the API left out (``ChatCompletionMessage``'s ``refusal: null,
+annotations: [], audio: null``, the stream helper's ``parsed: null``...) and the API reads them
+as absent, so a message a client resends reads the same as the reply ctxc stored. The round trip
+is exact up to those. A set ``refusal`` is kept verbatim: it goes back to OpenAI as the client
+sent it and carries no text for another provider.
 
 Part-level hints are described in ``_openai_parts``.
 """
@@ -26,6 +34,7 @@ from app.domain.formats._common import (
     expect_str,
     extra_fields,
     hints,
+    set_fields,
 )
 from app.domain.formats._openai_parts import (
     PROVIDER,
@@ -59,6 +68,7 @@ _ROLES: Final[dict[str, Role]] = {
     "function": "tool",
 }
 _ABSENT: Final = object()
+_UNSET_WHEN_EMPTY: Final = ("annotations", "tool_calls")
 
 Content = str | tuple[ContentItem, ...]
 
@@ -71,7 +81,10 @@ def from_openai(messages: Any) -> list[Message]:
 
 
 def _read_message(raw: Any, path: Path) -> Message:
-    message = expect_object(raw, path, "a message object")
+    message = set_fields(expect_object(raw, path, "a message object"), keep=("content",))
+    for key in _UNSET_WHEN_EMPTY:
+        if message.get(key) == []:
+            del message[key]
     role = message.get("role")
     if not isinstance(role, str) or role not in _ROLES:
         raise FormatError((*path, "role"), f"role must be one of {', '.join(_ROLES)}")
@@ -132,7 +145,7 @@ def _read_tool_calls(
     message: JSONObject, role: str, path: Path, known: set[str]
 ) -> tuple[ToolCallPart, ...]:
     calls = message.get("tool_calls")
-    if role != "assistant" or calls is None or calls == []:
+    if role != "assistant" or calls is None:
         return ()
     if not isinstance(calls, list):
         raise FormatError((*path, "tool_calls"), "tool_calls must be a list")
