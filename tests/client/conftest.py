@@ -7,6 +7,7 @@ import asyncio
 import inspect
 import uuid
 from collections.abc import AsyncIterator, Callable, Iterator
+from contextlib import contextmanager
 from typing import Any
 
 import pytest
@@ -50,6 +51,7 @@ async def _next(items: AsyncIterator[Any]) -> Any:
     return await anext(items)
 
 
+@contextmanager
 def connect(kind: str, url: str, key: str, **options: Any) -> Iterator[Any]:
     """A client of ``kind`` (sync, async) for the block, closed after it."""
     if kind == "sync":
@@ -72,7 +74,8 @@ def kind(request: pytest.FixtureRequest) -> str:
 @pytest.fixture
 def ctxc(api: Api, kind: str) -> Iterator[Any]:
     """A client of tenant A."""
-    yield from connect(kind, api.url, api.key_a)
+    with connect(kind, api.url, api.key_a) as client:
+        yield client
 
 
 def fresh_key(api: Api) -> str:

@@ -65,7 +65,7 @@ def test_sessions_are_created_read_updated_and_deleted(ctxc: Any) -> None:
 
 
 def test_a_generated_id_and_the_paging_helpers_cross_pages(api: Api, kind: str) -> None:
-    for ctxc in connect(kind, api.url, fresh_key(api)):
+    with connect(kind, api.url, fresh_key(api)) as ctxc:
         made = sorted(ctxc.create_session().id for _ in range(5))
         first = ctxc.list_sessions(limit=2)
         assert [s.id for s in first.items] == made[:2] and first.next_after == made[1]

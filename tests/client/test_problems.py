@@ -67,7 +67,7 @@ def test_a_budget_too_small_says_what_was_needed(ctxc: Any) -> None:
 def test_unknown_and_other_tenants_sessions_are_not_found(api: Api, ctxc: Any, kind: str) -> None:
     error = raised(ctxc.get_session, "no-such-session")
     assert type(error) is NotFound and error.status == 404
-    for other in connect(kind, api.url, api.key_b):
+    with connect(kind, api.url, api.key_b) as other:
         mine = ctxc.create_session().id
         assert type(raised(other.append_messages, mine, HELLO)) is NotFound
         assert type(raised(other.get_tool_call, mine, "call_1")) is NotFound
@@ -89,7 +89,7 @@ def test_a_body_over_the_limit_is_payload_too_large(ctxc: Any) -> None:
 
 def test_a_wrong_or_missing_key_is_unauthorized(api: Api, kind: str) -> None:
     for key in ("ctxc_not-a-key", ""):
-        for ctxc in connect(kind, api.url, key):
+        with connect(kind, api.url, key) as ctxc:
             error = raised(ctxc.list_sessions)
             assert type(error) is Unauthorized and error.status == 401
 
