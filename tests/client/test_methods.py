@@ -3,12 +3,14 @@ flows, with typed answers."""
 
 from __future__ import annotations
 
+import asyncio
 import uuid
 from datetime import datetime
 from typing import Any
 
 from ctxc_client import (
     AppendResult,
+    AsyncClient,
     Compaction,
     CompactionDetail,
     CompileResult,
@@ -19,6 +21,7 @@ from ctxc_client import (
     ToolCall,
 )
 
+from tests.api.sse import emit_one
 from tests.client.conftest import connect, fresh_key
 from tests.conftest import Api
 
@@ -218,3 +221,24 @@ def test_compactions_run_list_read_and_announce_themselves(ctxc: Any) -> None:
     events.close()
     assert event.type == "compaction" and event.data.compaction_id == done.id
     assert event.data.kind == "full" and event.data.outcome == "compacted"
+
+
+def test_the_async_client_serves_concurrent_calls_and_async_iteration(api: Api) -> None:
+    key = fresh_key(api)
+
+    async def main() -> tuple[list[str], list[str], list[int]]:
+        async with AsyncClient(api.url, api_key=key) as ctxc:
+            made = await asyncio.gather(*(ctxc.create_session() for _ in range(4)))
+            names = [s.id for s in made]
+            hello = [{"role": "user", "content": "hi"}]
+            await asyncio.gather(*(ctxc.append_messages(n, hello) for n in names * 2))
+            listed = [s.id async for s in ctxc.iter_sessions(page_size=3)]
+            seqs = [m.seq async for m in ctxc.iter_messages(names[0], page_size=1)]
+            emitted = await asyncio.to_thread(emit_one, api.database_url, names[0], 1)
+            async for event in ctxc.events(names[0], last_event_id=0):
+                assert event.id == emitted
+                break
+            return names, listed, seqs
+
+    names, listed, seqs = asyncio.run(main())
+    assert listed == sorted(names) and seqs == [1, 2]

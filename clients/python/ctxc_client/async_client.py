@@ -1,4 +1,4 @@
-"""The asynchronous client: the same methods as `Client`, awaited."""
+"""The asynchronous client: the methods of `Client` (client.py, kept in step with it), awaited."""
 
 from __future__ import annotations
 
@@ -66,6 +66,7 @@ class AsyncClient:
     # Sessions
 
     async def create_session(self, **fields: Unpack[bodies.SessionCreate]) -> models.Session:
+        """A new session (``id`` generated when not given); 409 when the id is taken."""
         return await self._send(calls.create_session(fields))
 
     async def get_session(self, session_id: str) -> models.Session:
@@ -91,9 +92,11 @@ class AsyncClient:
     async def update_session(
         self, session_id: str, **fields: Unpack[bodies.SessionUpdate]
     ) -> models.Session:
+        """Change the given fields; a new ``resume_key`` ends the provider session."""
         return await self._send(calls.update_session(session_id, fields))
 
     async def delete_session(self, session_id: str) -> None:
+        """Delete the session with everything it holds (not resent: a second try is a 404)."""
         await self._send(calls.delete_session(session_id))
 
     # Messages
@@ -167,6 +170,8 @@ class AsyncClient:
     async def compile_session(
         self, session_id: str, **fields: Unpack[bodies.SessionCompileRequest]
     ) -> models.CompileResult:
+        """Compile the stored session for its provider; the answer's ``compile_id`` is what
+        ``acknowledge`` takes."""
         return await self._send(calls.compile_session(session_id, fields))
 
     async def acknowledge(
@@ -176,11 +181,13 @@ class AsyncClient:
         return await self._send(calls.acknowledge(session_id, compile_id, fields))
 
     async def reset_cursor(self, session_id: str) -> models.Cursor:
+        """Forget what the provider session holds: the next compile is full."""
         return await self._send(calls.reset_cursor(session_id))
 
     async def count_tokens(
         self, messages: list[Any], **fields: Unpack[bodies.TokenCount]
     ) -> models.TokenCountResult:
+        """Count a request's tokens without storing it."""
         return await self._send(calls.count_tokens(messages, fields))
 
     async def list_providers(self) -> models.ProviderList:
@@ -194,20 +201,24 @@ class AsyncClient:
         kind: models.CompactionKind,
         **fields: Unpack[bodies.CompactRequest],
     ) -> models.Compaction:
+        """Run a compaction of ``kind`` now (409 when there is nothing to compact)."""
         return await self._send(calls.compact(session_id, kind, fields))
 
     async def list_compactions(self, session_id: str) -> list[models.Compaction]:
         return await self._send(calls.list_compactions(session_id))
 
     async def get_compaction(self, session_id: str, compaction_id: str) -> models.CompactionDetail:
+        """A compaction with the messages it archived, exactly as they were stored."""
         return await self._send(calls.get_compaction(session_id, compaction_id))
 
     async def get_tool_call(
         self, session_id: str, call_id: str, *, seq: int | None = None
     ) -> models.ToolCall:
+        """A stored tool call and its result, whole (``seq``: which one, for a reused id)."""
         return await self._send(calls.get_tool_call(session_id, call_id, seq))
 
     async def get_payload(self, session_id: str, sha256: str) -> models.Payload:
+        """A stored tool payload field by its sha256 (the digests compaction shows)."""
         return await self._send(calls.get_payload(session_id, sha256))
 
     # Events

@@ -66,6 +66,7 @@ class Client:
     # Sessions
 
     def create_session(self, **fields: Unpack[bodies.SessionCreate]) -> models.Session:
+        """A new session (``id`` generated when not given); 409 when the id is taken."""
         return self._send(calls.create_session(fields))
 
     def get_session(self, session_id: str) -> models.Session:
@@ -90,9 +91,11 @@ class Client:
     def update_session(
         self, session_id: str, **fields: Unpack[bodies.SessionUpdate]
     ) -> models.Session:
+        """Change the given fields; a new ``resume_key`` ends the provider session."""
         return self._send(calls.update_session(session_id, fields))
 
     def delete_session(self, session_id: str) -> None:
+        """Delete the session with everything it holds (not resent: a second try is a 404)."""
         self._send(calls.delete_session(session_id))
 
     # Messages
@@ -161,6 +164,8 @@ class Client:
     def compile_session(
         self, session_id: str, **fields: Unpack[bodies.SessionCompileRequest]
     ) -> models.CompileResult:
+        """Compile the stored session for its provider; the answer's ``compile_id`` is what
+        ``acknowledge`` takes."""
         return self._send(calls.compile_session(session_id, fields))
 
     def acknowledge(
@@ -170,11 +175,13 @@ class Client:
         return self._send(calls.acknowledge(session_id, compile_id, fields))
 
     def reset_cursor(self, session_id: str) -> models.Cursor:
+        """Forget what the provider session holds: the next compile is full."""
         return self._send(calls.reset_cursor(session_id))
 
     def count_tokens(
         self, messages: list[Any], **fields: Unpack[bodies.TokenCount]
     ) -> models.TokenCountResult:
+        """Count a request's tokens without storing it."""
         return self._send(calls.count_tokens(messages, fields))
 
     def list_providers(self) -> models.ProviderList:
@@ -188,20 +195,24 @@ class Client:
         kind: models.CompactionKind,
         **fields: Unpack[bodies.CompactRequest],
     ) -> models.Compaction:
+        """Run a compaction of ``kind`` now (409 when there is nothing to compact)."""
         return self._send(calls.compact(session_id, kind, fields))
 
     def list_compactions(self, session_id: str) -> list[models.Compaction]:
         return self._send(calls.list_compactions(session_id))
 
     def get_compaction(self, session_id: str, compaction_id: str) -> models.CompactionDetail:
+        """A compaction with the messages it archived, exactly as they were stored."""
         return self._send(calls.get_compaction(session_id, compaction_id))
 
     def get_tool_call(
         self, session_id: str, call_id: str, *, seq: int | None = None
     ) -> models.ToolCall:
+        """A stored tool call and its result, whole (``seq``: which one, for a reused id)."""
         return self._send(calls.get_tool_call(session_id, call_id, seq))
 
     def get_payload(self, session_id: str, sha256: str) -> models.Payload:
+        """A stored tool payload field by its sha256 (the digests compaction shows)."""
         return self._send(calls.get_payload(session_id, sha256))
 
     # Events
