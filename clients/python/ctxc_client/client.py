@@ -229,8 +229,9 @@ class Client:
         """The session's events, endlessly: those after ``last_event_id`` first (0: all), else
         from the next one. A stream that ends or breaks is resumed with `Last-Event-ID` set to
         the last event seen, so none is lost or repeated; `EventStreamLost` after
-        ``max_reconnects`` failed reconnects in a row. ``read_timeout`` must exceed the
-        server's heartbeat interval (15 s by default)."""
+        ``max_reconnects`` failed reconnects in a row. Until an event has been seen, a stream
+        started without ``last_event_id`` has no id to resume from: pass one to miss nothing.
+        ``read_timeout`` must exceed the server's heartbeat interval (15 s by default)."""
         policy = Reconnects(max_reconnects, reconnect_wait, last_event_id)
         timeout = httpx.Timeout(self.config.timeout, read=read_timeout)
         while True:
