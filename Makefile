@@ -23,6 +23,7 @@ $(RUNTIME): pyproject.toml requirements.lock $(VENV)/bin/python
 
 $(STAMP): $(RUNTIME) requirements-dev.lock
 	$(BIN)/pip install --quiet --require-hashes -r requirements-dev.lock
+	$(BIN)/pip install --quiet --no-deps -e clients/python
 	@$(BIN)/pip check || { echo "requirements-dev.lock does not match pyproject.toml: run make lock"; exit 1; }
 	touch $(STAMP)
 

@@ -1,0 +1,63 @@
+"""A typed client for the ctxc API: `Client` (sync) and `AsyncClient` (async)."""
+
+from ctxc_client.async_client import AsyncClient
+from ctxc_client.client import Client
+from ctxc_client.errors import (
+    BadRequest,
+    BudgetTooSmall,
+    Conflict,
+    CtxcError,
+    EventStreamLost,
+    NotFound,
+    PayloadTooLarge,
+    Unauthorized,
+    Unavailable,
+    ValidationFailed,
+)
+from ctxc_client.models import (
+    AppendResult,
+    CanonicalPage,
+    Compaction,
+    CompactionDetail,
+    CompileResult,
+    Cursor,
+    Event,
+    EventData,
+    FieldError,
+    MessageItem,
+    Payload,
+    ProviderPage,
+    Session,
+    SessionPage,
+    ToolCall,
+)
+
+__all__ = [
+    "AppendResult",
+    "AsyncClient",
+    "BadRequest",
+    "BudgetTooSmall",
+    "CanonicalPage",
+    "Client",
+    "Compaction",
+    "CompactionDetail",
+    "CompileResult",
+    "Conflict",
+    "CtxcError",
+    "Cursor",
+    "Event",
+    "EventData",
+    "EventStreamLost",
+    "FieldError",
+    "MessageItem",
+    "NotFound",
+    "Payload",
+    "PayloadTooLarge",
+    "ProviderPage",
+    "Session",
+    "SessionPage",
+    "ToolCall",
+    "Unauthorized",
+    "Unavailable",
+    "ValidationFailed",
+]
