@@ -14,6 +14,7 @@ from fastapi_offline import FastAPIOffline
 from app.adapters.events import create_bus
 from app.adapters.summarizers import Summarizer, summarizer_from_settings
 from app.adapters.tokenizers import load_counter
+from app.adapters.upstream import Upstreams
 from app.api import openapi, problems
 from app.api.deps import AppState
 from app.api.metrics import CacheCollector, Metrics
@@ -27,6 +28,7 @@ from app.api.routes import (
     originals,
     providers,
     sessions,
+    sidecar,
     tokens,
     transfer,
 )
@@ -84,10 +86,14 @@ def create_app(settings: Settings | None = None) -> FastAPI:
             caches = CacheCollector({"messages": cache.entries, "answers": answers})
             metrics.registry.register(caches)
             digester = Digester(maker, lambda outcome: metrics.digests.labels(outcome).inc())
+            upstreams = Upstreams(
+                settings.upstream_timeout_seconds, settings.upstream_connect_timeout_seconds,
+                settings.upstream_connections,
+            )  # fmt: skip
             state = AppState(
                 settings, engine, maker, counter, metrics, local, load_registry(), cache, answers,
                 summarizer, bus, EventReader(maker), KeyCache(settings.key_cache_seconds),
-                TenantLimiters(settings.tenant_cpu_concurrency), digester,
+                TenantLimiters(settings.tenant_cpu_concurrency), digester, upstreams,
             )  # fmt: skip
             sweeper = asyncio.create_task(
                 leases.sweep_forever(maker, settings.compaction_lease_seconds)
@@ -96,6 +102,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
                 yield {"ctxc": state}
             finally:
                 await digester.close()
+                await upstreams.aclose()
                 sweeper.cancel()
                 with suppress(asyncio.CancelledError):
                     await sweeper
@@ -129,6 +136,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
         events,
         tokens,
         providers,
+        sidecar,
     )
     for module in (*routers, health):
         app.include_router(module.router)

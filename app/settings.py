@@ -179,6 +179,26 @@ class Settings(BaseSettings):
         description="Length of a summary: the model's max_tokens, the extractive "
         "summariser's budget (file paths, URLs and identifiers are kept beyond it).",
     )
+    openai_upstream: str = Field(
+        "https://api.openai.com/v1",
+        description="Where the sidecar's OpenAI endpoint (`/openai/v1`) forwards: the base URL of "
+        "any OpenAI-compatible API.",
+    )
+    anthropic_upstream: str = Field(
+        ANTHROPIC_URL, description="Where the sidecar's Anthropic endpoint (`/anthropic`) forwards."
+    )
+    upstream_timeout_seconds: float = Field(
+        600.0,
+        gt=0,
+        description="Time limit of the sidecar's upstream request: for an answer, or between two "
+        "pieces of a streamed one.",
+    )
+    upstream_connect_timeout_seconds: float = Field(
+        10.0, gt=0, description="Time limit of connecting to an upstream."
+    )
+    upstream_connections: int = Field(
+        100, ge=1, description="Connections the sidecar keeps open to each upstream, at most."
+    )
 
     _catalog: Catalog = PrivateAttr(BUILTIN_CATALOG)
 
@@ -201,6 +221,13 @@ class Settings(BaseSettings):
         if driver not in DATABASE_DRIVERS:
             raise ValueError(f"the driver {driver!r} is not supported; use {DATABASE_URL_FORMS}")
         return url
+
+    @field_validator("openai_upstream", "anthropic_upstream")
+    @classmethod
+    def _upstream_is_http(cls, url: str) -> str:
+        if not _is_http_url(url):
+            raise ValueError(f"must be an http(s) URL, not {url!r}")
+        return url.rstrip("/")
 
     @model_validator(mode="after")
     def _summarizer_is_complete(self) -> Settings:

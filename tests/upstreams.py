@@ -149,6 +149,7 @@ class Upstream:
         routes = [
             Route("/v1/chat/completions", self._endpoint("openai"), methods=["POST"]),
             Route("/v1/messages", self._endpoint("anthropic"), methods=["POST"]),
+            Route("/v1/models", self._models, methods=["GET"]),
         ]
         # log_config=None leaves the process's logging as it is; a stream still open at exit is
         # cut after a second rather than awaited.
@@ -186,6 +187,26 @@ class Upstream:
             if not self._changed.wait_for(lambda: len(self.cancelled) >= count, timeout):
                 raise AssertionError(f"{len(self.cancelled)} cancelled requests, not {count}")
             return list(self.cancelled)
+
+    async def _models(self, request: Request) -> Response:
+        """The model list (both providers answer ``GET /v1/models`` with a ``data`` list)."""
+        headers = {name.lower(): value for name, value in request.headers.items()}
+        with self._lock:
+            self.requests.append(Seen(request.url.path, headers, {}))
+        models = [
+            {
+                "id": "gpt-4o",
+                "object": "model",
+                "created": 0,
+                "owned_by": "stub",
+                "type": "model",
+                "display_name": "stub",
+                "created_at": "2026-01-01T00:00:00Z",
+            }
+        ]
+        return Response(json.dumps({"object": "list", "data": models, "has_more": False,
+                                    "first_id": "gpt-4o", "last_id": "gpt-4o"}),
+                        media_type="application/json")  # fmt: skip
 
     def _endpoint(self, provider: Provider) -> Callable[[Request], Any]:
         async def endpoint(request: Request) -> Response:

@@ -12,6 +12,7 @@ from sqlalchemy.ext.asyncio import AsyncEngine, AsyncSession, async_sessionmaker
 
 from app.adapters.events import EventBus
 from app.adapters.summarizers import Summarizer
+from app.adapters.upstream import Upstreams
 from app.api.metrics import Metrics
 from app.api.problems import ProblemError
 from app.domain.compilers.registry import Registry
@@ -43,6 +44,7 @@ class AppState:
     keys: keys.KeyCache
     cpu: cpu.TenantLimiters  # CPU-heavy work's worker threads, a few per tenant
     digester: Digester  # digests of long histories, made after the compiles that need them
+    upstreams: Upstreams  # the sidecar's pooled HTTP to the provider APIs
 
 
 async def get_state(request: Request) -> AppState:
@@ -62,6 +64,8 @@ async def get_db(state: StateDep) -> AsyncIterator[AsyncSession]:
 
 # scope="function": the session is closed before the response is sent, never after.
 DbDep = Annotated[AsyncSession, Depends(get_db, scope="function")]
+# Where a sidecar request carries ctxc's own key.
+SIDECAR_KEY_HEADER = "x-ctxc-api-key"
 
 
 def _unauthorized(detail: str) -> ProblemError:
@@ -96,13 +100,30 @@ async def _tenant(request: Request, state: StateDep) -> TenantId:
         scheme, _, key = header.partition(" ")
         if scheme.lower() != "bearer" or not key.strip():
             raise _unauthorized("use `Authorization: Bearer <key>`")
-        # A session of its own: the key is read (when not remembered) outside the route's
-        # transaction, and its connection goes back to the pool at once.
-        async with state.sessionmaker() as db:
-            tenant = await keys.authenticate(db, key.strip(), state.keys)
-        if tenant is None:
-            raise _unauthorized("unknown or revoked API key")
-        return tenant
+        return await _keyed(state, key.strip())
+    return _keyless(request, state)
+
+
+async def sidecar_tenant(request: Request, state: AppState) -> TenantId:
+    """The tenant of a sidecar request: its key travels in ``X-Ctxc-Api-Key``, since
+    ``Authorization`` (or ``x-api-key``) carries the provider's, which ctxc passes on."""
+    key = request.headers.get(SIDECAR_KEY_HEADER, "").strip()
+    tenant = await _keyed(state, key) if key else _keyless(request, state)
+    cpu.enter(state.cpu, str(tenant))
+    return tenant
+
+
+async def _keyed(state: AppState, key: str) -> TenantId:
+    # A session of its own: the key is read (when not remembered) outside the route's
+    # transaction, and its connection goes back to the pool at once.
+    async with state.sessionmaker() as db:
+        tenant = await keys.authenticate(db, key, state.keys)
+    if tenant is None:
+        raise _unauthorized("unknown or revoked API key")
+    return tenant
+
+
+def _keyless(request: Request, state: AppState) -> TenantId:
     client = request.client.host if request.client else ""
     if state.local_tenant is not None and is_loopback(client):
         return state.local_tenant

@@ -95,6 +95,16 @@ class Metrics:
             ["read"],
             registry=r,
         )
+        self.sidecar = Counter(
+            "ctxc_sidecar_turns",
+            "Sidecar turns by endpoint and outcome: stored (in a session), not_stored (answered, "
+            "but ctxc could not store it), stateless, forked (stored as a new branch), "
+            "upstream_error (passed through), error (ctxc's own), cancelled (the agent went "
+            "away), passed (another path, forwarded as it is); retried counts prompt-too-long "
+            "retries",
+            ["provider", "outcome"],
+            registry=r,
+        )
         self.digests = Counter(
             "ctxc_digests",
             "Digests of long histories: made, moved forward, none to make, stale (the history "

@@ -111,9 +111,12 @@ class MessageCache:
         raw: Sequence[Any],
         system: Any = None,
         encodings: Collection[str] | None = None,
+        keys: list[bytes] | None = None,
     ) -> list[Entry]:
         """Every message of ``raw`` (Anthropic's ``system`` first), parsed and counted in
         ``encodings`` (default: every encoding of the counter), with what ``tenant`` sent before.
+        ``keys`` gets each message's key, in the same order: the hash of the tenant and the
+        message as sent (the system prompt's: of it as sent).
 
         Problems name the message index, as ``parse_messages`` does, for all bad messages.
         Messages are counted as they are parsed, by the pool's threads once there are enough of
@@ -126,11 +129,14 @@ class MessageCache:
         out: list[Entry] = [(m, {}) for m in system_messages]
         problems: list[tuple[Path, str]] = []
         scope = hashlib.sha256(tenant.encode()).digest()
+        if keys is not None and system_messages:
+            system_key = hashlib.sha256(scope + canonical_json(["system", system])).digest()
+            keys += [system_key] * len(system_messages)
         with _Counting(self, encoders) as counting:
             counting.add(out)
             for i, item in enumerate(raw):
                 try:
-                    entry = self._one(scope, fmt, item, (i,))
+                    entry = self._one(scope, fmt, item, (i,), keys)
                 except InvalidInput as exc:
                     problems += exc.problems
                     continue
@@ -148,9 +154,13 @@ class MessageCache:
                 self._pool = ThreadPoolExecutor(self.threads - 1, thread_name_prefix="ctxc-count")
             return self._pool
 
-    def _one(self, scope: bytes, fmt: Format, raw: Any, where: Path) -> Entry:
+    def _one(
+        self, scope: bytes, fmt: Format, raw: Any, where: Path, keys: list[bytes] | None = None
+    ) -> Entry:
         text = canonical_json([fmt, raw])
         key = hashlib.sha256(scope + text).digest()
+        if keys is not None:
+            keys.append(key)
         found = self.entries.get(key)
         if found is not None:
             return found

@@ -77,6 +77,9 @@ class Options:
     compaction: dict[str, Any] | None = None  # fields over the session's compaction policy
     usage: dict[str, Any] | None = None  # what the caller's previous model call used
     error_kind: str | None = None  # ... or how it failed
+    # Messages compiled after the stored ones as if stored, but not stored (the sidecar's turn,
+    # stored only once the model call succeeded); with their counts.
+    pending: tuple[Entry, ...] = ()
 
 
 Mode = Literal["full", "delta"]
@@ -108,7 +111,7 @@ def _tools_tokens(tools: list[dict[str, Any]] | None, encoder: Encoder) -> int:
     return encoder.count(json.dumps(tools, ensure_ascii=False)) if tools else 0
 
 
-def _parse(
+def parse_posted(
     cache: MessageCache,
     tenant: TenantId,
     fmt: Format,
@@ -116,11 +119,12 @@ def _parse(
     system: Any,
     field: str,
     encodings: tuple[str, ...] = (),
+    keys: list[bytes] | None = None,
 ) -> list[Entry]:
     """Parsed messages counted in ``encodings``, remembered for ``tenant`` only; problems are
-    located under ``field`` (or ``system``)."""
+    located under ``field`` (or ``system``). ``keys``: see ``MessageCache.parse``."""
     try:
-        return cache.parse(tenant, fmt, raw, system, encodings)
+        return cache.parse(tenant, fmt, raw, system, encodings, keys)
     except FormatError as exc:
         raise InvalidInput([(exc.path, exc.message)]) from None
     except InvalidInput as exc:
@@ -138,7 +142,7 @@ def _snapshot(
     elided: Elided | None = None,
     **context: Any,
 ) -> Snapshot:
-    parsed = _parse(
+    parsed = parse_posted(
         cache, caller.id, options.ephemeral_format, options.ephemeral, None, "ephemeral"
     )
     ephemeral = tuple(m for m, _ in parsed)
@@ -168,7 +172,7 @@ def compile_posted(
     items = tuple(
         Item(i + 1, DEFAULT_SECTION, message, counts[profile.encoding])
         for i, (message, counts) in enumerate(
-            _parse(cache, caller.id, fmt, raw, system, "messages", (profile.encoding,))
+            parse_posted(cache, caller.id, fmt, raw, system, "messages", (profile.encoding,))
         )
     )
     snapshot = _snapshot(items, cache, encoder, options, caller, now=now,
@@ -245,7 +249,10 @@ async def compile_session(
                          prior_call_ids=prior)  # fmt: skip
 
     def work(rows: Sequence[Row[Any]], tail: Tail | None) -> tuple[Output, tuple[Item, ...]]:
-        items = tuple(_item(r) for r in rows)
+        items = tuple(_item(r) for r in rows) + tuple(
+            Item(row.last_seq + i, DEFAULT_SECTION, message, counts[profile.encoding])
+            for i, (message, counts) in enumerate(options.pending, start=1)
+        )
         elided = None if tail is None else tail.elided(items)
         snapshot = _snapshot(items, cache, encoder, options, Caller(tenant, tenant_name), elided,
                              now=now, metadata=row.meta, session_id=row.id)  # fmt: skip
@@ -297,8 +304,9 @@ async def compile_session(
             "a compaction ended the provider session: compiled in full for a new one",
             *output.warnings])  # fmt: skip
     if view is not None and digester is not None:
-        job = job_after(view, row, rows, items, tail, target, output, options.execution_id,
-                        encoder)  # fmt: skip
+        stored_items = items[: len(items) - len(options.pending)]  # a digest is of stored ones
+        job = job_after(view, row, rows, stored_items, tail, target, output,
+                        options.execution_id, encoder)  # fmt: skip
         if job is not None:
             digester.schedule(job, now)
     return Compilation(compile_id, profile, output, mode=mode, after_seq=cursor,
@@ -310,7 +318,9 @@ def _light(rows: Sequence[Row[Any]], target: Target, options: Options) -> bool:
     loop: a few stored messages of few tokens (text is what costs), no ephemeral messages."""
     texts = [f.text for f in target.fragments] + [m.text for m in target.context]
     tokens = sum(r.tokens for r in rows) + sum(len(t) for t in texts) // 4  # ~4 chars a token
-    return len(rows) <= LIGHT_MESSAGES and tokens <= LIGHT_TOKENS and not options.ephemeral
+    tokens += sum(counts.get(target.profile.encoding, 0) for _, counts in options.pending)
+    messages = len(rows) + len(options.pending)
+    return messages <= LIGHT_MESSAGES and tokens <= LIGHT_TOKENS and not options.ephemeral
 
 
 def _scans(spec: CompilerSpec) -> bool:

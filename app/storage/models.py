@@ -299,6 +299,27 @@ class PayloadRow(Base):
     created_at: Mapped[datetime] = mapped_column(UTCDateTime())
 
 
+class ProxyThreadRow(Base):
+    """What the sidecar proxy knows of the history an agent resends on every turn
+    (app/services/sidecar/threads.py): hash chains over the first ``sent`` messages as the agent
+    sent them (``raw``, compared first, and ``chain``, of their canonical keys), and the digest
+    of the ``replies`` messages ctxc stored after them (the upstream's answer, which the agent
+    resends in its own serialisation)."""
+
+    __tablename__ = "proxy_threads"
+
+    session_pk: Mapped[str] = _session_fk()
+    format: Mapped[str] = mapped_column(String(16))  # "openai" or "anthropic"
+    sent: Mapped[int] = mapped_column(BigInteger)
+    chain: Mapped[str] = mapped_column(String(64))
+    raw: Mapped[str] = mapped_column(String(32))  # a fast hash of the same messages as sent
+    replies: Mapped[int] = mapped_column(Integer)
+    reply: Mapped[str] = mapped_column(String(64))
+    turns: Mapped[int] = mapped_column(BigInteger)  # turns stored: what a racing turn checks
+    forks: Mapped[int] = mapped_column(Integer)  # branches moved aside under this id so far
+    updated_at: Mapped[datetime] = mapped_column(UTCDateTime())
+
+
 class DigestRow(Base):
     """A digest of the older part of a session's history for one view (base compiler, target,
     encoding): what a compile reads instead of it (app/domain/compilers/digests.py). Dropped with

@@ -46,8 +46,12 @@ REQUESTS: dict[type, tuple[str, set[str]]] = {
     bodies.ProfileOverrides: ("ProfileOverrides", set()),
 }
 # Operations the client leaves to plain HTTP: probes, metrics, the model catalogue, and the
-# backup documents (export/import), whose shapes are documents, not answers to type.
-NOT_COVERED = {"healthz", "readyz", "metrics", "list_models", "export_session", "import_session"}
+# backup documents (export/import), whose shapes are documents, not answers to type; and the
+# sidecar's endpoints, whose clients are the providers' own SDKs.
+NOT_COVERED = {
+    "healthz", "readyz", "metrics", "list_models", "export_session", "import_session",
+    "sidecar_openai_chat", "sidecar_anthropic_messages",
+}  # fmt: skip
 METHODS = {
     "create_session": "create_session", "get_session": "get_session",
     "list_sessions": "list_sessions", "update_session": "update_session",

@@ -1,0 +1,259 @@
+"""The sidecar's turn: compiled, forwarded, answered, stored; and other calls forwarded."""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Awaitable, Callable
+from dataclasses import replace
+from datetime import UTC, datetime
+from typing import Any
+
+import httpx
+import orjson
+from fastapi import Request
+from starlette.responses import Response
+
+from app.adapters.upstream import returned_headers
+from app.api.deps import AppState, sidecar_tenant
+from app.api.metrics import metered_compactor
+from app.api.schemas import SessionCreate
+from app.api.sidecar.forwarding import ANSWER_BYTES, ERROR_BYTES, read_body, send, shrink
+from app.api.sidecar.refusals import Refused, refusal
+from app.api.sidecar.requests import Endpoint, Turn, read_turn
+from app.api.sidecar.streams import Passthrough, until_disconnect
+from app.domain.errors import DomainError, FormatError, InvalidInput
+from app.domain.formats.convert import Format, parse_messages
+from app.domain.messages import Message
+from app.domain.wire import Reply, WireError, is_overflow
+from app.domain.wire import reply_of as wire_reply
+from app.services import compiling, cpu
+from app.services.compiling import Caller, Compilation, Options
+from app.services.sidecar import turns
+from app.services.sidecar.turns import Opened
+from app.storage import queries
+from app.storage.faults import is_fault
+
+log = logging.getLogger("ctxc")
+
+
+async def forward(request: Request, endpoint: Endpoint, path: str) -> Response:
+    """Any other call of the provider's API (models, token counts, embeddings, ...), forwarded
+    as it is, for a tenant of this ctxc: an SDK pointed at ctxc keeps working for what ctxc
+    does not manage."""
+    state: AppState = request.state.ctxc
+    try:
+        await sidecar_tenant(request, state)
+        base = endpoint.upstream(state).removesuffix(endpoint.path)
+        headers = {k.lower(): v for k, v in request.headers.items()}
+        upstream = await send(state, f"{base}/{path}", await request.body(), headers,
+                               request.method, request.url.query)  # fmt: skip
+        state.metrics.sidecar.labels(endpoint.provider, "passed").inc()
+        return Passthrough(endpoint.provider, upstream, {}, None)
+    except Exception as exc:
+        return await refusal(request, endpoint.provider, exc, state)
+
+
+async def handle(request: Request, endpoint: Endpoint) -> Response:
+    """Answer one sidecar request; every refusal in the provider's own error JSON."""
+    state: AppState = request.state.ctxc
+    try:
+        turn = await read_turn(request, state, endpoint)
+        return await until_disconnect(request, lambda: _run(state, turn), endpoint.provider, state)
+    except Exception as exc:
+        return await refusal(request, endpoint.provider, exc, state)
+
+
+async def _run(state: AppState, turn: Turn) -> Response:
+    opened = None if turn.session_id is None else await _open(state, turn)
+    scale: float | None = None
+    for attempt in (1, 2):
+        done = await _compile(state, turn, opened, scale)
+        payload = _payload(turn, done)
+        upstream = await send(state, turn.endpoint.upstream(state), payload, turn.headers)
+        if upstream.status_code == 200:
+            headers = _headers(turn, opened, done, retried=attempt == 2)
+            if turn.stream:
+                store = _stored(state, turn, opened, done)
+                return Passthrough(turn.endpoint.provider, upstream, headers, store,
+                                   _asks_usage(turn))  # fmt: skip
+            return await _answered(state, turn, opened, done, upstream, headers)
+        data = await read_body(upstream, ERROR_BYTES)
+        overflow = is_overflow(turn.endpoint.provider, upstream.status_code, data)
+        if opened is not None:
+            async with state.sessionmaker() as db:
+                await turns.record_failure(
+                    db, turn.tenant, opened.session_id, done.compile_id,
+                    "prompt_too_long" if overflow else "error", datetime.now(UTC),
+                )  # fmt: skip
+        if attempt == 1 and overflow:
+            state.metrics.sidecar.labels(turn.endpoint.provider, "retried").inc()
+            scale = shrink(turn.endpoint.provider, data)
+            continue
+        state.metrics.sidecar.labels(turn.endpoint.provider, "upstream_error").inc()
+        headers = _headers(turn, opened, done, retried=attempt == 2)
+        return Response(data, upstream.status_code, returned_headers(upstream) | headers)
+    raise AssertionError("unreachable")
+
+
+async def _open(state: AppState, turn: Turn) -> Opened:
+    assert turn.session_id is not None
+    created = SessionCreate(provider=turn.profile.name, compaction=_policy(turn.window))
+    fields = created.model_dump(mode="json", exclude={"id"})
+    async with state.sessionmaker() as db:
+        opened = await turns.open_turn(
+            db, state.counter, turn.tenant, turn.session_id, fields, turn.sent,
+            datetime.now(UTC), state.settings.catalog,
+        )  # fmt: skip
+    if opened.forked_to is not None:
+        state.metrics.sidecar.labels(turn.endpoint.provider, "forked").inc()
+    return opened
+
+
+def _policy(window: int) -> dict[str, Any]:
+    """The compaction policy of a session the sidecar creates: summarise the older history
+    once it passes 80% of the window, into a summary of an eighth of it at most."""
+    return {"trigger_tokens": max(1, window * 8 // 10),
+            "summary_tokens": max(64, min(2_000, window // 8))}  # fmt: skip
+
+
+async def _compile(
+    state: AppState, turn: Turn, opened: Opened | None, scale: float | None
+) -> Compilation:
+    window = turn.window if scale is None else max(1, int(turn.window * scale))
+    options = Options(provider=turn.profile.name, context_window=window,
+                      tools=turn.body.get("tools"))  # fmt: skip
+    now = datetime.now(UTC)
+    catalog = state.settings.catalog
+    if opened is None:
+        async with state.sessionmaker() as db:
+            tenant_name = await queries.tenant_name(db, turn.tenant)
+        system = turn.body.get("system") if turn.endpoint.provider == "anthropic" else None
+        return await cpu.run_sync(
+            compiling.compile_posted, state.cache, state.registry, turn.endpoint.format,
+            turn.body["messages"], system, options, Caller(turn.tenant, tenant_name),
+            turn.profile.name, catalog, now,
+        )  # fmt: skip
+    pending = tuple(opened.new)
+    options = replace(options, pending=pending)
+    if scale is not None:  # the upstream said too long: compact (a full compaction at least)
+        options = replace(options, error_kind="prompt_too_long", compaction={})
+    async with state.sessionmaker() as db:
+        compactor = metered_compactor(
+            db, state.counter, state.summarizer, now, catalog, state.metrics, trigger="compile",
+            backend=state.settings.summarizer,
+            lease_seconds=state.settings.compaction_lease_seconds,
+        )  # fmt: skip
+        return await compiling.compile_session(
+            db, state.cache, state.registry, turn.tenant, opened.session_id, options, now,
+            catalog, compactor, state.digester,
+        )  # fmt: skip
+
+
+def _asks_usage(turn: Turn) -> bool:
+    """Whether ctxc asks a streamed OpenAI answer for the usage the agent did not ask for (it
+    records it, and hides that last chunk from the agent, whose code may not expect it)."""
+    if turn.endpoint.provider != "openai" or not turn.stream or turn.session_id is None:
+        return False
+    options = turn.body.get("stream_options")
+    return not (isinstance(options, dict) and options.get("include_usage") is True)
+
+
+def _payload(turn: Turn, done: Compilation) -> bytes:
+    """The agent's request with the compiled messages (and system prompt) in place of its own."""
+    sent = dict(turn.body)
+    sent["messages"] = done.output.messages
+    if _asks_usage(turn):
+        options = sent.get("stream_options")
+        sent["stream_options"] = {**(options if isinstance(options, dict) else {}),
+                                  "include_usage": True}  # fmt: skip
+    if turn.endpoint.provider == "anthropic":
+        sent.pop("system", None)
+        if done.output.system is not None:
+            sent["system"] = done.output.system
+    return orjson.dumps(sent)
+
+
+def _headers(turn: Turn, opened: Opened | None, done: Compilation, retried: bool) -> dict[str, str]:
+    """What ctxc tells the agent beside the provider's answer."""
+    out = done.output
+    headers = {
+        "x-ctxc-compile-id": done.compile_id,
+        "x-ctxc-tokens": str(out.total),
+        "x-ctxc-context-window": str(out.context_window),
+        "x-ctxc-budget-used-pct": str(out.budget_used_pct),
+        "x-ctxc-compactions": str(len(done.compactions)),
+        "x-ctxc-left-out": str(sum(r.count for r in out.left_out)),
+    }
+    if opened is not None:
+        headers["x-ctxc-session"] = opened.session_id
+        if opened.forked_to is not None:
+            headers["x-ctxc-forked-to"] = opened.forked_to
+    if retried:
+        headers["x-ctxc-retried"] = "prompt_too_long"
+    return headers
+
+
+async def _answered(
+    state: AppState,
+    turn: Turn,
+    opened: Opened | None,
+    done: Compilation,
+    upstream: httpx.Response,
+    headers: dict[str, str],
+) -> Response:
+    data = await read_body(upstream, ANSWER_BYTES)
+    outcome = _outcome(opened)
+    if opened is not None:
+        # The model call is paid for: its answer reaches the agent even when ctxc cannot store
+        # it (the agent resends it next turn, and it is stored then).
+        try:
+            reply = wire_reply(turn.endpoint.provider, orjson.loads(data))
+            stored = await _store(state, turn, opened, done, reply)
+        except Exception as exc:  # the session deleted meanwhile, the database gone, ...
+            expected = isinstance(exc, orjson.JSONDecodeError | WireError | Refused | DomainError)
+            log.warning(
+                "sidecar turn not stored: %s", exc, exc_info=not (expected or is_fault(exc))
+            )
+            headers["x-ctxc-stored"], outcome = "false", "not_stored"
+        else:
+            headers["x-ctxc-stored"] = "true"
+            if stored.forked_to is not None:
+                headers["x-ctxc-forked-to"] = stored.forked_to
+    state.metrics.sidecar.labels(turn.endpoint.provider, outcome).inc()
+    return Response(data, 200, returned_headers(upstream) | headers)
+
+
+def _outcome(opened: Opened | None) -> str:
+    return "stateless" if opened is None else "stored"
+
+
+async def _store(
+    state: AppState, turn: Turn, opened: Opened, done: Compilation, reply: Reply
+) -> turns.Stored:
+    """Store the turn: its new messages, the reply and its usage."""
+    try:
+        [message] = await cpu.run_sync(_parsed_reply, turn.endpoint.format, reply)
+    except (FormatError, InvalidInput, ValueError) as exc:
+        raise Refused(502, f"the upstream's reply cannot be stored: {exc}") from None
+    async with state.sessionmaker() as db:
+        return await turns.store_turn(
+            db, state.counter, turn.tenant, opened, turn.sent, message, done.compile_id,
+            reply.usage, datetime.now(UTC), state.settings.catalog,
+        )  # fmt: skip
+
+
+def _parsed_reply(fmt: Format, reply: Reply) -> list[Message]:
+    return list(parse_messages(fmt, [reply.message]))
+
+
+def _stored(
+    state: AppState, turn: Turn, opened: Opened | None, done: Compilation
+) -> Callable[[Reply], Awaitable[None]]:
+    """What a streamed answer does once it ended properly."""
+
+    async def store(reply: Reply) -> None:
+        if opened is not None:
+            await _store(state, turn, opened, done, reply)
+        state.metrics.sidecar.labels(turn.endpoint.provider, _outcome(opened)).inc()
+
+    return store

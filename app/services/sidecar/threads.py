@@ -1,0 +1,289 @@
+"""Which stored history a sidecar request continues, and what of it is new.
+
+An agent behind the sidecar resends its whole history on every turn. The session's proxy thread
+remembers it as a hash chain over the first ``sent`` messages, keyed as the agent sent them (the
+message cache's keys: computed anyway while the request is parsed), then the digest of the
+``replies`` messages ctxc stored after them: the upstream's answer, which the agent resends in its
+own serialisation, so it is compared by content. A request whose history starts with exactly that
+extends the session: what follows is new. Any other history (the agent edited, trimmed or
+compacted it, or retried a turn ctxc had already stored) is a **fork**: the stored history moves
+aside under ``<id>:fork-<n>``, unchanged, and the session id starts over with the request's
+history, so two histories are never mixed.
+
+A session the sidecar has never seen (made through the API) is compared message by message, by
+content, while it has never been compacted; a compacted one no longer holds what the agent
+resends, and forks.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from collections.abc import Awaitable, Callable, Iterable, Sequence
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any
+
+import orjson
+import xxhash
+from sqlalchemy.ext.asyncio import AsyncSession
+
+from app.domain.errors import Conflict
+from app.domain.formats.convert import Format
+from app.domain.messages import (
+    DEFAULT_SECTION,
+    ImagePart,
+    Message,
+    Part,
+    TextPart,
+    ToolCallPart,
+    ToolResultPart,
+    result_text,
+)
+from app.domain.models import Catalog
+from app.domain.sessions import SessionPk, TenantId
+from app.domain.tokens import TokenCounter, count_message
+from app.services import cpu
+from app.services.cache import Entry, canonical_json
+from app.services.messages import NewMessage, message_rows
+from app.services.sessions import add_session
+from app.storage import compiles, queries
+from app.storage.models import ProxyThreadRow, SessionRow
+
+FORK = ":fork-"
+# Room left in a session id (128 characters at most) for the fork suffix.
+MAX_THREAD_ID = 112
+# Messages stored from one request before the event loop gets a turn (as an append does).
+FLUSH_ROWS = 500
+# A history longer than this is hashed in a worker thread.
+INLINE_ITEMS = 1_000
+
+
+@dataclass(frozen=True)
+class History:
+    """A request's history as sent (``items``: Anthropic's system prompt first, then the
+    messages), parsed and counted from ``offset`` on: ``entries[i]`` is item ``offset + i``,
+    ``keys[i]`` its key. A history that starts with what a thread already holds, byte for byte,
+    is parsed only after it."""
+
+    format: Format
+    items: Sequence[Any]
+    entries: Sequence[Entry]
+    keys: Sequence[bytes]
+    offset: int = 0
+
+
+@dataclass(frozen=True)
+class Sent:
+    """A request's history as sent, and how to parse it from an item on (0: all of it)."""
+
+    format: Format
+    items: Sequence[Any]
+    parse: Callable[[int], Awaitable[History]]
+
+
+def chain(keys: Iterable[bytes], start: str = "") -> str:
+    """One hash over a run of message keys, going on from the chain ``start`` of the run before
+    them: equal runs, equal chains."""
+    value = bytes.fromhex(start)
+    for key in keys:
+        value = hashlib.sha256(value + key).digest()
+    return value.hex()
+
+
+def raw_digest(items: Sequence[Any]) -> str:
+    """A fast hash of ``items`` as sent (key order included): what a thread compares first, so
+    that the part it holds need not be parsed again."""
+    digest = xxhash.xxh3_128()
+    for item in items:
+        digest.update(orjson.dumps(item))
+        digest.update(b"\x1e")
+    return digest.hexdigest()
+
+
+def content_digest(messages: Iterable[Message]) -> str:
+    """One hash over messages by what they say: roles, texts, images, tool calls and results,
+    however they were sent. What agents resend differently from what they received is left
+    out: reasoning (dropped or kept by choice), provider blocks ctxc keeps opaque, metadata and
+    extra fields (``reasoning_content`` of an OpenAI-compatible server), blank texts."""
+    digest = hashlib.sha256()
+    for message in messages:
+        said = [_said(part) for part in message.content]
+        essence = [message.role, [p for p in said if p is not None]]
+        digest.update(hashlib.sha256(canonical_json(essence)).digest())
+    return digest.hexdigest()
+
+
+def _said(part: Part) -> list[Any] | None:
+    match part:
+        case TextPart(text=text):
+            return ["text", text] if text.strip() else None
+        case ImagePart(url=url, data=data):
+            return ["image", url or data]
+        case ToolCallPart(id=call_id, name=name, arguments=arguments):
+            return ["tool_call", call_id, name, arguments]
+        case ToolResultPart(call_id=call_id):
+            return ["tool_result", call_id, result_text(part)]
+        case _:  # reasoning, opaque
+            return None
+
+
+async def thread_row(db: AsyncSession, pk: SessionPk) -> ProxyThreadRow | None:
+    return await db.get(ProxyThreadRow, pk, populate_existing=True)
+
+
+async def held(thread: ProxyThreadRow, sent: Sent) -> bool:
+    """Whether the request's items start, byte for byte, with the ones ``thread`` holds."""
+    if not thread.raw or thread.format != sent.format:
+        return False
+    if len(sent.items) < thread.sent + thread.replies:
+        return False
+    prefix = sent.items[: thread.sent]
+    if len(prefix) > INLINE_ITEMS:
+        return await cpu.run_sync(raw_digest, prefix) == thread.raw
+    return raw_digest(prefix) == thread.raw
+
+
+async def new_start(
+    db: AsyncSession, row: SessionRow, thread: ProxyThreadRow | None, history: History
+) -> int | None:
+    """Where the new part of ``history`` starts, when it extends what the session stores; None
+    when it does not (a fork)."""
+    if thread is not None:
+        return _extends(thread, history)
+    assert history.offset == 0
+    if row.last_seq == 0:
+        return 0
+    if row.history_version != 0:  # compacted: it no longer holds what the agent resends
+        return None
+    stored = await compiles.rows_after(db, SessionPk(row.pk), 0, "o200k_base")
+    if len(stored) > len(history.entries):
+        return None
+    messages = [_message(r) for r in stored]
+    return await cpu.run_sync(_same_content, messages, history)
+
+
+def _extends(thread: ProxyThreadRow, history: History) -> int | None:
+    sent, replies, offset = thread.sent, thread.replies, history.offset
+    if thread.format != history.format or len(history.items) < sent + replies:
+        return None
+    if offset not in (0, sent):
+        return None
+    if offset == 0 and chain(history.keys[:sent]) != thread.chain:
+        return None
+    resent = (message for message, _ in history.entries[sent - offset : sent - offset + replies])
+    if replies and content_digest(resent) != thread.reply:
+        return None
+    return sent + replies
+
+
+def _same_content(stored: Sequence[Message], history: History) -> int | None:
+    sent = (message for message, _ in history.entries[: len(stored)])
+    return len(stored) if content_digest(stored) == content_digest(sent) else None
+
+
+def _message(row: Any) -> Message:
+    return Message.model_validate(
+        {"role": row.role, "content": row.content, "name": row.name, "metadata": row.meta}
+    )
+
+
+def start_thread(
+    db: AsyncSession, row: SessionRow, history: History, sent: int, now: datetime
+) -> ProxyThreadRow:
+    """The thread of a session the sidecar meets for the first time, whose stored messages are
+    the first ``sent`` of ``history`` (parsed whole); the caller commits."""
+    assert history.offset == 0
+    thread = ProxyThreadRow(
+        session_pk=row.pk, format=history.format, sent=sent, chain=chain(history.keys[:sent]),
+        raw=raw_digest(history.items[:sent]), replies=0, reply="", turns=0, forks=0,
+        updated_at=now,
+    )  # fmt: skip
+    db.add(thread)
+    return thread
+
+
+async def fork(
+    db: AsyncSession,
+    counter: TokenCounter,
+    tenant: TenantId,
+    row: SessionRow,
+    thread: ProxyThreadRow | None,
+    history: History,
+    now: datetime,
+    catalog: Catalog,
+) -> tuple[SessionRow, str]:
+    """Move the session's stored history aside under ``<id>:fork-<n>`` and start the id over
+    with ``history``, stored at once (it is the agent's history, whatever the upstream answers).
+    The caller holds the session's lock and commits. Returns the new session and the id the old
+    history moved to."""
+    forks = (thread.forks if thread else 0) + 1
+    session_id, branch = row.id, f"{row.id}{FORK}{forks}"
+    if await queries.session_row(db, tenant, branch) is not None:
+        raise Conflict(f"session {branch!r} already exists: the fork of {session_id!r} needs it")
+    row.id = branch
+    row.meta = {**row.meta, "ctxc_fork_of": session_id}
+    await db.flush()
+    fields = {
+        "metadata": {k: v for k, v in row.meta.items() if k != "ctxc_fork_of"},
+        "provider": row.provider, "profile": row.profile, "context_window": row.context_window,
+        "compiler": row.compiler, "compaction": row.compaction_policy,
+        "system_prompt": row.system_prompt, "response_format": row.response_format,
+        "resume_key": row.resume_key,
+    }  # fmt: skip
+    new = await add_session(db, tenant, session_id, fields, now, now, 0, catalog)
+    await store(db, counter, SessionPk(new.pk), [m for m, _ in history.entries],
+                [c for _, c in history.entries], now)  # fmt: skip
+    thread = start_thread(db, new, history, len(history.items), now)
+    thread.forks = forks
+    return new, branch
+
+
+async def store(
+    db: AsyncSession,
+    counter: TokenCounter,
+    pk: SessionPk,
+    messages: Sequence[Message],
+    counts: Sequence[dict[str, int]],
+    now: datetime,
+) -> tuple[int, int] | None:
+    """Append ``messages`` (their ``counts`` completed in every encoding) in the caller's
+    transaction: their first and last seq."""
+    if not messages:
+        return None
+    await cpu.run_sync(_count_all, counter, messages, counts)
+    last = await queries.reserve_seqs(db, pk, counts)
+    if last is None:
+        raise Conflict("the session was deleted during the turn")
+    first = last - len(messages) + 1
+    new = [
+        NewMessage(first + i, DEFAULT_SECTION, m, dict(c), now)
+        for i, (m, c) in enumerate(zip(messages, counts, strict=True))
+    ]
+    rows = await cpu.run_sync(message_rows, pk, new)
+    for start in range(0, len(rows), FLUSH_ROWS):
+        db.add_all(rows[start : start + FLUSH_ROWS])
+        await db.flush()
+    return first, last
+
+
+def _count_all(
+    counter: TokenCounter, messages: Sequence[Message], counts: Sequence[dict[str, int]]
+) -> None:
+    for message, count in zip(messages, counts, strict=True):
+        for name, encoder in counter.encoders.items():
+            if name not in count:
+                count[name] = count_message(message, encoder)
+
+
+def advance(
+    thread: ProxyThreadRow, history: History, reply: Sequence[Message], now: datetime
+) -> None:
+    """The thread after a stored turn: the request's whole history as sent, then the reply."""
+    assert history.offset in (0, thread.sent)
+    thread.chain = chain(history.keys, thread.chain if history.offset else "")
+    thread.sent = len(history.items)
+    thread.raw = raw_digest(history.items)
+    thread.replies = len(reply)
+    thread.reply = content_digest(reply)
+    thread.turns += 1
+    thread.updated_at = now

@@ -1,0 +1,173 @@
+"""A sidecar turn's two writes: before it, which session and what is new; after it, the new
+messages with the upstream's reply and its usage, in one transaction.
+
+Nothing of a turn is stored until its model call succeeded (the new messages are compiled as
+``pending``, app/services/compiling.py): an upstream error or an agent gone mid-stream leaves the
+session as it was, and the agent's retry finds it so. Only a fork writes before the call: it
+stores the agent's history, which is what it is whatever the upstream answers.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any
+
+from sqlalchemy.ext.asyncio import AsyncSession
+
+from app.domain.errors import Conflict, NotFound
+from app.domain.messages import Message
+from app.domain.models import Catalog
+from app.domain.sessions import SessionPk, TenantId
+from app.domain.tokens import TokenCounter
+from app.services.cache import Entry
+from app.services.sessions import add_session
+from app.services.sidecar import threads
+from app.services.sidecar.threads import History, Sent
+from app.storage import queries
+
+
+@dataclass(frozen=True)
+class Opened:
+    """Where a turn stands once its history is matched to the stored one."""
+
+    session_id: str
+    history: History  # the request's, parsed (from where the session's part ends, at least)
+    start: int  # the request's items from here on are new
+    turns: int  # the thread's stored turns when read: a turn stored since is a race
+    forked_to: str | None = None  # a fork: where the earlier history moved
+
+    @property
+    def new(self) -> Sequence[Entry]:
+        """The request's messages the session does not hold, parsed and counted."""
+        return self.history.entries[self.start - self.history.offset :]
+
+
+async def open_turn(
+    db: AsyncSession,
+    counter: TokenCounter,
+    tenant: TenantId,
+    session_id: str,
+    fields: dict[str, Any],
+    sent: Sent,
+    now: datetime,
+    catalog: Catalog,
+) -> Opened:
+    """The session ``session_id`` (created with ``fields`` when missing), matched against the
+    request's history ``sent``; a history that does not extend it forks it.
+
+    The usual turn (a thread that the history extends) only reads, and parses only what follows
+    the part the thread holds; a new session, a first thread or a fork write, under the
+    session's lock, after matching again."""
+    row = await queries.session_row(db, tenant, session_id)
+    if row is not None:
+        thread = await threads.thread_row(db, SessionPk(row.pk))
+        if thread is not None and await threads.held(thread, sent):
+            history = await sent.parse(thread.sent)
+            start = await threads.new_start(db, row, thread, history)
+            if start is not None:
+                await db.commit()  # ends the reads
+                return Opened(session_id, history, start, thread.turns)
+        await db.commit()
+    else:
+        try:
+            row = await add_session(db, tenant, session_id, fields, now, now, 0, catalog)
+        except Conflict:  # created by a racing request since: use it
+            row = await queries.session_row(db, tenant, session_id)
+            if row is None:
+                raise
+    history = await sent.parse(0)
+    pk = SessionPk(row.pk)
+    if not await queries.lock_session(db, pk):
+        raise NotFound("session", session_id)
+    await db.refresh(row)
+    thread = await threads.thread_row(db, pk)
+    start = await threads.new_start(db, row, thread, history)
+    forked_to = None
+    if start is None:
+        row, forked_to = await threads.fork(db, counter, tenant, row, thread, history, now,
+                                            catalog)  # fmt: skip
+        start, turns = len(history.items), 0
+    else:
+        turns = thread.turns if thread else 0
+        if thread is None:
+            threads.start_thread(db, row, history, start, now)
+    await db.commit()
+    return Opened(session_id, history, start, turns, forked_to)
+
+
+@dataclass(frozen=True)
+class Stored:
+    """What a turn stored: the seqs of its new messages and reply, or where a race forked it."""
+
+    first_seq: int | None
+    last_seq: int | None
+    forked_to: str | None = None
+
+
+async def store_turn(
+    db: AsyncSession,
+    counter: TokenCounter,
+    tenant: TenantId,
+    opened: Opened,
+    sent: Sent,
+    reply: Message,
+    compile_id: str,
+    usage: dict[str, int] | None,
+    now: datetime,
+    catalog: Catalog,
+) -> Stored:
+    """Store the turn: the request's new messages and the ``reply``, the usage on the compile
+    (what reactive compaction reads), and the thread moved on; one transaction.
+
+    A turn of the same session stored since this one opened (an agent racing itself) is
+    checked again: when the history still extends the session, only what is new to it is
+    stored; otherwise it forks, as it would have at the start."""
+    row = await queries.session_row(db, tenant, opened.session_id)
+    if row is None:
+        raise NotFound("session", opened.session_id)
+    pk = SessionPk(row.pk)
+    if not await queries.lock_session(db, pk):
+        raise NotFound("session", opened.session_id)
+    thread = await threads.thread_row(db, pk)
+    history, start = opened.history, opened.start
+    forked_to = None
+    if thread is None or thread.turns != opened.turns:
+        history = history if history.offset == 0 else await sent.parse(0)
+        found = await threads.new_start(db, row, thread, history)
+        if found is None:
+            row, forked_to = await threads.fork(db, counter, tenant, row, thread, history, now,
+                                                catalog)  # fmt: skip
+            pk, found = SessionPk(row.pk), len(history.items)
+            thread = await threads.thread_row(db, pk)
+        elif thread is None:
+            thread = threads.start_thread(db, row, history, found, now)
+        start = found
+    assert thread is not None
+    new = list(history.entries[start - history.offset :])
+    messages: list[Message] = [m for m, _ in new] + [reply]
+    counts: list[dict[str, int]] = [c for _, c in new] + [{}]
+    first, last = await threads.store(db, counter, pk, messages, counts, now) or (None, None)
+    threads.advance(thread, history, [reply], now)
+    compiled = await queries.compile_row(db, pk, compile_id)
+    if compiled is not None:  # not after a racing fork: that compile was of the other history
+        compiled.reported_at = compiled.reported_at or now
+        compiled.acknowledged_at = compiled.acknowledged_at or now
+        if usage:
+            compiled.usage = usage
+    await db.commit()
+    return Stored(first, last, forked_to)
+
+
+async def record_failure(
+    db: AsyncSession, tenant: TenantId, session_id: str, compile_id: str, kind: str, now: datetime
+) -> None:
+    """The turn's model call failed (``kind``: ``prompt_too_long`` or ``error``): said on its
+    compile, as an acknowledgement with ``error_kind`` says it; nothing else is written."""
+    row = await queries.session_row(db, tenant, session_id)
+    compiled = None if row is None else await queries.compile_row(db, SessionPk(row.pk), compile_id)
+    if compiled is not None:
+        compiled.reported_at = compiled.reported_at or now
+        compiled.error_kind = kind
+        await db.commit()
