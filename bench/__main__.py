@@ -8,6 +8,7 @@ from bench import (
     delta,
     events,
     load,
+    proxy,
     redact,
     session_compile,
     session_read,
@@ -18,7 +19,7 @@ from bench import (
 
 for module in (
     append, bodies, compile, session_compile, session_read, delta, compaction, summarising,
-    events, redact, tenancy, transfer, load,
+    events, redact, tenancy, transfer, load, proxy,
 ):  # fmt: skip
     module.run()
     print()

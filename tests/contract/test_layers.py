@@ -57,5 +57,6 @@ def test_benchmarks_still_import() -> None:
         "bench.bodies",
         "bench.redact",
         "bench.tenancy",
+        "bench.proxy",
     ):
         importlib.import_module(module)
