@@ -143,3 +143,15 @@ def percentile(values: list[float], pct: float) -> float:
 def describe(values_s: list[float]) -> str:
     ms = [v * 1000 for v in values_s]
     return f"median {statistics.median(ms):7.2f} ms   p99 {percentile(ms, 99):7.2f} ms"
+
+
+def verdict(met: bool) -> str:
+    """How a figure stands against its target."""
+    return "met" if met else "MISSED"
+
+
+def quick_run(quick: bool | None) -> bool:
+    """Whether a benchmark takes its shorter form: as asked, else ``CTXC_BENCH_QUICK``."""
+    if quick is None:
+        return os.environ.get("CTXC_BENCH_QUICK", "") not in ("", "0")
+    return quick

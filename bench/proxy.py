@@ -42,7 +42,7 @@ import httpx
 import orjson
 
 from bench.append import agent_batch
-from bench.common import _ctxc, database, percentile, serving
+from bench.common import _ctxc, database, percentile, quick_run, serving, verdict
 from tests.upstreams import Upstream
 
 SIZES = {200: 30, 10_000: 15}  # stored messages: measured turns
@@ -287,21 +287,16 @@ def targets(rows: list[Turns]) -> None:
         stream_ratio = p50(added(r.proxy_stream, r.direct_stream)) / p50(r.compile)
         first = p50(added(r.proxy_first, r.direct_first))
         print(f"  {r.kind:8s} {r.size:>8,}: added p50 / compile p50 {ratio:5.2f}x "
-              f"(streamed to the end {stream_ratio:5.2f}x) target <= 2x: {_verdict(ratio <= 2)}"
+              f"(streamed to the end {stream_ratio:5.2f}x) target <= 2x: {verdict(ratio <= 2)}"
               f" | TTFB added p50 {first:7.1f} ms target <= 10 ms: "
-              f"{_verdict(first <= 10)}")  # fmt: skip
+              f"{verdict(first <= 10)}")  # fmt: skip
         # A turn cannot forward before it compiled: what the proxy adds beyond that compile.
         beyond = first - p50(r.compile)
         print(f"  {'':8s} {'':>8}  TTFB added beyond a session compile's p50: {beyond:6.1f} ms")
 
 
-def _verdict(met: bool) -> str:
-    return "met" if met else "MISSED"
-
-
 def run(quick: bool | None = None) -> None:
-    if quick is None:
-        quick = os.environ.get("CTXC_BENCH_QUICK", "") not in ("", "0")
+    quick = quick_run(quick)
     sizes = QUICK_SIZES if quick else SIZES
     print(f"sidecar proxy against the upstream called directly, at "
           f"{', '.join(f'{s:,}' for s in sizes)} stored messages (load average "

@@ -43,7 +43,7 @@ import orjson
 from sqlalchemy.engine import make_url
 
 from bench.append import agent_batch
-from bench.common import database, metric, percentile, served
+from bench.common import database, metric, percentile, quick_run, served, verdict
 
 SIZES = (1_000, 10_000, 100_000)
 QUICK_SIZES = SIZES[:2]
@@ -338,19 +338,14 @@ def targets(rows: list[Row], flat: float, near: float) -> None:
         worst = max(mine, key=lambda r: r.ratio)
         print(
             f"  {kind:8s} {big.size // 1000}k/{small.size // 1000}k: median {growth:6.2f}x "
-            f"(p99 {tail:6.2f}x)  target within {flat}x: {_verdict(growth <= flat)} | "
+            f"(p99 {tail:6.2f}x)  target within {flat}x: {verdict(growth <= flat)} | "
             f"worst compile/floor {worst.ratio:7.1f}x at {worst.size:,}  "
-            f"target within {near}x: {_verdict(worst.ratio <= near)}"
+            f"target within {near}x: {verdict(worst.ratio <= near)}"
         )
 
 
-def _verdict(met: bool) -> str:
-    return "met" if met else "MISSED"
-
-
 def run(quick: bool | None = None) -> None:
-    if quick is None:
-        quick = os.environ.get("CTXC_BENCH_QUICK", "") not in ("", "0")
+    quick = quick_run(quick)
     sizes = QUICK_SIZES if quick else SIZES
     load = os.getloadavg()[0]
     print(f"session compile against its floor at {', '.join(f'{s:,}' for s in sizes)} stored "

@@ -21,7 +21,7 @@ def sidecar(database_url: str) -> Iterator[Sidecar]:
     with Upstream() as upstream:
         settings = Settings(
             database_url=database_url, auth="keys", openai_upstream=upstream.openai_base,
-            anthropic_upstream=upstream.anthropic_base, upstream_timeout_seconds=5,
+            anthropic_upstream=upstream.anthropic_base, upstream_timeout_seconds=3,
             metrics_token=METRICS_TOKEN,
         )  # fmt: skip
         key = make_key(database_url, f"sidecar-{uuid.uuid4().hex[:6]}")

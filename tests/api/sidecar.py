@@ -37,22 +37,24 @@ class Sidecar:
     clients: list[openai.OpenAI | anthropic.Anthropic] = field(default_factory=list)
 
     def openai(self, session: str | None = None, **headers: str) -> openai.OpenAI:
-        extra = {"X-Ctxc-Api-Key": self.key, **headers}
-        if session:
-            extra["X-Ctxc-Session"] = session
+        """The OpenAI SDK pointed at the sidecar (closed after the test)."""
         client = openai.OpenAI(base_url=f"{self.url}/openai/v1", api_key="sk-upstream",
-                               default_headers=extra, max_retries=0)  # fmt: skip
+                               default_headers=self._headers(session, headers),
+                               max_retries=0)  # fmt: skip
         self.clients.append(client)
         return client
 
     def anthropic(self, session: str | None = None, **headers: str) -> anthropic.Anthropic:
-        extra = {"X-Ctxc-Api-Key": self.key, **headers}
-        if session:
-            extra["X-Ctxc-Session"] = session
+        """The Anthropic SDK pointed at the sidecar (closed after the test)."""
         client = anthropic.Anthropic(base_url=f"{self.url}/anthropic", api_key="sk-ant-upstream",
-                                     default_headers=extra, max_retries=0)  # fmt: skip
+                                     default_headers=self._headers(session, headers),
+                                     max_retries=0)  # fmt: skip
         self.clients.append(client)
         return client
+
+    def _headers(self, session: str | None, headers: dict[str, str]) -> dict[str, str]:
+        session_header = {"X-Ctxc-Session": session} if session else {}
+        return {"X-Ctxc-Api-Key": self.key, **session_header, **headers}
 
     def ctxc(self) -> httpx.Client:
         return httpx.Client(base_url=self.url, headers={"Authorization": f"Bearer {self.key}"},

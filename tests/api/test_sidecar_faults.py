@@ -122,7 +122,7 @@ def test_an_agent_gone_mid_stream_cancels_the_upstream_and_stores_nothing(
 
 def test_an_upstream_that_does_not_answer_in_time_is_a_504(sidecar: Sidecar, up: Upstream) -> None:
     session = f"slow-{uuid.uuid4().hex[:6]}"
-    up.script.append(Delay(seconds=8))
+    up.script.append(Delay(seconds=5))
     with pytest.raises(openai.InternalServerError) as caught:
         sidecar.openai(session).chat.completions.create(
             model="gpt-4o", messages=[{"role": "user", "content": "hi"}])  # fmt: skip

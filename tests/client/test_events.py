@@ -72,6 +72,9 @@ def test_events_resume_across_a_server_restart(api: Api, kind: str) -> None:
     """Three events read from a `ctxc serve` that is then stopped; three more stored while
     it is down and two once it is back on the same port: the iterator yields the eight, once
     each, in order."""
+    if (kind == "async") != api.database_url.startswith("sqlite"):
+        pytest.skip("one client kind per database: two `ctxc serve` starts each, and the "
+                    "reconnection is the client's own, the same on either")  # fmt: skip
     port = free_port()
     read = threading.Event()
     with ExitStack() as first:

@@ -149,6 +149,8 @@ async def new_start(
     """Where the new part of ``history`` starts, when it extends what the session stores; None
     when it does not (a fork)."""
     if thread is not None:
+        if len(history.keys) > INLINE_ITEMS:
+            return await cpu.run_sync(_extends, thread, history)
         return _extends(thread, history)
     assert history.offset == 0
     if row.last_seq == 0:
@@ -187,19 +189,30 @@ def _message(row: Any) -> Message:
     )
 
 
-def start_thread(
+async def start_thread(
     db: AsyncSession, row: SessionRow, history: History, sent: int, now: datetime
 ) -> ProxyThreadRow:
     """The thread of a session the sidecar meets for the first time, whose stored messages are
     the first ``sent`` of ``history`` (parsed whole); the caller commits."""
     assert history.offset == 0
+    keyed, raw = await _hashes(history, sent, "")
     thread = ProxyThreadRow(
-        session_pk=row.pk, format=history.format, sent=sent, chain=chain(history.keys[:sent]),
-        raw=raw_digest(history.items[:sent]), replies=0, reply="", turns=0, forks=0,
-        updated_at=now,
+        session_pk=row.pk, format=history.format, sent=sent, chain=keyed, raw=raw, replies=0,
+        reply="", turns=0, forks=0, updated_at=now,
     )  # fmt: skip
     db.add(thread)
     return thread
+
+
+async def _hashes(history: History, upto: int, start: str) -> tuple[str, str]:
+    """The chains of ``history``'s items up to ``upto``: of their keys (going on from the chain
+    ``start`` of the items before the parsed ones) and the raw one; off the event loop for a
+    long history."""
+
+    def work() -> tuple[str, str]:
+        return chain(history.keys[: upto - history.offset], start), raw_digest(history.items[:upto])
+
+    return await cpu.run_sync(work) if upto > INLINE_ITEMS else work()
 
 
 async def fork(
@@ -233,7 +246,7 @@ async def fork(
     new = await add_session(db, tenant, session_id, fields, now, now, 0, catalog)
     await store(db, counter, SessionPk(new.pk), [m for m, _ in history.entries],
                 [c for _, c in history.entries], now)  # fmt: skip
-    thread = start_thread(db, new, history, len(history.items), now)
+    thread = await start_thread(db, new, history, len(history.items), now)
     thread.forks = forks
     return new, branch
 
@@ -275,14 +288,14 @@ def _count_all(
                 count[name] = count_message(message, encoder)
 
 
-def advance(
+async def advance(
     thread: ProxyThreadRow, history: History, reply: Sequence[Message], now: datetime
 ) -> None:
     """The thread after a stored turn: the request's whole history as sent, then the reply."""
     assert history.offset in (0, thread.sent)
-    thread.chain = chain(history.keys, thread.chain if history.offset else "")
+    start = thread.chain if history.offset else ""
+    thread.chain, thread.raw = await _hashes(history, len(history.items), start)
     thread.sent = len(history.items)
-    thread.raw = raw_digest(history.items)
     thread.replies = len(reply)
     thread.reply = content_digest(reply)
     thread.turns += 1

@@ -92,7 +92,7 @@ async def open_turn(
     else:
         turns = thread.turns if thread else 0
         if thread is None:
-            threads.start_thread(db, row, history, start, now)
+            await threads.start_thread(db, row, history, start, now)
     await db.commit()
     return Opened(session_id, history, start, turns, forked_to)
 
@@ -142,14 +142,14 @@ async def store_turn(
             pk, found = SessionPk(row.pk), len(history.items)
             thread = await threads.thread_row(db, pk)
         elif thread is None:
-            thread = threads.start_thread(db, row, history, found, now)
+            thread = await threads.start_thread(db, row, history, found, now)
         start = found
     assert thread is not None
     new = list(history.entries[start - history.offset :])
     messages: list[Message] = [m for m, _ in new] + [reply]
     counts: list[dict[str, int]] = [c for _, c in new] + [{}]
     first, last = await threads.store(db, counter, pk, messages, counts, now) or (None, None)
-    threads.advance(thread, history, [reply], now)
+    await threads.advance(thread, history, [reply], now)
     compiled = await queries.compile_row(db, pk, compile_id)
     if compiled is not None:  # not after a racing fork: that compile was of the other history
         compiled.reported_at = compiled.reported_at or now
