@@ -249,7 +249,7 @@ async def compile_session(
                          prior_call_ids=prior)  # fmt: skip
 
     def work(rows: Sequence[Row[Any]], tail: Tail | None) -> tuple[Output, tuple[Item, ...]]:
-        items = tuple(_item(r) for r in rows) + tuple(
+        items = tuple(item_of(r) for r in rows) + tuple(
             Item(row.last_seq + i, DEFAULT_SECTION, message, counts[profile.encoding])
             for i, (message, counts) in enumerate(options.pending, start=1)
         )
@@ -329,6 +329,6 @@ def _scans(spec: CompilerSpec) -> bool:
     return any(part.name in SCANNING for part in spec.decorators)
 
 
-def _item(row: Row[Any]) -> Item:
+def item_of(row: Row[Any]) -> Item:
     message = {"role": row.role, "content": row.content, "name": row.name, "metadata": row.meta}
     return Item(row.seq, row.section, Message.model_validate(message), row.tokens)

@@ -113,23 +113,11 @@ async def append_messages(
         if replay is not None:
             return Appended(replay, counts, replayed=True)
     pk = SessionPk(row.pk)
-    last = await queries.reserve_seqs(db, pk, counts)
-    if last is None:
+    seqs = await insert_messages(db, pk, batch.section, messages, counts, now)
+    if seqs is None:
         raise NotFound("session", session_id)
-    first = last - len(messages) + 1
+    first, last = seqs
     encoding = session_profile(row, catalog).encoding
-    new = [
-        NewMessage(first + i, batch.section, m, c, now)
-        for i, (m, c) in enumerate(zip(messages, counts, strict=True))
-    ]
-    # Building and flushing thousands of rows is CPU work on the event loop (the ORM runs
-    # there): the rows are built in a worker thread and flushed a slice at a time, so other
-    # requests run between slices.
-    rows = await cpu.run_sync(message_rows, pk, new)
-    for start in range(0, len(rows), FLUSH_ROWS):
-        db.add_all(rows[start : start + FLUSH_ROWS])
-        if len(rows) > FLUSH_ROWS:
-            await db.flush()
     answer = {
         "session_id": session_id,
         "section": batch.section,
@@ -162,6 +150,35 @@ async def append_messages(
             raise
         return Appended(replay, counts, replayed=True)
     return Appended(answer, counts, replayed=False)
+
+
+async def insert_messages(
+    db: AsyncSession,
+    pk: SessionPk,
+    section: str,
+    messages: Sequence[Message],
+    counts: Sequence[dict[str, int]],
+    now: datetime,
+) -> tuple[int, int] | None:
+    """Add ``messages`` (counted ``counts`` in every encoding) after the session's last seq in
+    the caller's transaction: their first and last seq (None: the session is gone)."""
+    last = await queries.reserve_seqs(db, pk, counts)
+    if last is None:
+        return None
+    first = last - len(messages) + 1
+    new = [
+        NewMessage(first + i, section, m, c, now)
+        for i, (m, c) in enumerate(zip(messages, counts, strict=True))
+    ]
+    # Building and flushing thousands of rows is CPU work on the event loop (the ORM runs
+    # there): the rows are built in a worker thread and flushed a slice at a time, so other
+    # requests run between slices.
+    rows = await cpu.run_sync(message_rows, pk, new)
+    for start in range(0, len(rows), FLUSH_ROWS):
+        db.add_all(rows[start : start + FLUSH_ROWS])
+        if len(rows) > FLUSH_ROWS:
+            await db.flush()
+    return first, last
 
 
 async def _replay(

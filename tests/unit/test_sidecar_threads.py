@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+import json
 from typing import Any
 
 import pytest
 
 from app.domain.formats.convert import parse_messages
+from app.domain.wire import fitting_share
 from app.services.sidecar.threads import chain, content_digest
 
 
@@ -69,3 +71,18 @@ def test_a_chain_depends_on_every_key_and_its_order() -> None:
     keys = [bytes([n]) * 32 for n in range(3)]
     assert chain(keys) == chain(list(keys))
     assert chain(keys) != chain(keys[::-1]) != chain(keys[:2])
+
+
+@pytest.mark.parametrize(
+    ("provider", "message", "share"),
+    [
+        ("anthropic", "prompt is too long: 250000 tokens > 200000 maximum", 0.8),
+        ("openai", "This model's maximum context length is 8000 tokens. However, your messages "
+                   "resulted in 10000 tokens. Please reduce the length of the messages.", 0.8),
+        ("openai", "Input tokens exceed the configured limit", None),
+        ("anthropic", "prompt is too long: 100 tokens > 200 maximum", None),  # says nothing
+    ],
+)  # fmt: skip
+def test_what_an_overflow_error_says_fits(provider: str, message: str, share: float | None) -> None:
+    body = json.dumps({"error": {"type": "invalid_request_error", "message": message}}).encode()
+    assert fitting_share(provider, body) == share  # type: ignore[arg-type]

@@ -4,11 +4,10 @@ says fits."""
 from __future__ import annotations
 
 import httpx
-import orjson
 
 from app.api.deps import AppState
 from app.api.sidecar.refusals import Refused
-from app.domain.wire import Provider
+from app.domain.wire import Provider, fitting_share
 
 # An upstream error body is read up to this size (past it, it is cut): errors are small.
 ERROR_BYTES = 1 << 20
@@ -49,30 +48,7 @@ async def read_body(upstream: httpx.Response, limit: int) -> bytes:
 
 
 def shrink(provider: Provider, data: bytes) -> float:
-    """The share of the prompt the upstream said fits, less a margin: Anthropic says "prompt is
-    too long: N tokens > M maximum", OpenAI "maximum context length is M tokens. However, your
-    messages resulted in N tokens"; 0.9 when it said no such numbers."""
-    try:
-        text = str(orjson.loads(data)["error"]["message"])
-    except (orjson.JSONDecodeError, KeyError, TypeError):
-        text = data.decode(errors="replace")
-    numbers = [int(n) for n in _numbers(text)]
-    if len(numbers) >= 2:
-        prompt, maximum = numbers[:2] if provider == "anthropic" else numbers[1::-1][:2]
-        if prompt > maximum > 0:
-            return RETRY_MARGIN * maximum / prompt
-    return 0.9
-
-
-def _numbers(text: str) -> list[str]:
-    """The runs of digits in ``text`` (a linear scan: no pattern that can backtrack)."""
-    found, run = [], []
-    for char in text:
-        if char.isascii() and char.isdigit():
-            run.append(char)
-        elif run:
-            found.append("".join(run))
-            run = []
-    if run:
-        found.append("".join(run))
-    return found
+    """The share of the budget a retry compiles for: what the upstream said fits, less a
+    margin; 0.9 when it said no numbers."""
+    share = fitting_share(provider, data)
+    return 0.9 if share is None else RETRY_MARGIN * share

@@ -5,8 +5,17 @@ its usage; the upstream's "prompt too long" recognised; ctxc's own errors writte
 provider's error shape.
 """
 
-from app.domain.wire.errors import error_body, is_overflow
+from app.domain.wire.errors import error_body, fitting_share, is_overflow
 from app.domain.wire.reply import Provider, Reply, WireError
 from app.domain.wire.stream import ReplyStream, reply_of
 
-__all__ = ["Provider", "Reply", "ReplyStream", "WireError", "error_body", "is_overflow", "reply_of"]
+__all__ = [
+    "Provider",
+    "Reply",
+    "ReplyStream",
+    "WireError",
+    "error_body",
+    "fitting_share",
+    "is_overflow",
+    "reply_of",
+]

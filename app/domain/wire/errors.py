@@ -62,6 +62,34 @@ def is_overflow(provider: Provider, status: int, body: bytes) -> bool:
     return any(sign in text for sign in _OVERFLOW_TEXTS[provider])
 
 
+def fitting_share(provider: Provider, body: bytes) -> float | None:
+    """The share of the prompt an overflow error says fits: Anthropic writes "prompt is too
+    long: N tokens > M maximum", OpenAI "maximum context length is M tokens. However, your
+    messages resulted in N tokens" (M / N); None when it gives no such numbers."""
+    try:
+        error = _error_object(json.loads(body))
+    except (ValueError, RecursionError):
+        return None
+    message = error.get("message") if error else None
+    numbers = _numbers(message) if isinstance(message, str) else []
+    if len(numbers) < 2:
+        return None
+    prompt, maximum = numbers[:2] if provider == "anthropic" else numbers[1::-1]
+    return maximum / prompt if prompt > maximum > 0 else None
+
+
+def _numbers(text: str) -> list[int]:
+    """The whole numbers in ``text``, in order (a linear scan)."""
+    found, run = [], ""
+    for char in f"{text} ":
+        if char.isascii() and char.isdigit():
+            run += char
+        elif run:
+            found.append(int(run))
+            run = ""
+    return found
+
+
 def _error_object(document: Any) -> dict[str, Any] | None:
     """The error object: under ``error`` (OpenAI, Anthropic), else the body itself (vLLM and
     other OpenAI-compatible servers answer ``{"object": "error", "message": ...}``)."""

@@ -44,7 +44,8 @@ from app.domain.sessions import SessionPk, TenantId
 from app.domain.tokens import TokenCounter, count_message
 from app.services import cpu
 from app.services.cache import Entry, canonical_json
-from app.services.messages import NewMessage, message_rows
+from app.services.compiling import item_of
+from app.services.messages import insert_messages
 from app.services.sessions import add_session
 from app.storage import compiles, queries
 from app.storage.models import ProxyThreadRow, SessionRow
@@ -52,8 +53,6 @@ from app.storage.models import ProxyThreadRow, SessionRow
 FORK = ":fork-"
 # Room left in a session id (128 characters at most) for the fork suffix.
 MAX_THREAD_ID = 112
-# Messages stored from one request before the event loop gets a turn (as an append does).
-FLUSH_ROWS = 500
 # A history longer than this is hashed in a worker thread.
 INLINE_ITEMS = 1_000
 
@@ -160,7 +159,7 @@ async def new_start(
     stored = await compiles.rows_after(db, SessionPk(row.pk), 0, "o200k_base")
     if len(stored) > len(history.entries):
         return None
-    messages = [_message(r) for r in stored]
+    messages = [item_of(r).message for r in stored]
     return await cpu.run_sync(_same_content, messages, history)
 
 
@@ -181,12 +180,6 @@ def _extends(thread: ProxyThreadRow, history: History) -> int | None:
 def _same_content(stored: Sequence[Message], history: History) -> int | None:
     sent = (message for message, _ in history.entries[: len(stored)])
     return len(stored) if content_digest(stored) == content_digest(sent) else None
-
-
-def _message(row: Any) -> Message:
-    return Message.model_validate(
-        {"role": row.role, "content": row.content, "name": row.name, "metadata": row.meta}
-    )
 
 
 async def start_thread(
@@ -264,19 +257,10 @@ async def store(
     if not messages:
         return None
     await cpu.run_sync(_count_all, counter, messages, counts)
-    last = await queries.reserve_seqs(db, pk, counts)
-    if last is None:
+    seqs = await insert_messages(db, pk, DEFAULT_SECTION, messages, counts, now)
+    if seqs is None:
         raise Conflict("the session was deleted during the turn")
-    first = last - len(messages) + 1
-    new = [
-        NewMessage(first + i, DEFAULT_SECTION, m, dict(c), now)
-        for i, (m, c) in enumerate(zip(messages, counts, strict=True))
-    ]
-    rows = await cpu.run_sync(message_rows, pk, new)
-    for start in range(0, len(rows), FLUSH_ROWS):
-        db.add_all(rows[start : start + FLUSH_ROWS])
-        await db.flush()
-    return first, last
+    return seqs
 
 
 def _count_all(
