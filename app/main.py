@@ -16,9 +16,11 @@ from app.adapters.summarizers import Summarizer, summarizer_from_settings
 from app.adapters.tokenizers import load_counter
 from app.adapters.upstream import Upstreams
 from app.api import openapi, problems
+from app.api.compile_schemas import CompileRequest
 from app.api.deps import AppState
 from app.api.metrics import CacheCollector, Metrics
 from app.api.middleware import BodyLimit, CatchAll, RequestId, RequestMetrics
+from app.api.model_schemas import TokenCount
 from app.api.routes import (
     compactions,
     compilation,
@@ -32,7 +34,7 @@ from app.api.routes import (
     tokens,
     transfer,
 )
-from app.api.schemas import CompileRequest, MessagesAppend, SessionExport, TokenCount
+from app.api.schemas import MessagesAppend, SessionExport
 from app.api.transfer_schemas import SessionExportV2
 from app.services import leases
 from app.services.cache import Lru, MessageCache

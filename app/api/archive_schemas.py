@@ -1,21 +1,24 @@
-"""Answers of the archive in a provider's shape: a compaction's archived messages and a tool
-call's originals, read with `?format=openai` or `?format=anthropic`."""
+"""Bodies of the archive: compactions and what they archived, and the originals of tool calls
+and payloads, as stored or in a provider's shape (`?format=`)."""
 
 from __future__ import annotations
 
-from typing import Literal
+from datetime import datetime
+from typing import Any, Literal
 
 from pydantic import BaseModel, Field
 
-from app.api.schemas import CompactionRead, FieldDigest
+from app.api.compile_schemas import CompactionRead
+from app.api.schemas import Body
 from app.domain.messages import JSONObject
+from app.domain.validity.targets import Target
 
 
 class ArchivedDocument(BaseModel):
     """The archived messages as one provider document; ``seqs[i]`` is the stored seq of
     ``messages[i]``."""
 
-    format: Literal["openai", "anthropic"]
+    format: Target
     system: str | list[JSONObject] | None = Field(
         None, description="Anthropic: the archived system messages, if any."
     )
@@ -30,7 +33,7 @@ class CompactionDocument(CompactionRead):
 class ToolCallShapes(BaseModel):
     """A tool call's originals in a provider's shape."""
 
-    format: Literal["openai", "anthropic"]
+    format: Target
     call_id: str
     seq: int | None = Field(description="The assistant message holding the call.")
     call: JSONObject | None = Field(
@@ -47,4 +50,70 @@ class ToolCallShapes(BaseModel):
     turns: list[int] = Field(
         description="The seq of every assistant message calling this id (ids may repeat; "
         "`?seq=` picks one)."
+    )
+
+
+class FieldDigest(BaseModel):
+    bytes: int = Field(description="Its size as compaction measures it.")
+    sha256: str = Field(description="The sha256 of its JSON: GET .../payloads/{sha256}.")
+
+
+class ToolResultRead(BaseModel):
+    seq: int
+    content: str | list[JSONObject] = Field(description="As stored (canonical parts).")
+    is_error: bool | None
+    fields: dict[str, FieldDigest] | None = Field(
+        description="Its fields (a JSON object's keys, else `content`); null for a result with "
+        "more than text."
+    )
+
+
+class ToolCallRead(BaseModel):
+    call_id: str
+    seq: int | None = Field(description="The assistant message holding the call.")
+    name: str | None
+    arguments: JSONObject | str | None = Field(description="As stored.")
+    argument_fields: dict[str, FieldDigest] | None
+    result: ToolResultRead | None
+    turns: list[int] = Field(
+        description="The seq of every assistant message calling this id (ids may repeat; "
+        "`?seq=` picks one)."
+    )
+
+
+class PayloadRead(BaseModel):
+    sha256: str
+    bytes: int
+    value: Any = Field(description="The original field value, exactly as stored.")
+
+
+class ArchivedMessage(BaseModel):
+    seq: int
+    section: str
+    tokens: dict[str, int]
+    created_at: datetime
+    message: JSONObject = Field(description="Exactly as it was stored (canonical shape).")
+
+
+class CompactionDetail(CompactionRead):
+    archived: list[ArchivedMessage]
+
+
+class CompactionList(BaseModel):
+    items: list[CompactionRead]
+
+
+class CompactRequest(Body):
+    kind: Literal["session", "micro", "full", "tool_payloads"] = Field(
+        description="`session`: the oldest rounds down to the low-water mark; `micro`: the "
+        "oldest `micro_batch_groups` rounds; `full`: every round that may be summarised; "
+        "`tool_payloads`: the tool-payload `steps`, persisted in the stored messages."
+    )
+    policy: JSONObject | None = Field(
+        None, description="Fields over the session's compaction policy, for this run."
+    )
+    steps: list[Any] | None = Field(
+        None,
+        description="For `tool_payloads`: `tool_compaction` and/or `compact_tool_results`, "
+        "with params, as in a compiler spec (default: both, with their defaults).",
     )

@@ -9,6 +9,7 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field
 
 from app.domain.messages import Message, TextPart
+from app.domain.validity.targets import Target
 
 DEFAULT_CONTEXT_WINDOW = 200_000
 
@@ -18,7 +19,7 @@ class ProviderProfile:
     """A target provider/model: output shape, tokenizer, context window and capabilities."""
 
     name: str
-    output: Literal["openai", "anthropic"]
+    output: Target
     encoding: str
     exact: bool  # False where the provider's tokenizer is not public: counts are estimates
     context_window: int = DEFAULT_CONTEXT_WINDOW
@@ -160,7 +161,7 @@ class ProfileOverrides(BaseModel):
 
     model_config = ConfigDict(frozen=True, extra="forbid", strict=True)
 
-    output: Literal["openai", "anthropic"] | None = None
+    output: Target | None = None
     encoding: Literal["o200k_base", "cl100k_base"] | None = None
     context_window: int | None = Field(None, ge=1, le=100_000_000)
     session_resumption: bool | None = None

@@ -7,17 +7,18 @@ from typing import Annotated, Any
 
 from fastapi import APIRouter, Path, Query, status
 
-from app.api.archive_schemas import ArchivedDocument, CompactionDocument
+from app.api.archive_schemas import (
+    ArchivedDocument,
+    ArchivedMessage,
+    CompactionDetail,
+    CompactionDocument,
+    CompactionList,
+    CompactRequest,
+)
+from app.api.compile_schemas import CompactionRead
 from app.api.deps import DbDep, StateDep, TenantDep
 from app.api.metrics import metered_compactor
 from app.api.problems import FieldError, check_body, invalid, responses
-from app.api.schemas import (
-    ArchivedMessage,
-    CompactionDetail,
-    CompactionList,
-    CompactionRead,
-    CompactRequest,
-)
 from app.domain.formats.convert import Format
 from app.domain.formats.documents import Provider, provider_document
 from app.domain.messages import JSONObject, Message

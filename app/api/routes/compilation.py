@@ -11,12 +11,7 @@ import xxhash
 from fastapi import APIRouter, Request, Response
 
 from app.api.bodies import parse_sized
-from app.api.deps import DbDep, StateDep, TenantDep
-from app.api.metrics import counted, metered_compactor
-from app.api.openapi import json_body
-from app.api.problems import check_body, responses
-from app.api.routes.compactions import compaction_read
-from app.api.schemas import (
+from app.api.compile_schemas import (
     CompileRequest,
     CompileResult,
     CompileTokens,
@@ -27,6 +22,11 @@ from app.api.schemas import (
     SessionCompileRequest,
     StepRead,
 )
+from app.api.deps import DbDep, StateDep, TenantDep
+from app.api.metrics import counted, metered_compactor
+from app.api.openapi import json_body
+from app.api.problems import check_body, responses
+from app.api.routes.compactions import compaction_read
 from app.domain.compilers.base import StepReport
 from app.domain.sessions import PromptFragment
 from app.services import compiling, cpu, cursor

@@ -6,10 +6,15 @@ from typing import Annotated
 
 from fastapi import APIRouter, Path, Query
 
-from app.api.archive_schemas import ToolCallShapes
+from app.api.archive_schemas import (
+    FieldDigest,
+    PayloadRead,
+    ToolCallRead,
+    ToolCallShapes,
+    ToolResultRead,
+)
 from app.api.deps import DbDep, TenantDep
 from app.api.problems import responses
-from app.api.schemas import FieldDigest, PayloadRead, ToolCallRead, ToolResultRead
 from app.domain.formats.convert import Format
 from app.domain.formats.documents import Provider, call_shape, result_shape
 from app.services import originals

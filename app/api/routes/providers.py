@@ -7,9 +7,8 @@ from dataclasses import asdict
 from fastapi import APIRouter
 
 from app.api.deps import StateDep, TenantDep
-from app.api.model_schemas import ModelList, ModelRead
+from app.api.model_schemas import ModelList, ModelRead, ProviderList, ProviderRead
 from app.api.problems import responses
-from app.api.schemas import ProviderList, ProviderRead
 from app.domain.models import Model, model_profile
 from app.domain.providers import BUILTIN_PROFILES
 

@@ -6,9 +6,9 @@ from fastapi import APIRouter, Request
 
 from app.api.bodies import read_body
 from app.api.deps import StateDep, TenantDep
+from app.api.model_schemas import TokenCount, TokenCountResult
 from app.api.openapi import json_body
 from app.api.problems import from_input_error, responses
-from app.api.schemas import TokenCount, TokenCountResult
 from app.domain.errors import FormatError, InvalidInput
 from app.services import cpu
 from app.services.tokens import RequestCount, count_request

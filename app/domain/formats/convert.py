@@ -13,8 +13,9 @@ from app.domain.formats.anthropic import from_anthropic
 from app.domain.formats.openai import from_openai
 from app.domain.limits import Problem, message_problems
 from app.domain.messages import Message
+from app.domain.validity.targets import Target
 
-Format = Literal["openai", "anthropic", "canonical"]
+Format = Literal[Target, "canonical"]
 
 
 def canonical_messages(raw: Any) -> list[Message]:

@@ -9,15 +9,15 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Literal
 
 from app.domain.formats._anthropic_blocks import write_block
 from app.domain.formats._openai_parts import write_tool_call
 from app.domain.formats.anthropic import System, to_anthropic
 from app.domain.formats.openai import openai_messages
 from app.domain.messages import JSONObject, Message, ToolCallPart, ToolResultPart
+from app.domain.validity.targets import Target
 
-Provider = Literal["openai", "anthropic"]
+Provider = Target
 Stored = tuple[int, Message]  # (seq, message)
 
 
