@@ -16,6 +16,7 @@ from sqlalchemy.orm.exc import StaleDataError
 
 from app.domain.errors import InvalidInput, NotFound
 from app.domain.sessions import SessionPk, TenantId
+from app.services.calibration import learn
 from app.services.sessions import require_session
 from app.storage import queries
 from app.storage.models import SessionRow
@@ -58,6 +59,8 @@ async def acknowledge(
         raise NotFound("compile", compile_id)
     before = row.cursor_seq
     compiled.reported_at = compiled.reported_at or now  # a repeated report is not a new one
+    if error_kind is None:  # a successful call's count corrects the estimates
+        await learn(db, tenant, pk, compiled, usage, now)
     if usage is not None:
         compiled.usage = usage
     if error_kind is not None:
