@@ -79,12 +79,23 @@ class SessionCompileRequest(_CompileOptions):
 
 
 class Usage(Body):
-    """Token usage the provider reported for the model call."""
+    """Token usage the provider reported for the model call. With a prompt count, it also
+    calibrates the estimates of a profile whose tokenizer is not public."""
 
-    prompt_tokens: int | None = Field(None, ge=0)
+    prompt_tokens: int | None = Field(
+        None, ge=0,
+        description="As the provider reports it: Anthropic's `input_tokens` (without the cached "
+        "prompt), OpenAI's `prompt_tokens` (with it).",
+    )  # fmt: skip
     completion_tokens: int | None = Field(None, ge=0)
-    cache_read_tokens: int | None = Field(None, ge=0)
-    cache_write_tokens: int | None = Field(None, ge=0)
+    cache_read_tokens: int | None = Field(
+        None, ge=0,
+        description="Anthropic's `cache_read_input_tokens` (added to the prompt), OpenAI's "
+        "`cached_tokens` (already in it).",
+    )  # fmt: skip
+    cache_write_tokens: int | None = Field(
+        None, ge=0, description="Anthropic's `cache_creation_input_tokens` (added to the prompt)."
+    )
 
 
 class CursorAcknowledge(Body):

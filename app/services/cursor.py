@@ -2,7 +2,8 @@
 
 A compile is acknowledged after the caller's model call succeeded; only then does the cursor move
 to the last seq that compile sent, and never backwards (one conditional UPDATE, so racing
-acknowledgements end at the highest). A reported failure is stored and moves nothing.
+acknowledgements end at the highest). A reported failure is stored and moves nothing. A
+successful call's reported prompt count calibrates later estimates (app/services/calibration.py).
 """
 
 from __future__ import annotations

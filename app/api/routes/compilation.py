@@ -197,7 +197,11 @@ async def acknowledge_compile(
 ) -> CursorRead:
     """Acknowledge a compile after your model call: on success the cursor moves to the last seq
     it sent (never backwards) and the provider's session id is kept; with `error_kind` the
-    failure is stored and the cursor stays, so the next compile resends the delta."""
+    failure is stored and the cursor stays, so the next compile resends the delta.
+
+    A `usage` with a prompt count for a full compile to a profile whose tokenizer is not public
+    calibrates the estimates of the session's next compiles, and of your other sessions for the
+    same profile (see `tokens.count`)."""
     check_body(body)
     usage = body.usage.model_dump(exclude_none=True) if body.usage else None
     done = await cursor.acknowledge(
