@@ -53,16 +53,9 @@ class Target:
     # system prompt, and the tool calls the provider already holds.
     context: tuple[Message, ...] = ()
     prior_call_ids: frozenset[str] = frozenset()
-    # Learnt from the provider's reported counts (a private tokenizer): the compile trims to the
-    # estimated tokens whose calibrated count fits the window, and its total is calibrated.
+    # Learnt from the provider's reported counts (a private tokenizer): token_limit trims to the
+    # estimated tokens whose calibrated count fits its budget, and the total is calibrated.
     calibration: Calibration | None = None
-
-    @property
-    def budget(self) -> int:
-        """The estimated tokens the compile may use."""
-        if self.calibration is None:
-            return self.context_window
-        return self.calibration.budget(self.context_window)
 
 
 @dataclass(frozen=True)
@@ -152,8 +145,8 @@ def compile_request(snapshot: Snapshot, compiler: Compiler, target: Target) -> O
     output = target.profile.output
     prior = target.prior_call_ids
     scoped = replace(
-        snapshot, budget=target.budget, claimed=snapshot.claimed + claimed, target=output,
-        prior_call_ids=prior,
+        snapshot, budget=target.context_window, claimed=snapshot.claimed + claimed, target=output,
+        prior_call_ids=prior, calibration=target.calibration,
     )  # fmt: skip
     compiled = compiler(scoped)
     if compiled.pending is not None:  # no trimming step dropped the older part: it is sent

@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+import math
 import random
+from dataclasses import replace
+from fractions import Fraction
 
 from hypothesis import assume, given, settings
 from hypothesis import strategies as st
@@ -27,6 +30,7 @@ from app.domain.calibration import (
     sample_of,
     to_json,
 )
+from tests.unit.test_compiling_properties import Case, cases, run
 
 SETTINGS = settings(max_examples=200, deadline=None)
 estimates = st.integers(min_value=1, max_value=2_000_000)
@@ -215,3 +219,20 @@ def test_a_simulated_provider_is_learnt_within_three_percent() -> None:
     assert abs(calibration.count(estimated) / reported - 1) <= 0.03
     assert abs(estimated / reported - 1) > 0.1
     assert BAND < 0.4  # what "an outlier" means above
+
+
+@settings(max_examples=120, deadline=None)
+@given(cases(limited=True), st.floats(min_value=LOWEST, max_value=HIGHEST))
+def test_a_calibrated_compile_fits_the_window_by_its_calibrated_count(
+    case: Case, factor: float
+) -> None:
+    """The compile trims to the window divided by the factor: the calibrated total (the raw
+    estimate times the factor, rounded up) fits the window."""
+    calibration = Calibration(round(factor, 4), 3, "session", Sample(1, 1, 1))
+    result = run(replace(case, target=replace(case.target, calibration=calibration)))
+    if result is None:
+        return
+    output = result.output
+    assert output.total == math.ceil(output.estimate * Fraction(calibration.factor))
+    assert output.total <= case.target.context_window == output.context_window
+    assert not any("exceeds the context window" in w for w in output.warnings)
