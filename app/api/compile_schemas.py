@@ -178,10 +178,10 @@ class CompileResult(BaseModel):
         "the messages after the cursor.",
     )
     after_seq: int | None = Field(None, description="Delta mode: the cursor it starts after.")
-    system: str | list[JSONObject] | None = Field(
+    system: str | list[JSONObject] | JSONObject | None = Field(
         None,
-        description="Anthropic's `system`, present only when there is a system prompt (an "
-        "OpenAI answer carries it as its first message).",
+        description="Anthropic's `system`, or Gemini's `systemInstruction` object, present only "
+        "when there is a system prompt (an OpenAI answer carries it as its first message).",
     )
     messages: list[JSONObject]
     response_format: JSONObject | None = Field(
