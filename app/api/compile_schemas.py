@@ -38,7 +38,11 @@ class CompileRequest(_CompileOptions):
 
     format: Format = "openai"
     messages: list[Any] = Field(max_length=1_000_000)
-    system: str | list[JSONObject] | None = None
+    system: str | list[JSONObject] | JSONObject | None = Field(
+        None,
+        description="Anthropic's top-level system prompt, or Gemini's `systemInstruction` "
+        "(formats anthropic and gemini).",
+    )
     metadata: JSONObject = Field(default_factory=dict, description="For context providers.")
     response_format: JSONObject | None = Field(None, description="In OpenAI's form.")
 

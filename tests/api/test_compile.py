@@ -308,7 +308,7 @@ def test_bad_messages_and_ephemeral_are_located(client: httpx.Client) -> None:
 @pytest.mark.skipif(
     not TRANSCRIPTS.exists(), reason="real transcripts are not beside this checkout"
 )
-@pytest.mark.parametrize("provider", ["gpt-4o", "anthropic"])
+@pytest.mark.parametrize("provider", ["gpt-4o", "anthropic", "gemini-2.5-pro"])
 def test_every_real_transcript_compiles_to_valid_output(
     client: httpx.Client, provider: str
 ) -> None:

@@ -124,16 +124,16 @@ def read_part(raw: Any, path: Path, ids: TurnIds) -> Part:
     for key in part:
         if key in _SNAKE:
             raise FormatError((*path, key), f"send the camelCase field {_SNAKE[key]!r}")
+    if "type" in part:
+        raise FormatError(
+            (*path, "type"),
+            'a Gemini part has no "type": this looks like OpenAI or Anthropic; send '
+            '"format": "openai" or "format": "anthropic"',
+        )
     found = [key for key in DATA_FIELDS if key in part]
     if len(found) > 1:
         raise FormatError(path, f"a part holds exactly one of {_NAMES}; this one has {found}")
     if not found:
-        if "type" in part:
-            raise FormatError(
-                (*path, "type"),
-                'a Gemini part has no "type": this looks like OpenAI or Anthropic; send '
-                '"format": "openai" or "format": "anthropic"',
-            )
         if part_kind(part) is None:
             raise FormatError(path, f"a part needs one of {_NAMES}")
         return OpaquePart(provider=PROVIDER, data=clone(part))

@@ -120,14 +120,15 @@ def _part_problem(part: Any, role: Any) -> tuple[str | None, str | None]:
         return "thought must be a boolean", kind
     if "thoughtSignature" in part and not isinstance(part["thoughtSignature"], str):
         return "thoughtSignature must be a string", kind
-    return _data_problem(kind, part[kind]), kind
+    return _data_problem(kind, part[kind], "thoughtSignature" in part), kind
 
 
-def _data_problem(kind: str, value: Any) -> str | None:
+def _data_problem(kind: str, value: Any, signed: bool) -> str | None:
     if kind == "text":
         if not isinstance(value, str):
             return "text must be a string"
-        return "empty text part" if not value else None
+        # Gemini itself answers with an empty text part that carries a signature.
+        return "empty text part" if not value and not signed else None
     if kind == "inlineData":
         ok = isinstance(value, dict) and all(
             isinstance(value.get(k), str) and value.get(k) for k in ("mimeType", "data")
