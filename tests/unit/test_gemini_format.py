@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import copy
 import json
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -154,7 +155,9 @@ THOUGHTS_AND_CODE = [
             {
                 "executableCode": {
                     "language": "PYTHON",
-                    "code": "primes = []\nn = 2\nwhile len(primes) < 50:\n    if all(n % p for p in primes):\n        primes.append(n)\n    n += 1\nprint(sum(primes))\n",
+                    "code": "primes = []\nn = 2\nwhile len(primes) < 50:\n"
+                    "    if all(n % p for p in primes):\n        primes.append(n)\n"
+                    "    n += 1\nprint(sum(primes))\n",
                 }
             },
             {"codeExecutionResult": {"outcome": "OUTCOME_OK", "output": "5117\n"}},
@@ -280,7 +283,10 @@ def test_parallel_calls_get_one_id_each_and_responses_pair_in_order() -> None:
 def test_plain_output_and_error_responses_read_as_text() -> None:
     contents = [
         {"role": "user", "parts": [{"text": "run it"}]},
-        {"role": "model", "parts": [{"functionCall": {"name": "sh", "args": {"cmd": "ls"}}}, {"functionCall": {"name": "sh"}}]},
+        {"role": "model", "parts": [
+            {"functionCall": {"name": "sh", "args": {"cmd": "ls"}}},
+            {"functionCall": {"name": "sh"}},
+        ]},
         {"role": "user", "parts": [
             {"functionResponse": {"name": "sh", "response": {"output": "a.py"}}},
             {"functionResponse": {"name": "sh", "response": {"error": "no such file"}}},
@@ -298,8 +304,12 @@ def test_plain_output_and_error_responses_read_as_text() -> None:
 
 def test_sdk_dumps_with_null_fields_read_as_the_request() -> None:
     dumped = [
-        {"role": "user", "parts": [{"text": "hi", "thought": None, "inlineData": None, "functionCall": None}]},
-        {"role": "model", "parts": [{"functionCall": {"name": "f", "args": {"x": None}, "id": None}}]},
+        {"role": "user", "parts": [
+            {"text": "hi", "thought": None, "inlineData": None, "functionCall": None},
+        ]},
+        {"role": "model", "parts": [
+            {"functionCall": {"name": "f", "args": {"x": None}, "id": None}},
+        ]},
     ]  # fmt: skip
     messages = from_gemini(dumped)
     assert to_gemini(messages)[1] == [
@@ -365,8 +375,10 @@ def test_openai_history_compiles_to_gemini() -> None:
         {"role": "system", "content": "Be terse."},
         {"role": "user", "content": "weather in Paris and Rome?"},
         {"role": "assistant", "content": None, "tool_calls": [
-            {"id": "call_1", "type": "function", "function": {"name": "weather", "arguments": '{"city": "Paris"}'}},
-            {"id": "call_2", "type": "function", "function": {"name": "weather", "arguments": "not json"}},
+            {"id": "call_1", "type": "function",
+             "function": {"name": "weather", "arguments": '{"city": "Paris"}'}},
+            {"id": "call_2", "type": "function",
+             "function": {"name": "weather", "arguments": "not json"}},
         ]},
         {"role": "tool", "tool_call_id": "call_2", "content": "rainy"},
         {"role": "tool", "tool_call_id": "call_1", "content": "sunny"},
@@ -446,7 +458,7 @@ def test_urls_and_foreign_parts_are_left_out_with_a_warning() -> None:
             TextPart(text="what is this?"),
         )),
     ]  # fmt: skip
-    system, contents, warnings = render(messages, "gemini")
+    _, contents, warnings = render(messages, "gemini")
     assert contents == [{"role": "user", "parts": [{"text": "what is this?"}]}]
     assert any("image" in w for w in warnings)
 
@@ -485,7 +497,8 @@ U = {"role": "user", "parts": [{"text": "hi"}]}
         (None, [U, {"role": "model", "parts": [_call("f", id="1")]},
                 {"role": "user", "parts": [_response("f")]}], "has id None, its call '1'"),
         (None, [U, {"role": "model", "parts": [{"text": "x"}]},
-                {"role": "model", "parts": [_call("f")]}, {"role": "user", "parts": [_response("f")]}],
+                {"role": "model", "parts": [_call("f")]},
+                {"role": "user", "parts": [_response("f")]}],
          "function call turn must come immediately after a user turn"),
         (None, [U, {"role": "user", "parts": [_response("f")]}],
          "function response turn must come immediately after a function call turn"),
@@ -584,3 +597,47 @@ def test_any_gemini_document_round_trips_and_compiles_valid(
         assert gemini_problems(out_system, out) == []
     for target in ("openai", "anthropic"):
         assert "thoughtSignature" not in json.dumps(render(messages, target)[:2])  # type: ignore[arg-type]
+
+
+def test_gemini_contents_in_another_format_are_refused_with_advice() -> None:
+    for fmt in ("openai", "anthropic"):
+        with pytest.raises(InvalidInput) as caught:
+            parse_messages(fmt, CHAT)  # type: ignore[arg-type]
+        problems = dict(caught.value.problems)
+        assert '"format": "gemini"' in problems[(1, "role")], fmt
+
+
+@pytest.mark.parametrize(
+    ("data", "words"),
+    [
+        ({"functionCall": {"name": "f", "args": {}}}, "ctxc models gemini 'functionCall'"),
+        ({"type": "tool_use", "id": "x"}, 'a Gemini part has no "type"'),
+    ],
+)
+def test_hand_made_gemini_opaque_parts_that_bypass_the_checks_are_refused(
+    data: dict[str, Any], words: str
+) -> None:
+    part = {"type": "opaque", "provider": "gemini", "data": data}
+    with pytest.raises(InvalidInput) as caught:
+        parse_messages("canonical", [{"role": "user", "content": [part]}])
+    (path, message), *_ = caught.value.problems
+    assert path == (0, "content", 0, "data", "type") and words in message
+
+
+TRANSCRIPTS = Path(__file__).resolve().parents[3] / "shared" / "transcripts"
+
+
+@pytest.mark.skipif(not TRANSCRIPTS.is_dir(), reason=f"no transcripts folder at {TRANSCRIPTS}")
+@pytest.mark.parametrize(
+    "name", sorted(str(p.relative_to(TRANSCRIPTS)) for p in TRANSCRIPTS.glob("*/*.json"))
+)
+def test_real_transcripts_read_in_the_gemini_shape_and_compile_valid(name: str) -> None:
+    document = json.loads((TRANSCRIPTS / name).read_text(encoding="utf-8"))
+    if name.startswith("openai/"):
+        messages = from_openai(document["messages"])
+    else:
+        messages = from_anthropic(document["messages"], document.get("system"))
+    system, contents = to_gemini(messages)
+    assert to_gemini(from_gemini(contents, system)) == (system, contents)
+    out_system, out, _ = render(messages, "gemini")
+    assert out and gemini_problems(out_system, out) == []
