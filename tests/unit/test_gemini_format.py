@@ -641,3 +641,20 @@ def test_real_transcripts_read_in_the_gemini_shape_and_compile_valid(name: str) 
     assert to_gemini(from_gemini(contents, system)) == (system, contents)
     out_system, out, _ = render(messages, "gemini")
     assert out and gemini_problems(out_system, out) == []
+
+
+def test_responses_to_calls_a_resumed_session_holds_open_the_contents() -> None:
+    messages = [
+        Message(role="tool", content=(ToolResultPart(call_id="call_9", content="done"),)),
+        Message(role="user", content=(TextPart(text="[System Context]: it is Monday"),)),
+        Message(role="user", content=(TextPart(text="next?"),)),
+    ]
+    system, contents, _ = render(messages, "gemini", prior_call_ids=frozenset({"call_9"}))
+    assert gemini_problems(system, contents, frozenset({"call_9"})) == []
+    assert contents[0] == {
+        "role": "user",
+        "parts": [
+            {"functionResponse": {"name": "call_9", "response": {"output": "done"}, "id": "call_9"}}
+        ],
+    }
+    assert [len(c["parts"]) for c in contents] == [1, 2]

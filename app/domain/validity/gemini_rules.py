@@ -70,11 +70,11 @@ def _system_problems(value: Any) -> list[str]:
         return ["systemInstruction: parts must not be empty"]
     problems = []
     for j, part in enumerate(value["parts"]):
-        text = part.get("text") if isinstance(part, dict) else None
-        if not isinstance(text, str) or set(part) - {"text", "thoughtSignature"}:
+        problem, kind = _part_problem(part, "user")
+        if kind != "text":
             problems.append(f"systemInstruction part {j}: the system instruction holds text only")
-        elif not text:
-            problems.append(f"systemInstruction part {j}: empty text")
+        elif problem is not None:
+            problems.append(f"systemInstruction part {j}: {problem}")
     return problems
 
 

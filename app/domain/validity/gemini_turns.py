@@ -87,12 +87,13 @@ def _merge(turns: list[_Turn], warnings: list[str]) -> list[_Turn]:
 
 def _answered(turns: list[_Turn], warnings: list[str]) -> list[_Turn]:
     """The user turn after a function call turn holds exactly its responses, in call order;
-    what else it held follows as a user turn of its own."""
+    what else it held follows as a user turn of its own (so too for responses to the calls a
+    resumed provider session holds, which open the contents)."""
     out: list[_Turn] = []
     for turn in turns:
         calls = [p.id for p in out[-1].parts if isinstance(p, ToolCallPart)] if out else []
         results = [p for p in turn.parts if isinstance(p, ToolResultPart)]
-        if turn.role != "user" or not calls or not results:
+        if turn.role != "user" or not results:
             out.append(turn)
             continue
         order = {cid: n for n, cid in enumerate(calls)}
