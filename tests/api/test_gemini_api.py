@@ -8,7 +8,9 @@ import httpx
 import pytest
 
 from app.domain.validity import gemini_problems
+from tests.api.test_compaction import POLICY
 from tests.api.test_messages import append, openai_history
+from tests.api.test_openapi_answers import check
 from tests.conftest import Api, new_session, row_counts
 from tests.unit.test_gemini_format import FLIGHT, LIGHTS, LIGHTS_SYSTEM, WITH_IDS
 
@@ -136,3 +138,52 @@ def test_the_gemini_profile_and_models_are_listed(client: httpx.Client) -> None:
     rows = models if isinstance(models, list) else models.get("items", models)
     pro = next(m for m in rows if m["name"] == "gemini-2.5-pro")
     assert pro["context_window"] == 1_048_576
+
+
+def gemini_history(rounds: int) -> list[dict[str, Any]]:
+    """A coding session in Gemini contents: each round reads two files in parallel calls
+    (without ids, signed as Gemini signs the first), answered in one user turn."""
+    out: list[dict[str, Any]] = [
+        {"role": "user", "parts": [{"text": "Fix the flaky test in tests/test_sync.py."}]}
+    ]
+    for n in range(rounds):
+        body = "\n".join(f"def handler_{n}_{k}(event):\n    return event" for k in range(12))
+        out += [
+            {"role": "model", "parts": [
+                {"text": f"Module {n} next.", "thought": True},
+                {"functionCall": {"name": "read_file", "args": {"path": f"src/m_{n}.py"}},
+                 "thoughtSignature": f"sig{n}"},
+                {"functionCall": {"name": "read_file", "args": {"path": f"tests/t_{n}.py"}}},
+            ]},
+            {"role": "user", "parts": [
+                {"functionResponse": {"name": "read_file", "response": {"output": body}}},
+                {"functionResponse": {"name": "read_file", "response": {"error": "No such file."}}},
+            ]},
+        ]  # fmt: skip
+    return [*out, {"role": "model", "parts": [{"text": "I read them all."}]},
+            {"role": "user", "parts": [{"text": "Now fix it."}]}]  # fmt: skip
+
+
+def test_an_archive_reads_back_in_the_gemini_shape_it_was_posted_in(client: httpx.Client) -> None:
+    sid = new_session(client, provider="gemini", compaction=POLICY)
+    history = gemini_history(8)
+    sent = append(client, sid, history, format="gemini")
+    assert sent.status_code == 201, sent.text
+    done = client.post(f"/v1/sessions/{sid}/compact", json={"kind": "full"})
+    assert done.status_code == 201, done.text
+    url = f"/v1/sessions/{sid}/compactions/{done.json()['id']}"
+    shaped = client.get(url, params={"format": "gemini"})
+    assert shaped.status_code == 200, shaped.text
+    check(
+        client.get("/openapi.json").json(),
+        "/v1/sessions/{session_id}/compactions/{compaction_id}",
+        "get",
+        shaped,
+    )
+    canonical = client.get(url).json()
+    document = shaped.json()["archived"]
+    assert document["format"] == "gemini"
+    assert document["messages"] == history[canonical["seq_from"] - 1 : canonical["seq_to"]]
+    assert (
+        valid(client.post(f"/v1/sessions/{sid}/compile", json={}))["messages"][0]["role"] == "user"
+    )

@@ -16,7 +16,7 @@ from app.domain.formats._openai_parts import write_tool_call
 from app.domain.formats.anthropic import System, to_anthropic
 from app.domain.formats.gemini import to_gemini
 from app.domain.formats.openai import openai_messages
-from app.domain.messages import JSONObject, Message, ToolCallPart, ToolResultPart
+from app.domain.messages import JSONObject, Message, ToolCallPart, ToolResultPart, provider_meta
 from app.domain.validity.targets import Target
 
 Provider = Target
@@ -66,10 +66,10 @@ def result_shape(fmt: Provider, message: Message, result: ToolResultPart) -> JSO
     if fmt == "anthropic":
         return _block(result)
     if fmt == "gemini":
-        hint = result.metadata.get("gemini", {})
-        name = hint.get("name") if isinstance(hint, dict) else None
-        with_id = not (isinstance(hint, dict) and hint.get("id") == "absent")
-        return write_response(result, name if isinstance(name, str) else result.call_id, with_id)
+        hint = provider_meta(result.metadata, "gemini")
+        name = hint.get("name")
+        named = name if isinstance(name, str) else result.call_id
+        return write_response(result, named, hint.get("id") != "absent")
     if message.role in ("tool", "user") and result in message.tool_results:
         # A message's tool results become its first OpenAI messages, one each, in order.
         return openai_messages(message)[message.tool_results.index(result)]
