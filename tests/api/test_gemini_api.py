@@ -187,3 +187,14 @@ def test_an_archive_reads_back_in_the_gemini_shape_it_was_posted_in(client: http
     assert (
         valid(client.post(f"/v1/sessions/{sid}/compile", json={}))["messages"][0]["role"] == "user"
     )
+
+
+def test_gemini_contents_are_counted(client: httpx.Client) -> None:
+    body = {"format": "gemini", "messages": FLIGHT, "provider": "gemini"}
+    bare = client.post("/v1/tokens/count", json=body)
+    assert bare.status_code == 200, bare.text
+    with_system = client.post("/v1/tokens/count", json={**body, "system": LIGHTS_SYSTEM})
+    assert with_system.status_code == 200, with_system.text
+    assert len(bare.json()["messages"]) == len(FLIGHT)
+    assert len(with_system.json()["messages"]) == len(FLIGHT) + 1  # the system instruction
+    assert with_system.json()["total"] > bare.json()["total"] > 0
