@@ -34,6 +34,7 @@ from app.domain.formats._common import (
     expect_str,
     extra_fields,
     part_metadata,
+    without_nulls,
 )
 from app.domain.messages import (
     ImagePart,
@@ -65,16 +66,17 @@ PART_FIELDS: Final = frozenset(
 )
 # Data fields ctxc models itself: an opaque part holding one would bypass every check.
 MODELLED: Final = frozenset({"text", "functionCall", "functionResponse"})
+
+
+def _snake(name: str) -> str:
+    return "".join(f"_{c.lower()}" if c.isupper() else c for c in name)
+
+
 # The proto field names the REST API also reads; ctxc takes the camelCase form only.
 _SNAKE: Final = {
-    "inline_data": "inlineData",
-    "file_data": "fileData",
-    "function_call": "functionCall",
-    "function_response": "functionResponse",
-    "executable_code": "executableCode",
-    "code_execution_result": "codeExecutionResult",
-    "thought_signature": "thoughtSignature",
-    "video_metadata": "videoMetadata",
+    _snake(key): key
+    for key in (*DATA_FIELDS, "thoughtSignature", "videoMetadata")
+    if _snake(key) != key
 }
 _NAMES: Final = ", ".join(DATA_FIELDS)
 
@@ -92,35 +94,24 @@ class TurnIds:
     """Ids for the calls and responses of one turn that carry none (see the module doc)."""
 
     def __init__(self) -> None:
-        self._calls: Counter[str] = Counter()
-        self._results: Counter[str] = Counter()
+        self._seen: Counter[tuple[str, str]] = Counter()
 
     def call(self, name: str) -> str:
-        self._calls[name] += 1
-        return f"{name}_{self._calls[name] - 1}"
+        return self._next("call", name)
 
     def result(self, name: str) -> str:
-        self._results[name] += 1
-        return f"{name}_{self._results[name] - 1}"
+        return self._next("result", name)
 
-
-def without_nulls(value: Any) -> Any:
-    """``value`` without null object fields, but inside call ``args`` and a ``response`` (tool
-    data, where a null is a value): the SDKs dump the fields a part leaves out as null."""
-    if isinstance(value, dict):
-        return {
-            key: item if key in ("args", "response") else without_nulls(item)
-            for key, item in value.items()
-            if item is not None
-        }
-    if isinstance(value, list):
-        return [without_nulls(item) for item in value]
-    return value
+    def _next(self, kind: str, name: str) -> str:
+        self._seen[kind, name] += 1
+        return f"{name}_{self._seen[kind, name] - 1}"
 
 
 def read_part(raw: Any, path: Path, ids: TurnIds) -> Part:
     """One part; a data field ctxc does not model is kept opaque."""
-    part = without_nulls(expect_object(raw, path, "a part object"))
+    # Null fields are dropped (the SDKs dump what a part leaves out as null), but inside call
+    # `args` and a `response`, where a null is a value.
+    part = without_nulls(expect_object(raw, path, "a part object"), ("args", "response"))
     for key in part:
         if key in _SNAKE:
             raise FormatError((*path, key), f"send the camelCase field {_SNAKE[key]!r}")
