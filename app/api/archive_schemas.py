@@ -19,8 +19,10 @@ class ArchivedDocument(BaseModel):
     ``messages[i]``."""
 
     format: Target
-    system: str | list[JSONObject] | None = Field(
-        None, description="Anthropic: the archived system messages, if any."
+    system: str | list[JSONObject] | JSONObject | None = Field(
+        None,
+        description="Anthropic (`system`) and Gemini (`systemInstruction`): the archived system "
+        "messages, if any.",
     )
     messages: list[JSONObject]
     seqs: list[int]

@@ -38,7 +38,11 @@ class CompileRequest(_CompileOptions):
 
     format: Format = "openai"
     messages: list[Any] = Field(max_length=1_000_000)
-    system: str | list[JSONObject] | None = None
+    system: str | list[JSONObject] | JSONObject | None = Field(
+        None,
+        description="Anthropic's top-level system prompt, or Gemini's `systemInstruction` "
+        "(formats anthropic and gemini).",
+    )
     metadata: JSONObject = Field(default_factory=dict, description="For context providers.")
     response_format: JSONObject | None = Field(None, description="In OpenAI's form.")
 
@@ -219,10 +223,10 @@ class CompileResult(BaseModel):
         "the messages after the cursor.",
     )
     after_seq: int | None = Field(None, description="Delta mode: the cursor it starts after.")
-    system: str | list[JSONObject] | None = Field(
+    system: str | list[JSONObject] | JSONObject | None = Field(
         None,
-        description="Anthropic's `system`, present only when there is a system prompt (an "
-        "OpenAI answer carries it as its first message).",
+        description="Anthropic's `system`, or Gemini's `systemInstruction` object, present only "
+        "when there is a system prompt (an OpenAI answer carries it as its first message).",
     )
     messages: list[JSONObject]
     response_format: JSONObject | None = Field(

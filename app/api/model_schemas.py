@@ -29,7 +29,11 @@ class ModelList(BaseModel):
 class TokenCount(Body):
     format: Format = "openai"
     messages: list[Any] = Field(max_length=100_000)
-    system: str | list[JSONObject] | None = None
+    system: str | list[JSONObject] | JSONObject | None = Field(
+        None,
+        description="Anthropic's top-level system prompt, or Gemini's `systemInstruction` "
+        "(formats anthropic and gemini).",
+    )
     provider: str | None = Field(
         None, description="Profile or model whose encoding counts (GET /v1/models)."
     )

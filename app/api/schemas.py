@@ -111,8 +111,10 @@ class MessagesAppend(Body):
     format: Format = Field("openai", description="Shape of `messages`.")
     section: str = Field("messages", pattern=SECTION_PATTERN)
     messages: list[Any] = Field(min_length=1, max_length=10_000)
-    system: str | list[JSONObject] | None = Field(
-        None, description="Anthropic's top-level system prompt (format anthropic only)."
+    system: str | list[JSONObject] | JSONObject | None = Field(
+        None,
+        description="Anthropic's top-level system prompt, or Gemini's `systemInstruction` "
+        "(`{parts: [{text}]}`) (formats anthropic and gemini only).",
     )
     metadata: JSONObject = Field(
         default_factory=dict,
@@ -153,7 +155,9 @@ class ProviderPage(BaseModel):
     """A page in a provider's shape; ``seqs[i]`` is the stored seq of ``messages[i]``."""
 
     format: Target
-    system: str | list[JSONObject] | None = None
+    system: str | list[JSONObject] | JSONObject | None = Field(
+        None, description="Anthropic's `system`, Gemini's `systemInstruction`."
+    )
     messages: list[JSONObject]
     seqs: list[int]
     next_after_seq: int | None

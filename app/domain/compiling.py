@@ -17,13 +17,13 @@ from app.domain.compilers.base import (
     left_out_by_reason,
 )
 from app.domain.errors import DomainError, InvalidInput
-from app.domain.formats.anthropic import System
 from app.domain.messages import DEFAULT_SECTION, JSONObject, Message, TextPart
 from app.domain.providers import ProviderProfile, estimate_note
 from app.domain.sessions import PromptFragment
 from app.domain.tokens import REPLY_PRIMING
 from app.domain.validity import repair, shape
 from app.domain.validity.anthropic_turns import CONTINUATION, opens_with_assistant
+from app.domain.validity.shaping import System
 
 SYSTEM_PROMPT_SECTION = "system_prompt"
 # Dynamic fragments sent to a resumed provider session, as user messages (seeds/004).
@@ -125,15 +125,32 @@ def native_response_format(
     response_format: JSONObject | None, output: str
 ) -> tuple[JSONObject | None, list[str]]:
     """The response format as the provider takes it: OpenAI's `response_format`, Anthropic's
-    `output_config` (structured outputs: `{"format": {"type": "json_schema", "schema": ...}}`);
-    stored in OpenAI's form."""
+    `output_config` (structured outputs: `{"format": {"type": "json_schema", "schema": ...}}`),
+    Gemini's `generationConfig` fields (`{"responseMimeType": "application/json",
+    "responseJsonSchema": ...}`); stored in OpenAI's form."""
     if response_format is None or output == "openai":
         return response_format, []
     schema = response_format.get("json_schema", {})
+    if output == "gemini":
+        return _gemini_response_format(response_format, schema)
     if response_format.get("type") == "json_schema" and isinstance(schema, dict):
         return {"format": {"type": "json_schema", "schema": schema.get("schema", {})}}, []
     kind = response_format.get("type")
     return None, [f"response_format {kind!r} has no Anthropic equivalent; it is not sent"]
+
+
+def _gemini_response_format(
+    response_format: JSONObject, schema: Any
+) -> tuple[JSONObject | None, list[str]]:
+    kind = response_format.get("type")
+    if kind == "json_schema" and isinstance(schema, dict):
+        found = {"responseMimeType": "application/json"}
+        return found | {"responseJsonSchema": schema.get("schema", {})}, []
+    if kind == "json_object":
+        return {"responseMimeType": "application/json"}, []
+    if kind == "text":
+        return {"responseMimeType": "text/plain"}, []
+    return None, [f"response_format {kind!r} has no Gemini equivalent; it is not sent"]
 
 
 def compile_request(snapshot: Snapshot, compiler: Compiler, target: Target) -> Output:
@@ -167,7 +184,7 @@ def compile_request(snapshot: Snapshot, compiler: Compiler, target: Target) -> O
             sections.get(item.section, 0) + snapshot.refit(item, message).tokens
         )
         sent.append(message)
-    if output == "anthropic" and opens_with_assistant(sent):
+    if output in ("anthropic", "gemini") and opens_with_assistant(sent):
         sections[SHAPE_SECTION] = snapshot.count(CONTINUATION)
     response_format, format_warnings = native_response_format(target.response_format, output)
     estimate = sum(sections.values()) + REPLY_PRIMING + target.tools_tokens

@@ -51,6 +51,10 @@ def _claude(name: str, what: str) -> Model:
     return Model(name, "anthropic", 200_000, None, f"Anthropic {what}; counts are estimates.")
 
 
+def _gemini(name: str, what: str) -> Model:
+    return Model(name, "gemini", 1_048_576, None, f"Google {what}; counts are estimates.")
+
+
 # GPT-5 models take 400,000 tokens in all, of which at most 272,000 of input: the window here is
 # what a request may hold. Claude models are given their standard 200,000 (1M is a beta option).
 BUILTIN_MODELS: Final[tuple[Model, ...]] = (
@@ -90,6 +94,8 @@ BUILTIN_MODELS: Final[tuple[Model, ...]] = (
     _claude("claude-3-5-haiku", "Claude Haiku 3.5"),
     _claude("claude-3-opus", "Claude Opus 3"),
     _claude("claude-3-haiku", "Claude Haiku 3"),
+    _gemini("gemini-2.5-pro", "Gemini 2.5 Pro"),
+    _gemini("gemini-2.5-flash", "Gemini 2.5 Flash"),
 )
 
 

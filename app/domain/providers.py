@@ -94,6 +94,15 @@ BUILTIN_PROFILES: tuple[ProviderProfile, ...] = (
         description="Anthropic Messages API (Claude); counts are o200k estimates.",
     ),
     ProviderProfile(
+        "gemini",
+        "gemini",
+        "o200k_base",
+        False,
+        1_048_576,
+        prompt_cache=True,
+        description="Google Gemini API (generateContent); counts are o200k estimates.",
+    ),
+    ProviderProfile(
         "openrouter",
         "openai",
         "o200k_base",

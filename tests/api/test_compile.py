@@ -12,7 +12,7 @@ from typing import Any
 import httpx
 import pytest
 
-from app.domain.validity import anthropic_problems, openai_problems
+from app.domain.validity import anthropic_problems, gemini_problems, openai_problems
 from tests.api.test_messages import openai_history
 from tests.conftest import Api, new_session, row_counts, scrape
 
@@ -23,6 +23,8 @@ def valid(answer: dict[str, Any]) -> dict[str, Any]:
     """The answer, after checking the provider would accept its messages."""
     if answer["format"] == "openai":
         assert openai_problems(answer["messages"]) == []
+    elif answer["format"] == "gemini":
+        assert gemini_problems(answer.get("system"), answer["messages"]) == []
     else:
         assert anthropic_problems(answer.get("system"), answer["messages"]) == []
     return answer
@@ -306,7 +308,7 @@ def test_bad_messages_and_ephemeral_are_located(client: httpx.Client) -> None:
 @pytest.mark.skipif(
     not TRANSCRIPTS.exists(), reason="real transcripts are not beside this checkout"
 )
-@pytest.mark.parametrize("provider", ["gpt-4o", "anthropic"])
+@pytest.mark.parametrize("provider", ["gpt-4o", "anthropic", "gemini-2.5-pro"])
 def test_every_real_transcript_compiles_to_valid_output(
     client: httpx.Client, provider: str
 ) -> None:

@@ -93,14 +93,53 @@ def anthropic_conversations(draw: st.DrawFn) -> list[dict[str, Any]]:
     return [m for turn in turns for m in turn]
 
 
+@st.composite
+def _gemini_round(draw: st.DrawFn) -> list[dict[str, Any]]:
+    names = draw(st.lists(TOOL, min_size=1, max_size=3))
+    ids = draw(st.none() | st.lists(CALL_ID, min_size=len(names), max_size=len(names)))
+    calls = [
+        {"functionCall": {"name": n, "args": draw(ARGS), **({"id": ids[k]} if ids else {})}}
+        for k, n in enumerate(names)
+    ]
+    responses = [
+        {"functionResponse": {"name": n, "response": {"output": draw(TEXT)},
+                              **({"id": ids[k]} if ids else {})}}
+        for k, n in enumerate(names)
+    ]  # fmt: skip
+    return [{"role": "model", "parts": calls}, {"role": "user", "parts": responses}]
+
+
+@st.composite
+def gemini_conversations(draw: st.DrawFn) -> list[dict[str, Any]]:
+    """A Gemini-format history: text turns and answered function calls."""
+    text = st.builds(lambda t: [{"text": t}], TEXT)
+    turns = draw(
+        st.lists(
+            st.builds(lambda p: [{"role": "user", "parts": p}], text)
+            | st.builds(lambda p: [{"role": "model", "parts": p}], text)
+            | _gemini_round(),
+            min_size=1,
+            max_size=6,
+        )
+    )
+    return [m for turn in turns for m in turn]
+
+
 def _histories() -> st.SearchStrategy[dict[str, Any]]:
-    """``messages`` (and their ``format``) in either provider's shape."""
+    """``messages`` (and their ``format``) in any provider's shape."""
     return st.one_of(
         st.builds(lambda m: {"messages": m}, conversations()),
         st.builds(
             lambda m, s: {"format": "anthropic", "messages": m, **s},
             anthropic_conversations(),
             st.fixed_dictionaries({}, optional={"system": TEXT}),
+        ),
+        st.builds(
+            lambda m, s: {"format": "gemini", "messages": m, **s},
+            gemini_conversations(),
+            st.fixed_dictionaries(
+                {}, optional={"system": st.builds(lambda t: {"parts": [{"text": t}]}, TEXT)}
+            ),
         ),
     )
 
@@ -109,7 +148,9 @@ def _options() -> st.SearchStrategy[dict[str, Any]]:
     return st.fixed_dictionaries(
         {},
         optional={
-            "provider": st.sampled_from(["gpt-4o", "claude-sonnet-4", "openai", "anthropic"]),
+            "provider": st.sampled_from(
+                ["gpt-4o", "claude-sonnet-4", "openai", "anthropic", "gemini", "gemini-2.5-flash"]
+            ),
             "context_window": st.integers(1, 300_000),
             "compiler": SPECS,
         },

@@ -65,6 +65,14 @@ def test_the_newest_rounds_the_current_prompt_and_pinned_rounds_are_never_taken(
     assert [i.seq for i in plan.left] == [5, 6, 26, 27, 28, 29, 30]  # type: ignore[union-attr]
 
 
+def test_rounds_reusing_a_call_id_are_taken_independently() -> None:
+    # OpenAI histories reuse ids across rounds, and Gemini calls without ids get one per
+    # function and turn: a result ties only the newest call of its id before it.
+    calls = [m for _ in range(20) for m in (assistant("", "read_0"), tool("read_0", "done"))]
+    history = items(user("build it all"), *calls, tokens=10)
+    assert taken(plan_full(history, POLICY)) == list(range(2, 38))
+
+
 def test_a_long_agent_turn_is_compacted_behind_its_prompt() -> None:
     # One prompt, then twenty tool rounds: the rounds after the prompt may go, the prompt stays.
     calls = [m for k in range(20) for m in (assistant("", f"c{k}"), tool(f"c{k}", "done"))]

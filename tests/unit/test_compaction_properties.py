@@ -24,7 +24,7 @@ from app.domain.compiling import Target, compile_request
 from app.domain.messages import Message, TextPart, ToolCallPart, ToolResultPart
 from app.domain.providers import PROFILES
 from app.domain.tokens import count_message
-from app.domain.validity import anthropic_problems, openai_problems
+from app.domain.validity import anthropic_problems, gemini_problems, openai_problems
 from tests.unit.compiler_builders import NOW
 
 COUNTER = load_counter()
@@ -139,7 +139,7 @@ def test_the_compaction_steps_never_cost_tokens(
 
 
 @SETTINGS
-@given(histories(), st.sampled_from(["gpt-4o", "anthropic"]), st.integers(300, 20_000))
+@given(histories(), st.sampled_from(["gpt-4o", "anthropic", "gemini"]), st.integers(300, 20_000))
 def test_compacted_requests_stay_valid_for_the_provider(
     history: list[Message], profile_name: str, window: int
 ) -> None:
@@ -166,6 +166,8 @@ def test_compacted_requests_stay_valid_for_the_provider(
         return
     if profile.output == "openai":
         assert openai_problems(output.messages) == []
+    elif profile.output == "gemini":
+        assert gemini_problems(output.system, output.messages) == []
     else:
         assert anthropic_problems(output.system, output.messages) == []
     assert output.total <= window

@@ -28,6 +28,7 @@ from app.domain.validity import (
     TARGETS,
     Target,
     anthropic_problems,
+    gemini_problems,
     make_valid,
     openai_problems,
     render,
@@ -36,6 +37,7 @@ from tests.unit.strategies import json_objects, messy_text
 
 TRANSCRIPTS = Path(__file__).resolve().parents[3] / "shared" / "transcripts"
 NO_MESSAGES = "no messages: the API needs at least one"
+NO_CONTENTS = "contents is not specified: the API needs at least one content"
 
 
 # Canonical builders
@@ -80,9 +82,11 @@ def problems_of(target: Target, messages: Sequence[Message], **options: Any) -> 
     if target == "openai":
         assert system_value is None
         found = openai_problems(out)
+    elif target == "gemini":
+        found = gemini_problems(system_value, out)
     else:
         found = anthropic_problems(system_value, out)
-    return [p for p in found if p != NO_MESSAGES]
+    return [p for p in found if p not in (NO_MESSAGES, NO_CONTENTS)]
 
 
 def assert_valid_everywhere(messages: Sequence[Message]) -> None:
@@ -739,6 +743,7 @@ IMAGES = st.sampled_from(
     [ImagePart(url="https://example.com/i.png"), ImagePart(data="AAAA", media_type="image/png")]
 )
 OPAQUE_TYPES = ["refusal", "input_audio", "document", "image", "text", "tool_use", "thinking"]
+GEMINI_FIELDS = ["fileData", "executableCode", "codeExecutionResult", "text", "functionCall"]
 OPAQUES = st.builds(
     OpaquePart,
     provider=st.sampled_from(["openai", "anthropic"]),
@@ -746,9 +751,21 @@ OPAQUES = st.builds(
         st.builds(lambda kind: {"type": kind, "x": 1}, st.sampled_from(OPAQUE_TYPES)),
         st.just({"no": "type"}),
     ),
+) | st.builds(
+    OpaquePart,
+    provider=st.just("gemini"),
+    data=st.one_of(
+        st.builds(lambda kind: {kind: {"x": 1}}, st.sampled_from(GEMINI_FIELDS)),
+        st.just({"thoughtSignature": "s"}),
+    ),
 )
 REASONING = st.sampled_from(
-    [thinking(), ReasoningPart(redacted_data="xyz"), ReasoningPart(text=" ", signature=None)]
+    [
+        thinking(),
+        ReasoningPart(redacted_data="xyz"),
+        ReasoningPart(text=" ", signature=None),
+        ReasoningPart(text="plan", signature="g", metadata={"gemini": {"thought": True}}),
+    ]
 )
 TEXTS = st.builds(TextPart, text=messy_text)
 CALLS = st.builds(
@@ -756,7 +773,14 @@ CALLS = st.builds(
     id=IDS,
     name=st.sampled_from(["f", "g"]),
     arguments=json_objects | st.text(max_size=5),
-    metadata=st.sampled_from([{}, {"openai": {"untyped": True}}, {"openai": {"custom": True}}]),
+    metadata=st.sampled_from(
+        [
+            {},
+            {"openai": {"untyped": True}},
+            {"openai": {"custom": True}},
+            {"gemini": {"id": "absent"}},
+        ]
+    ),
 )
 RESULT_CONTENT = messy_text | st.lists(TEXTS | IMAGES | OPAQUES, max_size=3).map(tuple)
 RESULTS = st.builds(
@@ -764,6 +788,7 @@ RESULTS = st.builds(
     call_id=IDS,
     content=RESULT_CONTENT,
     is_error=st.sampled_from([None, True, False]),
+    metadata=st.sampled_from([{}, {"gemini": {"response": "json", "name": "g"}}]),
 )
 PARTS = {
     "system": TEXTS | IMAGES | REASONING | OPAQUES | RESULTS,

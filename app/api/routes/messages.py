@@ -46,8 +46,10 @@ async def append_messages(
     """
     raw = await request.body()
     body = await parse_sized(MessagesAppend, raw)
-    if body.system is not None and body.format != "anthropic":
-        raise invalid([FieldError(path="body.system", message="only for format anthropic")])
+    if body.system is not None and body.format not in ("anthropic", "gemini"):
+        raise invalid(
+            [FieldError(path="body.system", message="only for formats anthropic and gemini")]
+        )
     idempotency = None
     if idempotency_key is not None:
         # Its fields hold JSON values only: `dict(body)` is its JSON dump, without one long C

@@ -126,18 +126,25 @@ def _recent(rounds: Sequence[Round], keep: int) -> int:
 
 
 def _ties(rounds: Sequence[Round]) -> tuple[list[set[int]], set[int]]:
-    """The rounds each call id ties together (its call and its results), and the rounds holding
-    a call that has no result yet."""
-    calls: dict[str, set[int]] = {}
-    results: dict[str, set[int]] = {}
+    """The rounds each call ties together (its call and its results: a result answers the
+    newest call of its id before it), and the rounds holding a call that has no result yet.
+    Ids may repeat across rounds (OpenAI histories reuse them; Gemini calls without an id get
+    one per function and turn): each use ties only its own call and results."""
+    newest: dict[str, int] = {}  # call id -> the round of its newest call so far
+    calls: set[tuple[str, int]] = set()
+    answered: set[tuple[str, int]] = set()
+    ties: list[set[int]] = []
     for n, round_ in enumerate(rounds):
         for item in round_:
             for call in item.message.tool_calls:
-                calls.setdefault(call.id, set()).add(n)
+                newest[call.id] = n
+                calls.add((call.id, n))
             for result in item.message.tool_results:
-                results.setdefault(result.call_id, set()).add(n)
-    ties = [calls.get(i, set()) | results.get(i, set()) for i in calls.keys() | results.keys()]
-    pending = {n for call, where in calls.items() if call not in results for n in where}
+                where = newest.get(result.call_id)
+                if where is not None:
+                    ties.append({where, n})
+                    answered.add((result.call_id, where))
+    pending = {n for _, n in calls - answered}
     return ties, pending
 
 

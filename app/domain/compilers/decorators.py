@@ -183,9 +183,9 @@ def _task_warning(name: str, round_: Round) -> str:
 
 
 def continuation_tokens(snapshot: Snapshot) -> int:
-    """Tokens of the user turn Anthropic's shape puts before a view that opens with an assistant
-    turn (``anthropic_turns.CONTINUATION``); 0 for other targets."""
-    return snapshot.count(CONTINUATION) if snapshot.target == "anthropic" else 0
+    """Tokens of the user turn Anthropic's and Gemini's shapes put before a view that opens with
+    an assistant turn (``anthropic_turns.CONTINUATION``); 0 for other targets."""
+    return snapshot.count(CONTINUATION) if snapshot.target in ("anthropic", "gemini") else 0
 
 
 # Room left for the reply when token_limit trims to a context window: 4096 tokens, or a quarter

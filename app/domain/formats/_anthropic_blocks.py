@@ -26,6 +26,7 @@ from app.domain.formats._common import (
     without_nulls,
 )
 from app.domain.formats._foreign import foreign_in_anthropic, part_message
+from app.domain.formats._gemini_parts import is_own_thought
 from app.domain.messages import (
     ImagePart,
     JSONObject,
@@ -150,11 +151,14 @@ SYSTEM_READERS: Final[Mapping[str, Reader]] = {"text": _read_text}
 
 
 def write_block(part: Part) -> JSONObject | None:
-    """The Anthropic block for ``part`` (None for another provider's opaque block)."""
+    """The Anthropic block for ``part`` (None for another provider's opaque block, and for a
+    Gemini thought: its signature means nothing to Anthropic)."""
     hint = provider_meta(part.metadata, PROVIDER)
     out: JSONObject
     if isinstance(part, OpaquePart):
         return clone(part.data) if part.provider == PROVIDER else None
+    if isinstance(part, ReasoningPart) and is_own_thought(part):
+        return None
     if isinstance(part, TextPart):
         out = {"type": "text", "text": part.text}
     elif isinstance(part, ImagePart):

@@ -77,16 +77,17 @@ def set_fields(obj: JSONObject, keep: Collection[str] = ()) -> JSONObject:
     return {key: value for key, value in obj.items() if value is not None or key in keep}
 
 
-def without_nulls(value: Any) -> Any:
-    """``value`` without its null object fields, at any depth but inside a tool ``input``
-    (tool arguments, where a null is a value). The SDKs dump every field the API left out as
-    None; the API reads a null optional field as absent, so both forms are one document."""
+def without_nulls(value: Any, data: Collection[str] = ("input",)) -> Any:
+    """``value`` without its null object fields, at any depth but inside the fields named in
+    ``data`` (a tool ``input``: tool arguments, where a null is a value). The SDKs dump every
+    field the API left out as None; the API reads a null optional field as absent, so both
+    forms are one document."""
     if isinstance(value, dict):
         return {
-            key: item if key == "input" else without_nulls(item)
+            key: item if key in data else without_nulls(item, data)
             for key, item in value.items()
             if item is not None
         }
     if isinstance(value, list):
-        return [without_nulls(item) for item in value]
+        return [without_nulls(item, data) for item in value]
     return value

@@ -12,7 +12,7 @@ from typing import Final, Literal
 
 from app.domain.messages import JSONObject
 
-Shape = Literal["openai", "anthropic", "canonical"]
+Shape = Literal["openai", "anthropic", "gemini", "canonical"]
 
 # Anthropic Messages content blocks (request side) that are not OpenAI content parts.
 ANTHROPIC_BLOCKS: Final = frozenset(
@@ -46,6 +46,7 @@ OPENAI_ONLY_ROLES: Final = frozenset({"tool", "function", "developer", "system"}
 _LOOKS: Final[dict[Shape, str]] = {
     "openai": 'looks like OpenAI; send "format": "openai"',
     "anthropic": 'looks like Anthropic; send "format": "anthropic"',
+    "gemini": 'looks like Gemini; send "format": "gemini"',
     "canonical": 'looks like a canonical part; send "format": "canonical"',
 }
 

@@ -7,7 +7,7 @@ from collections.abc import Sequence
 from app.domain.errors import Path
 from app.domain.formats._foreign import ANTHROPIC_BLOCKS, OPENAI_PARTS
 from app.domain.messages import Message, OpaquePart, ToolResultPart
-from app.domain.validity.targets import MODELLED_TYPES
+from app.domain.validity.targets import MODELLED_TYPES, opaque_type
 
 
 def opaque_problems(messages: Sequence[Message]) -> list[tuple[Path, str]]:
@@ -28,6 +28,10 @@ def opaque_problems(messages: Sequence[Message]) -> list[tuple[Path, str]]:
 
 def _opaque_problem(part: OpaquePart) -> str | None:
     kind = part.data.get("type")
+    if part.provider == "gemini":
+        if "type" in part.data:  # Gemini refuses a field it does not know
+            return 'a Gemini part has no "type": give it the provider its type belongs to'
+        kind = opaque_type(part)
     if not isinstance(kind, str):
         return None
     if kind in MODELLED_TYPES[part.provider]:
@@ -35,7 +39,7 @@ def _opaque_problem(part: OpaquePart) -> str | None:
             f"ctxc models {part.provider} {kind!r} blocks: send it as a canonical part, or the "
             f'message with "format": "{part.provider}"'
         )
-    other = ANTHROPIC_BLOCKS if part.provider == "openai" else OPENAI_PARTS
+    other = {"openai": ANTHROPIC_BLOCKS, "anthropic": OPENAI_PARTS}.get(part.provider, ())
     if kind in other:
         owner = "anthropic" if part.provider == "openai" else "openai"
         return f'type {kind!r} is not an {part.provider} block: give it "provider": "{owner}"'

@@ -75,6 +75,8 @@ def _read_turn(raw: Any, path: Path) -> Message:
             why = f"; a {role!r} message {advice('openai')}"
             if role == "system":
                 why += ", or give the system prompt as `system`"
+        elif role == "model":
+            why = f"; a 'model' content {advice('gemini')}"
         raise FormatError((*path, "role"), f"role must be 'user' or 'assistant'{why}")
     for key in OPENAI_MESSAGE_FIELDS:
         if key in turn:

@@ -10,6 +10,7 @@ from pydantic import ValidationError
 from app.domain.errors import FormatError, InvalidInput
 from app.domain.formats._opaque import opaque_problems
 from app.domain.formats.anthropic import from_anthropic
+from app.domain.formats.gemini import from_gemini
 from app.domain.formats.openai import from_openai
 from app.domain.limits import Problem, message_problems
 from app.domain.messages import Message
@@ -37,6 +38,7 @@ Converter = Callable[[list[Any], Any], list[Message]]
 CONVERTERS: dict[str, Converter] = {
     "openai": lambda raw, _system: from_openai(raw),
     "anthropic": from_anthropic,
+    "gemini": from_gemini,
 }
 
 
@@ -58,7 +60,8 @@ def _provider_messages(fmt: Format, raw: Any, system: Any) -> list[Message]:
 
 
 def parse_messages(fmt: Format, raw: Any, system: Any = None) -> list[Message]:
-    """Canonical messages from a document in ``fmt`` (``system`` is Anthropic's top-level one).
+    """Canonical messages from a document in ``fmt`` (``system`` is Anthropic's top-level one,
+    or Gemini's ``systemInstruction``).
 
     Raises FormatError or InvalidInput with paths relative to the message list (or ``system``).
     """
@@ -68,8 +71,9 @@ def parse_messages(fmt: Format, raw: Any, system: Any = None) -> list[Message]:
             raise InvalidInput(problems)
     else:
         messages = _provider_messages(fmt, raw, system)
-    # Anthropic's system prompt is the first message; report paths against the posted list.
-    offset = 1 if fmt == "anthropic" and messages and system is not None else 0
+    # Anthropic's and Gemini's system prompt is the first message; report paths against the
+    # posted list.
+    offset = 1 if fmt in ("anthropic", "gemini") and messages and system is not None else 0
     problems = [
         ((p[0] - offset, *p[1:]) if isinstance(p[0], int) else p, m)
         for p, m in message_problems(messages)

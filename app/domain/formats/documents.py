@@ -11,10 +11,12 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from app.domain.formats._anthropic_blocks import write_block
+from app.domain.formats._gemini_parts import write_call, write_response
 from app.domain.formats._openai_parts import write_tool_call
 from app.domain.formats.anthropic import System, to_anthropic
+from app.domain.formats.gemini import to_gemini
 from app.domain.formats.openai import openai_messages
-from app.domain.messages import JSONObject, Message, ToolCallPart, ToolResultPart
+from app.domain.messages import JSONObject, Message, ToolCallPart, ToolResultPart, provider_meta
 from app.domain.validity.targets import Target
 
 Provider = Target
@@ -25,14 +27,15 @@ Stored = tuple[int, Message]  # (seq, message)
 class Document:
     """A provider document: ``seqs[i]`` is the stored seq of ``messages[i]``."""
 
-    system: System
+    system: System | JSONObject  # Anthropic's `system`, Gemini's `systemInstruction`
     messages: list[JSONObject]
     seqs: list[int]
 
 
 def provider_document(fmt: Provider, stored: Sequence[Stored]) -> Document:
     """OpenAI messages (a message with several tool results becomes several, each with its
-    seq), or Anthropic ``system`` and turns (system messages go to ``system``, without a seq)."""
+    seq), or Anthropic ``system`` and turns, or Gemini ``systemInstruction`` and contents (system
+    messages go to the system prompt, without a seq)."""
     if fmt == "openai":
         messages: list[JSONObject] = []
         seqs: list[int] = []
@@ -41,22 +44,32 @@ def provider_document(fmt: Provider, stored: Sequence[Stored]) -> Document:
             messages += converted
             seqs += [seq] * len(converted)
         return Document(None, messages, seqs)
-    system, turns = to_anthropic([message for _, message in stored])
+    convert = to_gemini if fmt == "gemini" else to_anthropic
+    system, turns = convert([message for _, message in stored])
     return Document(system, turns, [seq for seq, m in stored if m.role != "system"])
 
 
 def call_shape(fmt: Provider, call: ToolCallPart) -> JSONObject:
-    """OpenAI: the assistant message's ``tool_calls`` entry; Anthropic: the ``tool_use`` block."""
+    """OpenAI: the assistant message's ``tool_calls`` entry; Anthropic: the ``tool_use`` block;
+    Gemini: the ``functionCall`` object."""
     if fmt == "openai":
         return write_tool_call(call)
+    if fmt == "gemini":
+        return write_call(call)
     return _block(call)
 
 
 def result_shape(fmt: Provider, message: Message, result: ToolResultPart) -> JSONObject:
     """OpenAI: the ``tool`` message (as the messages page gives it, ``message`` being the stored
-    message holding ``result``); Anthropic: the ``tool_result`` block."""
+    message holding ``result``); Anthropic: the ``tool_result`` block; Gemini: the
+    ``functionResponse`` object."""
     if fmt == "anthropic":
         return _block(result)
+    if fmt == "gemini":
+        hint = provider_meta(result.metadata, "gemini")
+        name = hint.get("name")
+        named = name if isinstance(name, str) else result.call_id
+        return write_response(result, named, hint.get("id") != "absent")
     if message.role in ("tool", "user") and result in message.tool_results:
         # A message's tool results become its first OpenAI messages, one each, in order.
         return openai_messages(message)[message.tool_results.index(result)]

@@ -36,6 +36,7 @@ from app.domain.formats._common import (
     hints,
     set_fields,
 )
+from app.domain.formats._foreign import advice
 from app.domain.formats._openai_parts import (
     PROVIDER,
     ContentItem,
@@ -87,7 +88,8 @@ def _read_message(raw: Any, path: Path) -> Message:
             del message[key]
     role = message.get("role")
     if not isinstance(role, str) or role not in _ROLES:
-        raise FormatError((*path, "role"), f"role must be one of {', '.join(_ROLES)}")
+        why = f"; a 'model' content {advice('gemini')}" if role == "model" else ""
+        raise FormatError((*path, "role"), f"role must be one of {', '.join(_ROLES)}{why}")
     form, content = _read_content(message, path)
     known = {"role", "content", "metadata", "name"}
     if _ROLES[role] == "tool":

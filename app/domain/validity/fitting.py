@@ -8,6 +8,7 @@ from typing import Any, Final
 from app.domain.messages import (
     Message,
     Part,
+    ReasoningPart,
     ResultItem,
     Role,
     TextPart,
@@ -62,9 +63,17 @@ def _fit_part(
     if isinstance(part, TextPart) and is_blank(part.text):
         warnings.append(f"dropped blank text part (message {index})")
         return None
+    if target == "gemini" and isinstance(part, ReasoningPart) and _empty_thought(part):
+        warnings.append(f"dropped empty reasoning (message {index})")
+        return None
     if isinstance(part, ToolResultPart):
         return _fit_result(index, part, target, warnings)
     return part
+
+
+def _empty_thought(part: ReasoningPart) -> bool:
+    # Gemini refuses an empty text part; a signed one is what it answers itself.
+    return not part.text and part.signature is None
 
 
 def _fit_result(

@@ -123,8 +123,8 @@ def boundary(message: Message, target: Target) -> Boundary:
         return "none"  # it will be dropped, so it must not split a round
     if message.role == "assistant":
         return "start"
-    if message.role == "tool" or (message.role == "system" and target == "anthropic"):
-        return "none"  # Anthropic moves system messages out of the turns
+    if message.role == "tool" or (message.role == "system" and target in ("anthropic", "gemini")):
+        return "none"  # Anthropic and Gemini move system messages out of the turns
     if message.role == "system":
         return "close"
     return "close" if has_content_besides_results(message, target) else "none"
@@ -144,8 +144,9 @@ def _rename_ids(
 ) -> list[Entry]:
     taken = _Taken(prior, entries, earlier)
     # Anthropic wants tool_use ids unique in the whole request; OpenAI pairs tool messages with
-    # the assistant message right before them, so there ids need only be unique per message
-    # (real OpenAI histories do reuse ids across rounds).
+    # the assistant message right before them, and Gemini responses answer the call turn right
+    # before them, so there ids need only be unique per message (real OpenAI histories do reuse
+    # ids across rounds, and Gemini's made ids repeat in every turn calling the function).
     seen = set(prior) | (set(earlier.calls) if earlier and target == "anthropic" else set())
     # Per round: original call id -> the ids its results should answer, in order.
     pending: dict[str, list[str]] = {cid: [cid] for cid in prior}
@@ -153,7 +154,7 @@ def _rename_ids(
     for (i, message), kind in zip(entries, kinds, strict=True):
         if kind == "start":
             pending = {}
-            if target == "openai":
+            if target != "anthropic":
                 seen = set()
             message = _rename_calls(at[i], message, target, seen, taken, pending, warnings)
         else:
@@ -236,7 +237,7 @@ def _fresh_id(call_id: str, target: Target, taken: _Taken) -> str:
 def fresh_base(call_id: str, target: Target) -> str:
     """What a renamed ``call_id`` is made from: itself, or for Anthropic its allowed form; the
     new id is this, or this with ``__2``, ``__3``... appended."""
-    return call_id if target == "openai" else (_ID_CHAR.sub("_", call_id) or "call")
+    return call_id if target != "anthropic" else (_ID_CHAR.sub("_", call_id) or "call")
 
 
 def _rename_results(message: Message, pending: dict[str, list[str]]) -> Message:

@@ -5,12 +5,17 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from app.domain.formats.anthropic import System
+from app.domain.formats.anthropic import System as AnthropicSystem
 from app.domain.formats.openai import openai_messages
 from app.domain.messages import JSONObject, Message
 from app.domain.validity.anthropic_turns import anthropic_request
+from app.domain.validity.gemini_turns import gemini_request
 from app.domain.validity.repair import Entry, repair
 from app.domain.validity.targets import Target
+
+# The request's system prompt beside its messages: Anthropic's `system`, Gemini's
+# `systemInstruction` object (None for OpenAI, whose system messages stay in the list).
+System = AnthropicSystem | JSONObject
 
 
 def render(
@@ -21,7 +26,8 @@ def render(
 ) -> tuple[System, list[JSONObject], list[str]]:
     """``(system, messages, warnings)`` for ``target``: repaired, converted and shape-fixed.
 
-    ``system`` is always None for OpenAI (system messages stay in the list). The list is empty
+    ``system`` is always None for OpenAI (system messages stay in the list); for Gemini it is
+    the ``systemInstruction`` object. The list is empty
     only when nothing could be sent; the compile step refuses to send an empty list.
     """
     entries, warnings = repair(messages, target, prior_call_ids)
@@ -35,6 +41,8 @@ def shape(
     """The provider request for already repaired entries (``repair``'s output)."""
     if target == "anthropic":
         return anthropic_request(entries, warnings)
+    if target == "gemini":
+        return gemini_request(entries, warnings)
     return None, [_tidy(out) for _, m in entries for out in openai_messages(m)]
 
 

@@ -5,6 +5,8 @@ from __future__ import annotations
 import re
 from typing import Final, Literal
 
+from app.domain.formats._gemini_parts import MODELLED as GEMINI_MODELLED
+from app.domain.formats._gemini_parts import is_own_thought, part_kind
 from app.domain.messages import (
     ImagePart,
     Message,
@@ -18,8 +20,8 @@ from app.domain.messages import (
     ToolResultPart,
 )
 
-Target = Literal["openai", "anthropic"]
-TARGETS: tuple[Target, ...] = ("openai", "anthropic")
+Target = Literal["openai", "anthropic", "gemini"]
+TARGETS: tuple[Target, ...] = ("openai", "anthropic", "gemini")
 
 # Anthropic rejects tool_use ids outside this pattern; OpenAI rejects message names outside it.
 ANTHROPIC_ID: Final = re.compile(r"[A-Za-z0-9_-]+")
@@ -30,7 +32,10 @@ OPENAI_NAME: Final = re.compile(r"[A-Za-z0-9_-]{1,64}")
 MODELLED_TYPES: Final[dict[str, frozenset[str]]] = {
     "openai": frozenset({"text", "image_url"}),
     "anthropic": frozenset({"text", "tool_use", "tool_result", "thinking", "redacted_thinking"}),
+    "gemini": GEMINI_MODELLED,
 }
+# Gemini data fields that only the model writes (server-side code execution).
+GEMINI_MODEL_ONLY: Final = frozenset({"executableCode", "codeExecutionResult"})
 
 # The part kinds each role may hold in each target's request.
 ALLOWED: Final[dict[Target, dict[Role, tuple[type, ...]]]] = {
@@ -46,6 +51,12 @@ ALLOWED: Final[dict[Target, dict[Role, tuple[type, ...]]]] = {
         "assistant": (TextPart, ToolCallPart, ReasoningPart, OpaquePart),
         "tool": (ToolResultPart,),
     },
+    "gemini": {
+        "system": (TextPart,),
+        "user": (TextPart, ImagePart, OpaquePart, ToolResultPart),
+        "assistant": (TextPart, ImagePart, ToolCallPart, ReasoningPart, OpaquePart),
+        "tool": (ToolResultPart,),
+    },
 }
 
 
@@ -56,11 +67,13 @@ def is_blank(text: str) -> bool:
 
 def carried(part: Part | ResultItem, target: Target) -> bool:
     """False for what the converters leave out by design: another provider's blocks, and
-    reasoning for OpenAI (documented cross-provider losses, not repairs)."""
+    reasoning for OpenAI, Gemini's thoughts for Anthropic and the others' for Gemini (a
+    signature only its own provider can read; documented cross-provider losses, not repairs)."""
     if isinstance(part, OpaquePart):
         return part.provider == target
     if isinstance(part, ReasoningPart):
-        return target == "anthropic"
+        own = is_own_thought(part)
+        return (target == "anthropic" and not own) or (target == "gemini" and own)
     return True
 
 
@@ -68,6 +81,8 @@ def fits(part: Part, role: Role, target: Target) -> bool:
     """Whether ``target`` accepts ``part`` in a message of ``role``."""
     if not isinstance(part, ALLOWED[target][role]):
         return False
+    if target == "gemini" and isinstance(part, ImagePart):
+        return part.data is not None  # Gemini reads images inline; a URL it cannot fetch
     if isinstance(part, OpaquePart):
         return _opaque_fits(part, role)
     return True
@@ -80,6 +95,8 @@ def _opaque_fits(part: OpaquePart, role: Role) -> bool:
     if part.provider == "openai":
         # OpenAI assistant content holds text and refusals; a refusal is never user content.
         return (kind == "refusal") == (role == "assistant")
+    if part.provider == "gemini":
+        return role == "assistant" or kind not in GEMINI_MODEL_ONLY
     return not (role == "assistant" and kind == "image")
 
 
@@ -87,8 +104,9 @@ def item_fits(item: ResultItem, target: Target, is_error: bool | None) -> bool:
     """Whether ``target`` accepts ``item`` inside a tool result."""
     if isinstance(item, TextPart):
         return True
-    # OpenAI tool messages hold text only; Anthropic error results hold text only.
-    if target == "openai" or is_error:
+    # OpenAI tool messages and Gemini function responses hold text only; Anthropic error
+    # results hold text only.
+    if target in ("openai", "gemini") or is_error:
         return False
     if isinstance(item, OpaquePart):
         kind = opaque_type(item)
@@ -97,7 +115,9 @@ def item_fits(item: ResultItem, target: Target, is_error: bool | None) -> bool:
 
 
 def opaque_type(part: OpaquePart) -> str | None:
-    """The block's ``type`` when it is a string."""
+    """The block's ``type`` when it is a string; for Gemini, the part's data field."""
+    if part.provider == "gemini":
+        return part_kind(part.data)
     kind = part.data.get("type")
     return kind if isinstance(kind, str) else None
 
