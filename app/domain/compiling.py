@@ -15,6 +15,7 @@ from app.domain.compilers.base import (
     StepReport,
     left_out_by_reason,
 )
+from app.domain.compilers.recalling import tools_tokens
 from app.domain.errors import DomainError, InvalidInput
 from app.domain.formats.anthropic import System
 from app.domain.messages import DEFAULT_SECTION, JSONObject, Message, TextPart
@@ -77,6 +78,7 @@ class Output:
     warnings: list[str]
     seqs: list[int]  # the stored seqs included
     steps: tuple[StepReport, ...] = ()  # what each compaction step did
+    tools: tuple[JSONObject, ...] = ()  # tool definitions the compiler added (``recall``)
 
     @property
     def budget_used_pct(self) -> float:
@@ -165,8 +167,10 @@ def compile_request(snapshot: Snapshot, compiler: Compiler, target: Target) -> O
     if output == "anthropic" and opens_with_assistant(sent):
         sections[SHAPE_SECTION] = snapshot.count(CONTINUATION)
     response_format, format_warnings = native_response_format(target.response_format, output)
-    total = sum(sections.values()) + REPLY_PRIMING + target.tools_tokens
-    note = estimate_note(target.profile, target.profile.encoding, sent, bool(target.tools_tokens))
+    added_tools = tools_tokens(snapshot.count, compiled.tools)
+    total = sum(sections.values()) + REPLY_PRIMING + target.tools_tokens + added_tools
+    with_tools = bool(target.tools_tokens or added_tools)
+    note = estimate_note(target.profile, target.profile.encoding, sent, with_tools)
     if total > target.context_window:
         warnings.append(f"the request ({total} tokens) exceeds the context window")
     seqs = sorted(items[i].seq for i, _ in entries if items[i].seq > 0)
@@ -176,6 +180,7 @@ def compile_request(snapshot: Snapshot, compiler: Compiler, target: Target) -> O
         left_out=_reports(compiled.left_out), warnings=[*compiled.warnings, *warnings,
                                                           *format_warnings],
         seqs=seqs, steps=tuple(step.within(set(seqs)) for step in compiled.steps),
+        tools=compiled.tools,
     )  # fmt: skip
 
 

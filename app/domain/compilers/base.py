@@ -104,6 +104,9 @@ class Snapshot:
     prior_call_ids: frozenset[str] = frozenset()
     # The older part of the history, when the items are only the newest part of it.
     elided: Elided | None = None
+    # The name of the recall tool the compile offers (the ``recall`` decorator): placeholders
+    # and previews name the call that returns their original.
+    recall: str | None = None
 
     def claiming(self, tokens: int) -> Snapshot:
         """The same snapshot with ``tokens`` more claimed by an outer decorator."""
@@ -183,6 +186,8 @@ class Compiled:
     steps: tuple[StepReport, ...] = ()
     # The elided older part of the view (``Elided.gap``), until a trimming step drops it.
     pending: Elided | None = None
+    # Tool definitions the compile adds to the request, in the target's shape (``recall``).
+    tools: tuple[JSONObject, ...] = ()
 
     @property
     def tokens(self) -> int:
@@ -208,6 +213,7 @@ class Compiled:
         return Compiled(
             tuple(items), self.left_out + dropped, self.warnings + tuple(warnings),
             self.steps + tuple(steps), self.pending if pending == "kept" else pending,
+            self.tools,
         )  # fmt: skip
 
 
