@@ -96,9 +96,7 @@ def test_a_compile_with_recall_offers_the_tool_and_names_each_pointer(
     answer = compiled(client, sid, compiler=RECALL_SPEC, tools=mine)
     assert answer["tools"] == [*mine, definition("openai")]
     sent = by_call(answer["messages"])
-    assert sent["r1"]["result"].endswith(
-        ' The original: ctxc_recall {"call_id": "r1", "seq": 3}'
-    )
+    assert sent["r1"]["result"].endswith(' The original: ctxc_recall {"call_id": "r1", "seq": 3}')
     assert named_call(sent["t1"]["result"], "The original: ctxc_recall ") == {
         "call_id": "t1", "seq": 7,
     }  # fmt: skip
