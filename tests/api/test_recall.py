@@ -8,6 +8,7 @@ import json
 from typing import Any
 
 import httpx
+import openai
 import pytest
 
 from app.adapters.tokenizers import load_encoding
@@ -15,6 +16,7 @@ from app.domain.recall import definition
 from tests.api.test_compile import valid
 from tests.api.test_originals import FILE_V1, LOG, SPEC, agent_history, by_call, call, result
 from tests.conftest import Api, new_session, row_counts
+from tests.upstreams import DEFAULT_TEXT, ToolCall, Upstream
 
 RECALL_SPEC = {"decorators": [*SPEC["decorators"], "recall"]}
 # Several bytes a character, combined characters, CRLF and lone CR line ends.
@@ -261,3 +263,45 @@ def test_recall_needs_a_session_and_the_outer_place(client: httpx.Client) -> Non
     assert response.status_code == 422
     assert "compiler.decorators[0].name" in response.text
     assert "recall must come after token_limit" in response.text
+
+
+def test_a_model_calls_the_tool_through_the_openai_sdk_and_the_next_compile_carries_it(
+    client: httpx.Client,
+) -> None:
+    sid = stored(client, agent_history())
+    mine = [{"type": "function", "function": {
+        "name": "run_tests", "parameters": {"type": "object", "properties": {}}}}]  # fmt: skip
+    answer = compiled(client, sid, compiler=RECALL_SPEC, tools=mine)
+    # The model reads the pointer in the placeholder and calls the tool with it.
+    args = named_call(by_call(answer["messages"])["t1"]["result"], "The original: ctxc_recall ")
+    with (
+        Upstream() as upstream,
+        openai.OpenAI(base_url=upstream.openai_base, api_key="sk-test", max_retries=0) as gpt,
+    ):
+        upstream.script.append(ToolCall(name="ctxc_recall", arguments=args))
+        reply = gpt.chat.completions.create(
+            model="gpt-4o", messages=answer["messages"], tools=answer["tools"]
+        )
+        offered = upstream.requests[-1].body["tools"]
+        assert [t["function"]["name"] for t in offered] == ["run_tests", "ctxc_recall"]
+        message = reply.choices[0].message
+        assert message.tool_calls is not None
+        called = message.tool_calls[0]
+        assert called.type == "function" and called.function.name == "ctxc_recall"
+        # The caller runs the call through ctxc, as it got it (the arguments' JSON text).
+        got = recall(client, sid, tool_call_id=called.id, arguments=called.function.arguments)
+        assert not got["is_error"] and got["result"]["tool_call_id"] == called.id
+        turn = [
+            {"role": "assistant", "content": None, "tool_calls": [called.model_dump()]},
+            got["result"],
+        ]
+        posted = client.post(f"/v1/sessions/{sid}/messages", json={"messages": turn})
+        assert posted.status_code == 201, posted.text
+        after = compiled(client, sid, compiler=RECALL_SPEC, tools=answer["tools"])
+        assert after["messages"][-2]["tool_calls"][0]["id"] == called.id
+        assert after["messages"][-1] == got["result"]
+        assert LOG.startswith(got["result"]["content"][: got["page"]["chars"]])
+        final = gpt.chat.completions.create(
+            model="gpt-4o", messages=after["messages"], tools=after["tools"]
+        )
+        assert final.choices[0].message.content == DEFAULT_TEXT
