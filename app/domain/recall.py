@@ -94,9 +94,18 @@ def tool_names(shape: str, tool: Any) -> list[str]:
 
 def with_tools(shape: str, tools: Sequence[Any] | None, added: Sequence[JSONObject]) -> list[Any]:
     """The caller's ``tools`` with ``added`` after them; a caller's tool declaring a name one of
-    ``added`` declares is left out (so tools sent back from an answer are not doubled)."""
+    ``added`` declares is left out (so tools sent back from an answer are not doubled): for
+    Gemini, that declaration of its entry (an entry left with none goes)."""
     names = {n for tool in added for n in tool_names(shape, tool)}
-    kept = [t for t in tools or () if not names & set(tool_names(shape, t))]
+    kept = []
+    for tool in tools or ():
+        if not names & set(tool_names(shape, tool)):
+            kept.append(tool)
+        elif shape == "gemini":
+            others = [d for d in tool["functionDeclarations"]
+                      if not (isinstance(d, dict) and d.get("name") in names)]  # fmt: skip
+            if others:
+                kept.append({**tool, "functionDeclarations": others})
     return [*kept, *added]
 
 
@@ -152,7 +161,9 @@ def parse_arguments(raw: Any) -> Pointer:
         raise BadArguments("the arguments are not a JSON object")
     call_id, sha = raw.get("call_id"), raw.get("sha256")
     seq, offset = _whole(raw.get("seq"), "seq"), _whole(raw.get("offset"), "offset") or 0
-    if call_id is not None and (not isinstance(call_id, str) or not 0 < len(call_id) <= 512):
+    if call_id is not None and (
+        not isinstance(call_id, str) or not 0 < len(call_id) <= MAX_CALL_ID or "\x00" in call_id
+    ):
         raise BadArguments("call_id must be the id the pointer gives")
     if sha is not None and (not isinstance(sha, str) or not SHA256.fullmatch(sha)):
         raise BadArguments("sha256 must be the 64 hex digits the pointer gives")

@@ -205,6 +205,8 @@ def test_a_pointer_to_nothing_is_a_tool_error_not_a_404(api: Api, client: httpx.
         ("{not json", "not a JSON object"),
         ({"seq": 3}, "give call_id"),
         ({"call_id": "t1", "seq": "three"}, "seq must be a whole number"),
+        ({"call_id": "t\u0000"}, "call_id must be"),
+        ('{"call_id": "t\\u0000"}', "call_id must be"),
     ]
     for args, said in wrong:
         for fmt in ("openai", "anthropic", "responses", "gemini"):

@@ -88,6 +88,16 @@ def test_the_callers_tools_come_first_and_a_same_named_one_is_replaced(shape: st
     assert with_tools(shape, [mine, old, "odd"], [recall]) == [mine, "odd", recall]
 
 
+def test_a_gemini_entry_keeps_its_other_declarations() -> None:
+    [mine] = tool_definition("gemini", "run_tests")["functionDeclarations"]
+    [old] = tool_definition("gemini", "ctxc_recall")["functionDeclarations"]
+    recall = tool_definition("gemini")
+    both = {"functionDeclarations": [old, mine], "x": 1}
+    assert with_tools("gemini", [both], [recall]) == [
+        {"functionDeclarations": [mine], "x": 1}, recall,
+    ]  # fmt: skip
+
+
 def test_the_models_arguments() -> None:
     assert parse_arguments({"call_id": "c1", "seq": 3}) == Pointer("c1", 3)
     assert parse_arguments('{"call_id": "c1", "seq": "3", "offset": 10, "x": 1}') == Pointer(
@@ -99,6 +109,7 @@ def test_the_models_arguments() -> None:
         "", "[1]", "{", [], {}, {"seq": 3}, {"call_id": "c", "sha256": "a" * 64},
         {"call_id": 5}, {"call_id": ""}, {"sha256": "xyz"}, {"call_id": "c", "seq": -1},
         {"call_id": "c", "seq": True}, {"call_id": "c", "offset": 1.5}, {"call_id": "c" * 513},
+        {"call_id": "a\x00b"},
         "[" * 100_000,
     ]:  # fmt: skip
         with pytest.raises(BadArguments):
