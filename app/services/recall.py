@@ -9,13 +9,14 @@ answer is not stored (the caller appends the call and its result like any other 
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from app.domain.compaction.payloads import payload_json, textual
 from app.domain.errors import NotFound
-from app.domain.messages import JSONObject
+from app.domain.messages import JSONObject, Message
 from app.domain.models import Catalog
 from app.domain.recall import (
     BadArguments,
@@ -60,7 +61,30 @@ class _Missing(Exception):
     """What the model asked for is not there (the message says what)."""
 
 
-async def _text(db: AsyncSession, tenant: TenantId, session_id: str, pointer: Pointer) -> str:
+def _pending(pending: Sequence[tuple[int, Message]], pointer: Pointer) -> str | None:
+    """The text of the newest pending result the pointer names (None: none is pending)."""
+    for seq, message in reversed(pending):
+        if pointer.seq is not None and seq != pointer.seq:
+            continue
+        for part in message.tool_results:
+            if part.call_id == pointer.call_id:
+                text = textual(part)
+                if text is not None:
+                    return text
+    return None
+
+
+async def _text(
+    db: AsyncSession,
+    tenant: TenantId,
+    session_id: str,
+    pointer: Pointer,
+    pending: Sequence[tuple[int, Message]],
+) -> str:
+    if pointer.call_id is not None:
+        waiting = _pending(pending, pointer)
+        if waiting is not None:
+            return waiting
     if pointer.sha256 is not None:
         try:
             row = await originals.payload(db, tenant, session_id, pointer.sha256)
@@ -88,9 +112,13 @@ async def recall(
     tenant: TenantId,
     session_id: str,
     call: Call,
+    pending: Sequence[Message] = (),
 ) -> Recalled:
-    """One page of the original ``call`` asks for, as a tool result (NotFound: no session)."""
+    """One page of the original ``call`` asks for, as a tool result (NotFound: no session).
+    ``pending``: messages a compile gave after the stored ones, not stored yet (the sidecar's
+    turn), at the seqs that compile gave them."""
     row = await require_session(db, tenant, session_id)
+    placed = [(row.last_seq + n, message) for n, message in enumerate(pending, start=1)]
     profile = session_profile(row, catalog)
     shape = call.shape or profile.output
 
@@ -99,7 +127,7 @@ async def recall(
 
     try:
         pointer = parse_arguments(call.arguments)
-        text = await _text(db, tenant, session_id, pointer)
+        text = await _text(db, tenant, session_id, pointer, placed)
     except (BadArguments, _Missing) as err:
         return Recalled(shape, answer(f"{call.name}: {err}", True), True)
     if pointer.offset > len(text):
