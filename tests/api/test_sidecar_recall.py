@@ -8,7 +8,7 @@ from typing import Any
 
 from tests.api.sidecar import TOOLS_ANTHROPIC, TOOLS_OPENAI, Sidecar, stored
 from tests.api.test_originals import LOG, agent_history
-from tests.api.test_recall import RECALL_SPEC
+from tests.api.test_recall import O200K, RECALL_SPEC
 from tests.upstreams import DEFAULT_TEXT, ToolCall, Upstream
 
 
@@ -101,3 +101,17 @@ def test_an_anthropic_recall_call_is_answered_in_a_user_turn(
     assert LOG.startswith(block["content"].rsplit("\n[ctxc_recall:", 1)[0])
     assert "is_error" not in block
     assert len(stored(sidecar, session)) == len(history) + 1
+
+
+def test_pages_fit_what_a_small_window_has_left(sidecar: Sidecar, up: Upstream) -> None:
+    session = recall_session(sidecar)
+    client = sidecar.openai(session, **{"X-Ctxc-Context-Window": "9000"})
+    up.script.append(ToolCall(name="ctxc_recall", arguments={"call_id": "t1", "seq": 7}))
+    raw = client.chat.completions.with_raw_response.create(
+        model="gpt-4o", messages=agent_history(), tools=TOOLS_OPENAI
+    )
+    size = (9000 - int(raw.headers["x-ctxc-tokens"]) - 1024) // 3
+    assert 64 < size < 4000
+    result = up.requests[-1].body["messages"][-1]
+    page = result["content"].rsplit("\n[ctxc_recall:", 1)[0]
+    assert LOG.startswith(page) and len(O200K.encode(page)) <= size

@@ -3,10 +3,11 @@
 When a session's compiler offers the recall tool (the ``recall`` decorator), a non-streamed
 turn forwards it beside the agent's tools; an upstream reply that only calls it (every tool call
 is a recall call) is answered by ctxc: the call and its results are appended to the request and
-the upstream is asked again, at most ``MAX_RECALLS`` times. The agent gets the final answer, as
-if the model had answered at once, and only that is stored: the agent never sees the recall
-exchange, so its next request, which resends its history, extends the session as before. A
-streamed turn is forwarded as it arrives: the tool is not offered there.
+the upstream is asked again, at most ``MAX_RECALLS`` times, the pages sized to what the window
+has left (``page_tokens``). The agent gets the final answer, as if the model had answered at
+once, and only that is stored: the agent never sees the recall exchange, so its next request,
+which resends its history, extends the session as before. A streamed turn is forwarded as it
+arrives: the tool is not offered there.
 """
 
 from __future__ import annotations
@@ -19,7 +20,7 @@ import orjson
 from app.api.deps import AppState
 from app.api.sidecar.forwarding import ANSWER_BYTES, ERROR_BYTES, read_body, send
 from app.api.sidecar.requests import Turn
-from app.domain.recall import PAGE_TOKENS, tool_names, with_tools
+from app.domain.recall import MIN_PAGE_TOKENS, PAGE_TOKENS, tool_names, with_tools
 from app.domain.wire import WireError
 from app.domain.wire import reply_of as wire_reply
 from app.services import recall as recalling
@@ -27,6 +28,8 @@ from app.services.compiling import Compilation
 from app.services.sidecar.turns import Opened
 
 MAX_RECALLS: Final = 3
+# Tokens of the window a page leaves for the model's reply.
+REPLY_ROOM: Final = 1_024
 
 
 def offered(turn: Turn, done: Compilation) -> str | None:
@@ -65,19 +68,32 @@ def _calls(provider: str, message: dict[str, Any], name: str) -> list[tuple[str,
     return [(i, args) for i, _, args in found]
 
 
+def page_tokens(done: Compilation, calls: int) -> int:
+    """A page's size in this turn: what the window has left beside the compiled request and a
+    reply, shared by the calls of every round ctxc may answer (at most ``PAGE_TOKENS``)."""
+    room = done.output.context_window - done.output.total - REPLY_ROOM
+    return max(MIN_PAGE_TOKENS, min(PAGE_TOKENS, room // (calls * MAX_RECALLS)))
+
+
 async def _results(
-    state: AppState, turn: Turn, opened: Opened, name: str, calls: list[tuple[str, Any]]
+    state: AppState,
+    turn: Turn,
+    opened: Opened,
+    done: Compilation,
+    name: str,
+    calls: list[tuple[str, Any]],
 ) -> list[dict[str, Any]]:
     out = []
     pending = [message for message, _ in opened.new]  # the turn is stored once answered
+    size = page_tokens(done, len(calls))
     for call_id, arguments in calls:
-        call = recalling.Call(turn.endpoint.provider, name, call_id, arguments or {}, PAGE_TOKENS)
+        call = recalling.Call(turn.endpoint.provider, name, call_id, arguments or {}, size)
         async with state.sessionmaker() as db:
-            done = await recalling.recall(
+            recalled = await recalling.recall(
                 db, state.counter, state.settings.catalog, turn.tenant, opened.session_id, call,
                 pending,
             )  # fmt: skip
-        out.append(done.result)
+        out.append(recalled.result)
     return out
 
 
@@ -105,7 +121,7 @@ async def settle(
         calls = _calls(turn.endpoint.provider, reply.message, name)
         if calls is None:
             return upstream, data, n
-        results = await _results(state, turn, opened, name, calls)
+        results = await _results(state, turn, opened, done, name, calls)
         answer = results if turn.endpoint.provider == "openai" else [
             {"role": "user", "content": results}]  # fmt: skip
         messages += [reply.message, *answer]
