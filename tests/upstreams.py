@@ -23,6 +23,8 @@ the real thing:
   Anthropic only for a request with a ``cache_control`` marker, and then, as Anthropic does,
   ``input_tokens`` is what is left after ``cache_read_input_tokens`` and
   ``cache_creation_input_tokens`` (the new whole blocks): the three add up to the count.
+- ``prompt_count``, when given, is the provider's own tokenizer: it counts each request's prompt
+  in place of the o200k count of its JSON, and the cached parts scale with it.
 - ``requests`` records every request in order; ``cancelled`` those whose client went away before
   the answer (or the stream) ended: seen by the server, as the proof that a proxy cancels.
 """
@@ -127,11 +129,18 @@ def plan(step: Step | None) -> Plan:
 class Upstream:
     """The local upstream server: a context manager, serving while inside the ``with``."""
 
-    def __init__(self, window: int = 1_000_000, api_key: str | None = None) -> None:
+    def __init__(
+        self,
+        window: int = 1_000_000,
+        api_key: str | None = None,
+        prompt_count: Callable[[Json], int] | None = None,
+    ) -> None:
         """``window``: the context window in tokens; ``api_key``: the only key accepted (any
-        non-empty key when None)."""
+        non-empty key when None); ``prompt_count``: the provider's count of a request's prompt
+        (see the module docstring)."""
         self.window = window
         self.api_key = api_key
+        self.prompt_count = prompt_count
         self.requests: list[Seen] = []
         self.cancelled: list[Seen] = []
         self.script: collections.deque[Step] = collections.deque()
@@ -271,6 +280,13 @@ class Upstream:
     def _count(self, provider: Provider, body: Json) -> tuple[int, int, int]:
         """The prompt's token count, its cached prefix and the part newly cached (see the module
         docstring for the rules)."""
+        total, cached, created = self._json_count(provider, body)
+        if self.prompt_count is None:
+            return total, cached, created
+        own = self.prompt_count(body)
+        return own, cached * own // max(1, total), created * own // max(1, total)
+
+    def _json_count(self, provider: Provider, body: Json) -> tuple[int, int, int]:
         prompt = {key: body[key] for key in ("tools", "system", "messages") if key in body}
         text = dumps(prompt)
         tokens = self._encoding.encode_ordinary(text)

@@ -79,12 +79,23 @@ class SessionCompileRequest(_CompileOptions):
 
 
 class Usage(Body):
-    """Token usage the provider reported for the model call."""
+    """Token usage the provider reported for the model call. With a prompt count, it also
+    calibrates the estimates of a profile whose tokenizer is not public."""
 
-    prompt_tokens: int | None = Field(None, ge=0)
+    prompt_tokens: int | None = Field(
+        None, ge=0,
+        description="As the provider reports it: Anthropic's `input_tokens` (without the cached "
+        "prompt), OpenAI's `prompt_tokens` (with it).",
+    )  # fmt: skip
     completion_tokens: int | None = Field(None, ge=0)
-    cache_read_tokens: int | None = Field(None, ge=0)
-    cache_write_tokens: int | None = Field(None, ge=0)
+    cache_read_tokens: int | None = Field(
+        None, ge=0,
+        description="Anthropic's `cache_read_input_tokens` (added to the prompt), OpenAI's "
+        "`cached_tokens` (already in it).",
+    )  # fmt: skip
+    cache_write_tokens: int | None = Field(
+        None, ge=0, description="Anthropic's `cache_creation_input_tokens` (added to the prompt)."
+    )
 
 
 class CursorAcknowledge(Body):
@@ -112,14 +123,44 @@ class CursorRead(BaseModel):
     advanced: bool = Field(description="Whether this request moved the cursor.")
 
 
+class CountError(BaseModel):
+    tokens: int = Field(description="The figure ctxc gave minus the reported count.")
+    share: float = Field(description="`tokens` as a share of the reported count (signed).")
+
+
+class CalibrationRead(BaseModel):
+    factor: float = Field(
+        description="Reported over estimated tokens, learnt from the provider's counts; within "
+        "[0.95, 2]: a calibrated total is never more than 5% below the estimate."
+    )
+    samples: int = Field(description="The reported counts it was learnt from (outliers aside).")
+    scope: Literal["session", "profile"] = Field(
+        description="Learnt from this session's counts, or (until it has enough) from every "
+        "session of yours compiled for the same profile and encoding."
+    )
+    estimate: int = Field(description="The raw estimate the calibrated `total` was made from.")
+    last_error: CountError = Field(
+        description="How far the figure given for the scope's last reported compile was from "
+        "the provider's count."
+    )
+
+
 class CompileTokens(BaseModel):
-    total: int
-    sections: dict[str, int]
+    total: int = Field(description="The request's tokens: exact, estimated or calibrated.")
+    sections: dict[str, int] = Field(description="Estimated tokens by section (not calibrated).")
     context_window: int
     budget_used_pct: float
     encoding: str
     exact: bool
     note: str | None
+    count: Literal["exact", "estimated", "calibrated"] = Field(
+        description="`calibrated`: an estimate of a private tokenizer corrected by the counts "
+        "the provider reported for earlier compiles (acknowledgements with `usage`, sidecar "
+        "turns); the budget trims to it too."
+    )
+    calibration: CalibrationRead | None = Field(
+        None, description="How the total was calibrated (null unless `count` is `calibrated`)."
+    )
 
 
 class LeftOutRead(BaseModel):

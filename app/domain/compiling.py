@@ -7,6 +7,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, replace
 from typing import Any
 
+from app.domain.calibration import Calibration
 from app.domain.compilers.base import (
     Compiler,
     Item,
@@ -53,6 +54,9 @@ class Target:
     # system prompt, and the tool calls the provider already holds.
     context: tuple[Message, ...] = ()
     prior_call_ids: frozenset[str] = frozenset()
+    # Learnt from the provider's reported counts (a private tokenizer): token_limit trims to the
+    # estimated tokens whose calibrated count fits its budget, and the total is calibrated.
+    calibration: Calibration | None = None
 
 
 @dataclass(frozen=True)
@@ -79,6 +83,7 @@ class Output:
     seqs: list[int]  # the stored seqs included
     steps: tuple[StepReport, ...] = ()  # what each compaction step did
     tools: tuple[JSONObject, ...] = ()  # tool definitions the compiler added (``recall``)
+    estimate: int = 0  # the raw estimate ``total`` is (or, calibrated, was made from)
 
     @property
     def budget_used_pct(self) -> float:
@@ -143,7 +148,7 @@ def compile_request(snapshot: Snapshot, compiler: Compiler, target: Target) -> O
     prior = target.prior_call_ids
     scoped = replace(
         snapshot, budget=target.context_window, claimed=snapshot.claimed + claimed, target=output,
-        prior_call_ids=prior,
+        prior_call_ids=prior, calibration=target.calibration,
     )  # fmt: skip
     compiled = compiler(scoped)
     if compiled.pending is not None:  # no trimming step dropped the older part: it is sent
@@ -168,7 +173,8 @@ def compile_request(snapshot: Snapshot, compiler: Compiler, target: Target) -> O
         sections[SHAPE_SECTION] = snapshot.count(CONTINUATION)
     response_format, format_warnings = native_response_format(target.response_format, output)
     added_tools = tools_tokens(snapshot.count, compiled.tools)
-    total = sum(sections.values()) + REPLY_PRIMING + target.tools_tokens + added_tools
+    estimate = sum(sections.values()) + REPLY_PRIMING + target.tools_tokens + added_tools
+    total = estimate if target.calibration is None else target.calibration.count(estimate)
     with_tools = bool(target.tools_tokens or added_tools)
     note = estimate_note(target.profile, target.profile.encoding, sent, with_tools)
     if total > target.context_window:
@@ -180,7 +186,7 @@ def compile_request(snapshot: Snapshot, compiler: Compiler, target: Target) -> O
         left_out=_reports(compiled.left_out), warnings=[*compiled.warnings, *warnings,
                                                           *format_warnings],
         seqs=seqs, steps=tuple(step.within(set(seqs)) for step in compiled.steps),
-        tools=compiled.tools,
+        tools=compiled.tools, estimate=estimate,
     )  # fmt: skip
 
 

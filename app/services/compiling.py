@@ -14,6 +14,7 @@ from sqlalchemy import Row
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.ext.asyncio import AsyncSession
 
+from app.domain.calibration import Calibration
 from app.domain.compilers.base import Elided, Item, NeedsHistory, Snapshot
 from app.domain.compilers.registry import Registry, build, repeatable
 from app.domain.compilers.spec import CompilerSpec, Component, parse_spec
@@ -34,6 +35,7 @@ from app.domain.sessions import PromptFragment, SessionPk, TenantId
 from app.domain.tokens import Encoder, count_message
 from app.services import cpu
 from app.services.cache import Entry, MessageCache
+from app.services.calibration import calibration_for, key_for
 from app.services.compaction import Done
 from app.services.compactor import Compactor, Report, compact_due
 from app.services.digesting import Digester, Tail, job_after, long_history, read_tail, view_of
@@ -98,6 +100,7 @@ class Compilation:
     after_seq: int | None = None  # delta mode: the cursor the delta starts after
     compactions: tuple[Done, ...] = ()  # run before this compile
     read: Read = "whole"
+    calibration: Calibration | None = None  # applied to the counts (a private tokenizer)
 
 
 def _spec(raw: Any, fallback: Any) -> CompilerSpec:
@@ -237,6 +240,7 @@ async def compile_session(
     target = Target(
         profile, options.context_window or row.context_window or profile.context_window,
         fragments, row.response_format, _tools_tokens(options.tools, encoder),
+        calibration=await calibration_for(db, tenant, pk, profile),
     )  # fmt: skip
     long = long_history(row, profile.encoding, target.context_window)
     view = view_of(spec, registry, profile) if cursor is None and digester and long else None
@@ -290,8 +294,13 @@ async def compile_session(
     # What an acknowledgement moves the cursor to: the last seq sent (a delta that sent no stored
     # message leaves it where it is).
     seqs = (output.seqs[0], output.seqs[-1]) if output.seqs else (None, cursor)
+    # What the provider's count of it will teach: only a full compile's (a delta's count is of
+    # the whole provider session).
+    key = key_for(profile) if mode == "full" else None
+    learning = None if key is None else (output.estimate, key)
     try:
-        await compiles.insert_compile(db, compile_id, pk, mode, seqs, output.total, now)
+        await compiles.insert_compile(db, compile_id, pk, mode, seqs, output.total, now,
+                                      learning)  # fmt: skip
         await keep_originals(db, pk, output.steps, now)
         await db.commit()
     except IntegrityError:  # the session was deleted since it was read: its rows refer to none
@@ -310,7 +319,8 @@ async def compile_session(
         if job is not None:
             digester.schedule(job, now)
     return Compilation(compile_id, profile, output, mode=mode, after_seq=cursor,
-                       compactions=tuple(compacted), read=read)  # fmt: skip
+                       compactions=tuple(compacted), read=read,
+                       calibration=target.calibration)  # fmt: skip
 
 
 def _light(rows: Sequence[Row[Any]], target: Target, options: Options) -> bool:

@@ -2,7 +2,8 @@
 
 A compile is acknowledged after the caller's model call succeeded; only then does the cursor move
 to the last seq that compile sent, and never backwards (one conditional UPDATE, so racing
-acknowledgements end at the highest). A reported failure is stored and moves nothing.
+acknowledgements end at the highest). A reported failure is stored and moves nothing. A
+successful call's reported prompt count calibrates later estimates (app/services/calibration.py).
 """
 
 from __future__ import annotations
@@ -16,6 +17,7 @@ from sqlalchemy.orm.exc import StaleDataError
 
 from app.domain.errors import InvalidInput, NotFound
 from app.domain.sessions import SessionPk, TenantId
+from app.services.calibration import learn
 from app.services.sessions import require_session
 from app.storage import queries
 from app.storage.models import SessionRow
@@ -58,6 +60,8 @@ async def acknowledge(
         raise NotFound("compile", compile_id)
     before = row.cursor_seq
     compiled.reported_at = compiled.reported_at or now  # a repeated report is not a new one
+    if error_kind is None:  # a successful call's count corrects the estimates
+        await learn(db, tenant, pk, compiled, usage, now)
     if usage is not None:
         compiled.usage = usage
     if error_kind is not None:

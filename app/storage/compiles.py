@@ -133,11 +133,15 @@ async def insert_compile(
     seqs: tuple[int | None, int | None],
     token_total: int,
     created_at: datetime,
+    learning: tuple[int, str] | None = None,
 ) -> None:
-    """Record a compile (``seqs``: the first and last seq it sent) with one INSERT."""
+    """Record a compile (``seqs``: the first and last seq it sent) with one INSERT;
+    ``learning``: its raw estimate and count key, when a reported count of it teaches."""
+    estimate, key = learning or (None, None)
     values = {
         "id": compile_id, "session_pk": pk, "mode": mode, "seq_from": seqs[0], "seq_to": seqs[1],
-        "token_total": token_total, "created_at": created_at,
+        "token_total": token_total, "created_at": created_at, "estimate": estimate,
+        "count_key": key,
     }  # fmt: skip
     await db.execute(_INSERT, values)
 

@@ -240,6 +240,36 @@ class CompileRow(Base):
     error_kind: Mapped[str | None] = mapped_column(String(32))
     # When the caller last reported how the model call went (success or error).
     reported_at: Mapped[datetime | None] = mapped_column(UTCDateTime())
+    # A full compile to a profile whose tokenizer is not public: the raw estimate (token_total is
+    # the figure answered, calibrated or not) and what a reported count of it teaches (the key of
+    # app/domain/calibration.py). Null otherwise: nothing to learn.
+    estimate: Mapped[int | None] = mapped_column(Integer)
+    count_key: Mapped[str | None] = mapped_column(String(255))
+
+
+class SessionCalibrationRow(Base):
+    """A session's newest samples of reported against estimated counts, by count key
+    (app/domain/calibration.py): ``[[estimated, reported, given], ...]``, oldest first."""
+
+    __tablename__ = "session_calibrations"
+
+    session_pk: Mapped[str] = _session_fk()
+    key: Mapped[str] = mapped_column(String(255), primary_key=True)
+    samples: Mapped[list[list[int]]] = mapped_column(Json)
+    updated_at: Mapped[datetime] = mapped_column(UTCDateTime())
+
+
+class ProfileCalibrationRow(Base):
+    """A tenant's newest samples for a count key, across its sessions."""
+
+    __tablename__ = "profile_calibrations"
+
+    tenant_id: Mapped[str] = mapped_column(
+        String(36), ForeignKey("tenants.id", ondelete="CASCADE"), primary_key=True
+    )
+    key: Mapped[str] = mapped_column(String(255), primary_key=True)
+    samples: Mapped[list[list[int]]] = mapped_column(Json)
+    updated_at: Mapped[datetime] = mapped_column(UTCDateTime())
 
 
 class CompactionRow(Base):

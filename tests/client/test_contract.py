@@ -28,7 +28,8 @@ ANSWERS: dict[type[BaseModel], str] = {
     models.Payload: "PayloadRead", models.TokenCountResult: "TokenCountResult",
     models.Provider: "ProviderRead", models.ProviderList: "ProviderList",
     models.FieldError: "FieldError", models.PromptFragment: "PromptFragment",
-    models.ProfileOverrides: "ProfileOverrides",
+    models.ProfileOverrides: "ProfileOverrides", models.Calibration: "CalibrationRead",
+    models.CountError: "CountError",
 }  # fmt: skip
 # Request keywords, with the fields a method takes as arguments of their own.
 REQUESTS: dict[type, tuple[str, set[str]]] = {

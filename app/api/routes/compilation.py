@@ -5,16 +5,18 @@ from __future__ import annotations
 import uuid
 from dataclasses import asdict, replace
 from datetime import UTC, datetime
-from typing import Final
+from typing import Final, Literal
 
 import xxhash
 from fastapi import APIRouter, Request, Response
 
 from app.api.bodies import parse_sized
 from app.api.compile_schemas import (
+    CalibrationRead,
     CompileRequest,
     CompileResult,
     CompileTokens,
+    CountError,
     CursorAcknowledge,
     CursorRead,
     LeftOutRead,
@@ -68,7 +70,7 @@ def _result(done: Compilation, tools: list[JSONObject] | None = None) -> Compile
         tokens=CompileTokens(
             total=out.total, sections=out.sections, context_window=out.context_window,
             budget_used_pct=out.budget_used_pct, encoding=done.profile.encoding,
-            exact=out.exact, note=out.note,
+            exact=out.exact, note=out.note, count=_count(done), calibration=_calibration(done),
         ),
         left_out=[LeftOutRead(reason=r.reason, count=r.count, seq_ranges=r.seq_ranges)
                   for r in out.left_out],
@@ -77,6 +79,21 @@ def _result(done: Compilation, tools: list[JSONObject] | None = None) -> Compile
         steps=[_step(s) for s in out.steps],
         compactions=[compaction_read(d.row) for d in done.compactions], tools=added,
     )  # fmt: skip
+
+
+def _count(done: Compilation) -> Literal["exact", "estimated", "calibrated"]:
+    if done.output.exact:
+        return "exact"
+    return "estimated" if done.calibration is None else "calibrated"
+
+
+def _calibration(done: Compilation) -> CalibrationRead | None:
+    found = done.calibration
+    if found is None:
+        return None
+    error = CountError(tokens=found.error_tokens, share=found.error_share)
+    return CalibrationRead(factor=found.factor, samples=found.samples, scope=found.scope,
+                           estimate=done.output.estimate, last_error=error)  # fmt: skip
 
 
 def _step(report: StepReport) -> StepRead:
@@ -185,7 +202,11 @@ async def acknowledge_compile(
 ) -> CursorRead:
     """Acknowledge a compile after your model call: on success the cursor moves to the last seq
     it sent (never backwards) and the provider's session id is kept; with `error_kind` the
-    failure is stored and the cursor stays, so the next compile resends the delta."""
+    failure is stored and the cursor stays, so the next compile resends the delta.
+
+    A `usage` with a prompt count for a full compile to a profile whose tokenizer is not public
+    calibrates the estimates of the session's next compiles, and of your other sessions for the
+    same profile (see `tokens.count`)."""
     check_body(body)
     usage = body.usage.model_dump(exclude_none=True) if body.usage else None
     done = await cursor.acknowledge(

@@ -12,6 +12,7 @@ from dataclasses import dataclass, field, replace
 from datetime import datetime
 from typing import Literal
 
+from app.domain.calibration import Calibration
 from app.domain.compaction.payloads import Omitted
 from app.domain.messages import DEFAULT_SECTION, SUMMARY_SECTION, JSONObject, Message
 from app.domain.validity.fitting import fit_message
@@ -107,6 +108,10 @@ class Snapshot:
     # The name of the recall tool the compile offers (the ``recall`` decorator): placeholders
     # and previews name the call that returns their original.
     recall: str | None = None
+    # Counts of a private tokenizer corrected from the provider's (app/domain/calibration.py):
+    # ``budget`` and token_limit's ``max_tokens`` and ``reserve`` are then the provider's tokens,
+    # which the item counts (estimates) are trimmed to once converted.
+    calibration: Calibration | None = None
 
     def claiming(self, tokens: int) -> Snapshot:
         """The same snapshot with ``tokens`` more claimed by an outer decorator."""

@@ -201,7 +201,7 @@ def default_reserve(context_window: int) -> int:
 def _budget(snapshot: Snapshot, max_tokens: int | None, reserve: int | None) -> tuple[int, str]:
     """The budget, with what it is made of (for messages); the snapshot has a budget."""
     if max_tokens is not None:
-        return max_tokens, " (token_limit's max_tokens)"
+        return _estimated(snapshot, max_tokens, " (token_limit's max_tokens)")
     window = snapshot.budget
     assert window is not None
     given = reserve is not None
@@ -212,9 +212,17 @@ def _budget(snapshot: Snapshot, max_tokens: int | None, reserve: int | None) -> 
             f"{window} tokens; give a smaller reserve"
         ))])  # fmt: skip
     default = "" if given else " by default"
-    return window - reserve, (
+    return _estimated(snapshot, window - reserve, (
         f" (the context window, {window}, minus token_limit's reserve{default}, {reserve})"
-    )
+    ))  # fmt: skip
+
+
+def _estimated(snapshot: Snapshot, budget: int, of: str) -> tuple[int, str]:
+    """A budget of the provider's tokens as estimated tokens (the same without a calibration)."""
+    found = snapshot.calibration
+    if found is None:
+        return budget, of
+    return found.budget(budget), f"{of[:-1]}, as estimated tokens at {found.factor}x)"
 
 
 def token_limit(

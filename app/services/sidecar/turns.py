@@ -22,6 +22,7 @@ from app.domain.models import Catalog
 from app.domain.sessions import SessionPk, TenantId
 from app.domain.tokens import TokenCounter
 from app.services.cache import Entry
+from app.services.calibration import learn
 from app.services.sessions import add_session
 from app.services.sidecar import threads
 from app.services.sidecar.threads import History, Sent
@@ -154,6 +155,7 @@ async def store_turn(
     if compiled is not None:  # not after a racing fork: that compile was of the other history
         compiled.reported_at = compiled.reported_at or now
         compiled.acknowledged_at = compiled.acknowledged_at or now
+        await learn(db, tenant, pk, compiled, usage, now)
         if usage:
             compiled.usage = usage
     await db.commit()

@@ -107,6 +107,21 @@ class ProviderPage(Model):
     next_after_seq: int | None
 
 
+class CountError(Model):
+    tokens: int
+    share: float
+
+
+class Calibration(Model):
+    """How a calibrated total was learnt: from the session's reported counts, or the profile's."""
+
+    factor: float
+    samples: int
+    scope: Literal["session", "profile"]
+    estimate: int
+    last_error: CountError
+
+
 class CompileTokens(Model):
     total: int
     sections: dict[str, Any]
@@ -115,6 +130,8 @@ class CompileTokens(Model):
     encoding: str
     exact: bool
     note: str | None
+    count: Literal["exact", "estimated", "calibrated"] | None = None  # None: an older server
+    calibration: Calibration | None = None
 
 
 class LeftOut(Model):
