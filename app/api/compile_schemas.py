@@ -247,3 +247,10 @@ class CompileResult(BaseModel):
         description="Compactions this compile ran first (over the trigger, or as your reported "
         "usage called for).",
     )
+    tools: list[JSONObject] | None = Field(
+        None,
+        description="Present when the compiler adds a tool (the `recall` decorator): the tools "
+        "to send, yours (`tools` of the request) with the added ones after them, in the "
+        "target's shape; a tool of yours with an added tool's name is replaced. Their tokens "
+        "are in `tokens.total`.",
+    )

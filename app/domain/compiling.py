@@ -16,6 +16,7 @@ from app.domain.compilers.base import (
     StepReport,
     left_out_by_reason,
 )
+from app.domain.compilers.recalling import tools_tokens
 from app.domain.errors import DomainError, InvalidInput
 from app.domain.messages import DEFAULT_SECTION, JSONObject, Message, TextPart
 from app.domain.providers import ProviderProfile, estimate_note
@@ -81,6 +82,7 @@ class Output:
     warnings: list[str]
     seqs: list[int]  # the stored seqs included
     steps: tuple[StepReport, ...] = ()  # what each compaction step did
+    tools: tuple[JSONObject, ...] = ()  # tool definitions the compiler added (``recall``)
     estimate: int = 0  # the raw estimate ``total`` is (or, calibrated, was made from)
 
     @property
@@ -187,9 +189,11 @@ def compile_request(snapshot: Snapshot, compiler: Compiler, target: Target) -> O
     if output in ("anthropic", "gemini") and opens_with_assistant(sent):
         sections[SHAPE_SECTION] = snapshot.count(CONTINUATION)
     response_format, format_warnings = native_response_format(target.response_format, output)
-    estimate = sum(sections.values()) + REPLY_PRIMING + target.tools_tokens
+    added_tools = tools_tokens(snapshot.count, compiled.tools)
+    estimate = sum(sections.values()) + REPLY_PRIMING + target.tools_tokens + added_tools
     total = estimate if target.calibration is None else target.calibration.count(estimate)
-    note = estimate_note(target.profile, target.profile.encoding, sent, bool(target.tools_tokens))
+    with_tools = bool(target.tools_tokens or added_tools)
+    note = estimate_note(target.profile, target.profile.encoding, sent, with_tools)
     if total > target.context_window:
         warnings.append(f"the request ({total} tokens) exceeds the context window")
     seqs = sorted(items[i].seq for i, _ in entries if items[i].seq > 0)
@@ -199,7 +203,7 @@ def compile_request(snapshot: Snapshot, compiler: Compiler, target: Target) -> O
         left_out=_reports(compiled.left_out), warnings=[*compiled.warnings, *warnings,
                                                           *format_warnings],
         seqs=seqs, steps=tuple(step.within(set(seqs)) for step in compiled.steps),
-        estimate=estimate,
+        tools=compiled.tools, estimate=estimate,
     )  # fmt: skip
 
 

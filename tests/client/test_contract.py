@@ -29,7 +29,8 @@ ANSWERS: dict[type[BaseModel], str] = {
     models.Provider: "ProviderRead", models.ProviderList: "ProviderList",
     models.FieldError: "FieldError", models.PromptFragment: "PromptFragment",
     models.ProfileOverrides: "ProfileOverrides", models.Calibration: "CalibrationRead",
-    models.CountError: "CountError",
+    models.CountError: "CountError", models.RecallResult: "RecallResult",
+    models.RecallPage: "RecallPage",
 }  # fmt: skip
 # Request keywords, with the fields a method takes as arguments of their own.
 REQUESTS: dict[type, tuple[str, set[str]]] = {
@@ -45,6 +46,7 @@ REQUESTS: dict[type, tuple[str, set[str]]] = {
     bodies.DynamicFragment: ("DynamicFragment", set()),
     bodies.PromptFragment: ("PromptFragment", set()),
     bodies.ProfileOverrides: ("ProfileOverrides", set()),
+    bodies.Recall: ("RecallRequest", {"arguments"}),
 }
 # Operations the client leaves to plain HTTP: probes, metrics, the model catalogue, and the
 # backup documents (export/import), whose shapes are documents, not answers to type; and the
@@ -63,7 +65,7 @@ METHODS = {
     "list_compactions": "list_compactions", "get_compaction": "get_compaction",
     "get_tool_call": "get_tool_call", "get_payload": "get_payload",
     "count_tokens": "count_tokens", "list_providers": "list_providers",
-    "stream_events": "events",
+    "stream_events": "events", "recall": "recall",
 }  # fmt: skip
 
 

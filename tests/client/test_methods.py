@@ -17,6 +17,7 @@ from ctxc_client import (
     Conflict,
     Cursor,
     NotFound,
+    RecallResult,
     Session,
     ToolCall,
 )
@@ -198,6 +199,13 @@ def test_originals_come_back_by_call_id_and_by_sha256(ctxc: Any) -> None:
     digest = call.result.fields["content"]  # type: ignore[index]
     payload = ctxc.get_payload(name, digest.sha256)
     assert (payload.value, payload.bytes) == (BIG, digest.bytes)
+    # The recall tool: the model's call run through ctxc, the tool result in the shape asked.
+    recalled = ctxc.recall(name, '{"call_id": "call_2", "seq": 2}', tool_call_id="c9",
+                           max_tokens=32_000)  # fmt: skip
+    assert isinstance(recalled, RecallResult) and recalled.page is not None
+    assert recalled.result == {"role": "tool", "tool_call_id": "c9", "content": BIG}
+    missing = ctxc.recall(name, {"sha256": "0" * 64}, format="gemini")
+    assert missing.is_error and "error" in missing.result["functionResponse"]["response"]
 
 
 def test_compactions_run_list_read_and_announce_themselves(ctxc: Any) -> None:

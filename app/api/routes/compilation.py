@@ -30,6 +30,8 @@ from app.api.openapi import json_body
 from app.api.problems import check_body, responses
 from app.api.routes.compactions import compaction_read
 from app.domain.compilers.base import StepReport
+from app.domain.messages import JSONObject
+from app.domain.recall import with_tools
 from app.domain.sessions import PromptFragment
 from app.services import compiling, cpu, cursor
 from app.services.compiling import Compilation, Options
@@ -58,8 +60,9 @@ def _options(body: SessionCompileRequest | CompileRequest) -> Options:
                    error_kind=body.error_kind)  # fmt: skip
 
 
-def _result(done: Compilation) -> CompileResult:
+def _result(done: Compilation, tools: list[JSONObject] | None = None) -> CompileResult:
     out = done.output
+    added = with_tools(done.profile.output, tools, out.tools) if out.tools else None
     return CompileResult(
         compile_id=done.compile_id, provider=done.profile.name, format=done.profile.output,
         mode=done.mode, after_seq=done.after_seq,
@@ -74,7 +77,7 @@ def _result(done: Compilation) -> CompileResult:
         warnings=out.warnings,
         seq_range=(out.seqs[0], out.seqs[-1]) if out.seqs else None,
         steps=[_step(s) for s in out.steps],
-        compactions=[compaction_read(d.row) for d in done.compactions],
+        compactions=[compaction_read(d.row) for d in done.compactions], tools=added,
     )  # fmt: skip
 
 
@@ -105,10 +108,12 @@ def _step(report: StepReport) -> StepRead:
     )  # fmt: skip
 
 
-def _answer(done: Compilation) -> bytes:
-    # No `system` rather than a null one: the SDKs and the API refuse `system: null`.
-    omit = {"system"} if done.output.system is None else None
-    return _result(done).model_dump_json(exclude=omit).encode()
+def _answer(done: Compilation, tools: list[JSONObject] | None = None) -> bytes:
+    # No `system` rather than a null one: the SDKs and the API refuse `system: null`; no
+    # `tools` when the compiler added none (the caller sends its own).
+    omit = {"system"} if done.output.system is None else set()
+    omit |= set() if done.output.tools else {"tools"}
+    return _result(done, tools).model_dump_json(exclude=omit).encode()
 
 
 @router.post(
@@ -145,7 +150,7 @@ async def compile_posted(request: Request, state: StateDep, tenant: TenantDep) -
             state.settings.catalog,
             datetime.now(UTC),
         )  # fmt: skip
-        return done, _answer(done)
+        return done, _answer(done, body.tools)
 
     with counted(state.metrics, "stateless", "full"):
         async with state.sessionmaker() as db:  # only a compile opens a database session
@@ -185,7 +190,7 @@ async def compile_session(
         )  # fmt: skip
         tally.mode = done.mode
     state.metrics.session_reads.labels(done.read).inc()
-    return Response(_answer(done), media_type=JSON)
+    return Response(_answer(done, body.tools), media_type=JSON)
 
 
 @router.post(

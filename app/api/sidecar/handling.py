@@ -17,6 +17,7 @@ from app.adapters.upstream import returned_headers
 from app.api.deps import AppState, sidecar_tenant
 from app.api.metrics import metered_compactor
 from app.api.schemas import SessionCreate
+from app.api.sidecar import recalling
 from app.api.sidecar.forwarding import ANSWER_BYTES, ERROR_BYTES, read_body, send, shrink
 from app.api.sidecar.refusals import Refused, refusal
 from app.api.sidecar.requests import Endpoint, Turn, read_turn
@@ -76,7 +77,7 @@ async def _run(state: AppState, turn: Turn) -> Response:
                 store = _stored(state, turn, opened, done)
                 return Passthrough(turn.endpoint.provider, upstream, headers, store,
                                    _asks_usage(turn))  # fmt: skip
-            return await _answered(state, turn, opened, done, upstream, headers)
+            return await _answered(state, turn, opened, done, upstream, headers, payload)
         data = await read_body(upstream, ERROR_BYTES)
         overflow = is_overflow(turn.endpoint.provider, upstream.status_code, data)
         if opened is not None:
@@ -162,6 +163,9 @@ def _payload(turn: Turn, done: Compilation) -> bytes:
     """The agent's request with the compiled messages (and system prompt) in place of its own."""
     sent = dict(turn.body)
     sent["messages"] = done.output.messages
+    offered = recalling.tools(turn, done)
+    if offered is not None:
+        sent["tools"] = offered
     if _asks_usage(turn):
         options = sent.get("stream_options")
         sent["stream_options"] = {**(options if isinstance(options, dict) else {}),
@@ -200,8 +204,19 @@ async def _answered(
     done: Compilation,
     upstream: httpx.Response,
     headers: dict[str, str],
+    payload: bytes,
 ) -> Response:
-    data = await read_body(upstream, ANSWER_BYTES)
+    if opened is None:
+        data = await read_body(upstream, ANSWER_BYTES)
+    else:  # a reply that only calls the recall tool is answered here (``recalling``)
+        upstream, data, recalls = await recalling.settle(
+            state, turn, opened, done, payload, upstream
+        )
+        if recalls:
+            headers["x-ctxc-recalls"] = str(recalls)
+        if upstream.status_code != 200:
+            state.metrics.sidecar.labels(turn.endpoint.provider, "upstream_error").inc()
+            return Response(data, upstream.status_code, returned_headers(upstream) | headers)
     outcome = _outcome(opened)
     if opened is not None:
         # The model call is paid for: its answer reaches the agent even when ctxc cannot store

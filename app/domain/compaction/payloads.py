@@ -316,13 +316,28 @@ def _compact_result(
     return _replaced(part, placeholder(tool, part.call_id), meta), tuple(omitted)
 
 
+# What a placeholder of the message at an index, for a call id, says besides (the recall tool).
+Note = Callable[[int, str], str]
+
+
+def _noted(part: Part, note: Note | None, index: int) -> Part:
+    if note is None or not isinstance(part, ToolResultPart) or not isinstance(part.content, str):
+        return part
+    added = note(index, part.call_id)
+    return part.model_copy(update={"content": part.content + added}) if added else part
+
+
 def compact_tool_payloads(
-    messages: Sequence[Message], rules: PayloadRules, keep: frozenset[int] = frozenset()
+    messages: Sequence[Message],
+    rules: PayloadRules,
+    keep: frozenset[int] = frozenset(),
+    note: Note | None = None,
 ) -> Compaction:
     """``messages`` with older tool payloads compacted (the input is left as it is).
 
     ``keep``: indexes of messages never compacted (their calls still count as the newest of
-    their groups). Never raises on odd payloads: they are left as they are.
+    their groups); ``note``: what a result's placeholder adds. Never raises on odd payloads:
+    they are left as they are.
     """
     places = _index(messages, rules)
     parts = {i: list(m.content) for i, m in enumerate(messages)}
@@ -342,7 +357,7 @@ def compact_tool_payloads(
             continue
         if new is None:  # left as it is
             continue
-        parts[i][j] = new
+        parts[i][j] = _noted(new, note, i)
         omitted.setdefault(i, []).extend(lost)
     return _compaction(messages, parts, omitted)
 
@@ -358,10 +373,14 @@ def _compaction(
 
 
 def dedupe_results(
-    messages: Sequence[Message], rules: PayloadRules, keep: frozenset[int] = frozenset()
+    messages: Sequence[Message],
+    rules: PayloadRules,
+    keep: frozenset[int] = frozenset(),
+    note: Note | None = None,
 ) -> Compaction:
     """``messages`` with each older untouched result whose text equals a newer untouched
-    result's replaced by a reference to the newer call (excluded tools aside)."""
+    result's replaced by a reference to the newer call (excluded tools aside; ``note``: what
+    the reference adds)."""
     places = _index(messages, rules)
     parts = {i: list(m.content) for i, m in enumerate(messages)}
     omitted: dict[int, list[Omitted]] = {}
@@ -380,7 +399,8 @@ def dedupe_results(
                 continue
             lost = Omitted(part.call_id, "result", CONTENT_FIELD, size, sha, text)
             meta = {"sameAs": newer, "bytes": lost.bytes, "sha256": sha}
-            parts[i][j] = _replaced(part, same_as(call.name, part.call_id, newer), meta)
+            replaced = _replaced(part, same_as(call.name, part.call_id, newer), meta)
+            parts[i][j] = _noted(replaced, note, i)
             omitted.setdefault(i, []).append(lost)
     return _compaction(messages, parts, omitted)
 

@@ -105,6 +105,9 @@ class Snapshot:
     prior_call_ids: frozenset[str] = frozenset()
     # The older part of the history, when the items are only the newest part of it.
     elided: Elided | None = None
+    # The name of the recall tool the compile offers (the ``recall`` decorator): placeholders
+    # and previews name the call that returns their original.
+    recall: str | None = None
     # Counts of a private tokenizer corrected from the provider's (app/domain/calibration.py):
     # ``budget`` and token_limit's ``max_tokens`` and ``reserve`` are then the provider's tokens,
     # which the item counts (estimates) are trimmed to once converted.
@@ -188,6 +191,8 @@ class Compiled:
     steps: tuple[StepReport, ...] = ()
     # The elided older part of the view (``Elided.gap``), until a trimming step drops it.
     pending: Elided | None = None
+    # Tool definitions the compile adds to the request, in the target's shape (``recall``).
+    tools: tuple[JSONObject, ...] = ()
 
     @property
     def tokens(self) -> int:
@@ -213,6 +218,7 @@ class Compiled:
         return Compiled(
             tuple(items), self.left_out + dropped, self.warnings + tuple(warnings),
             self.steps + tuple(steps), self.pending if pending == "kept" else pending,
+            self.tools,
         )  # fmt: skip
 
 

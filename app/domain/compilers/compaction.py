@@ -33,7 +33,13 @@ from app.domain.compilers.base import (
     Touched,
     kept_always,
 )
-from app.domain.compilers.newest import capped, pointer_line, previewed, result_counter
+from app.domain.compilers.newest import (
+    capped,
+    pointer_line,
+    previewed,
+    recall_note,
+    result_counter,
+)
 from app.domain.errors import InvalidInput
 from app.domain.messages import Message
 
@@ -84,12 +90,16 @@ def tool_compaction(
     def compile_tool_compaction(snapshot: Snapshot) -> Compiled:
         compiled = inner(snapshot)
         _older_payloads(snapshot, compiled.items)
-        compiled = _applied(snapshot, compiled, "tool_compaction",
-                            lambda ms, keep: compact_tool_payloads(ms, rules, keep))  # fmt: skip
+        note = recall_note(snapshot, compiled.items)
+        compiled = _applied(
+            snapshot, compiled, "tool_compaction",
+            lambda ms, keep: compact_tool_payloads(ms, rules, keep, note),
+        )  # fmt: skip
         if not dedupeIdenticalResults:
             return compiled
+        note = recall_note(snapshot, compiled.items)
         return _applied(snapshot, compiled, "dedupe_identical_results",
-                        lambda ms, keep: dedupe_results(ms, rules, keep))  # fmt: skip
+                        lambda ms, keep: dedupe_results(ms, rules, keep, note))  # fmt: skip
 
     return compile_tool_compaction
 
@@ -116,7 +126,7 @@ def compact_tool_results(
     def compile_compact_tool_results(snapshot: Snapshot) -> Compiled:
         compiled = inner(snapshot)
         items = compiled.items
-        pointer = pointer_line(snapshot.session_id, items)
+        pointer = pointer_line(snapshot, items)
 
         def step(messages: Sequence[Message], keep: frozenset[int]) -> Compaction:
             return preview_oversized(

@@ -16,25 +16,32 @@ from app.domain.compaction.payloads import Compaction
 from app.domain.compaction.previews import PreviewRules, preview_oversized
 from app.domain.compilers.base import Compiled, Item, Snapshot, StepReport, Touched, kept_always
 from app.domain.messages import Message, TextPart
+from app.domain.recall import pointer_text
 
 Pointer = Callable[[int, str, int, int], str]
+Note = Callable[[int, str], str]
 # How many times token_limit halves the previews of a round that still does not fit.
 FIT_TRIES = 6
 # A preview's head and tail share this part of its cap (the rest: the pointer, rounding).
 SHOWN = 0.8
 
 
-def pointer_line(session_id: str | None, items: Sequence[Item]) -> Pointer:
+def pointer_line(snapshot: Snapshot, items: Sequence[Item]) -> Pointer:
     """The line between a preview's head and tail; for a session, the request that returns the
-    whole result (its message's seq picks the turn where call ids repeat)."""
+    whole result (its message's seq picks the turn where call ids repeat), or the recall tool's
+    call when the compile offers it."""
+    session_id = snapshot.session_id
 
     def pointer(index: int, call_id: str, tokens: int, left: int) -> str:
-        if session_id is None or not items[index].seq:
+        seq = items[index].seq
+        if snapshot.recall is not None and seq:
+            where = pointer_text(snapshot.recall, call_id, seq)
+        elif session_id is None or not seq:
             where = "it is in the posted history"
         else:
             where = (
                 f"GET /v1/sessions/{quote(session_id, safe='')}/tool-calls/"
-                f"{quote(call_id, safe='')}?seq={items[index].seq}"
+                f"{quote(call_id, safe='')}?seq={seq}"
             )
         return (
             f"ctxc: {left:,} characters of this {tokens:,}-token tool result (call {call_id}) "
@@ -42,6 +49,20 @@ def pointer_line(session_id: str | None, items: Sequence[Item]) -> Pointer:
         )
 
     return pointer
+
+
+def recall_note(snapshot: Snapshot, items: Sequence[Item]) -> Note | None:
+    """What a compaction placeholder of item ``index`` adds when the compile offers the recall
+    tool: the call that returns the original (None without the tool)."""
+    name = snapshot.recall
+    if name is None:
+        return None
+
+    def note(index: int, call_id: str) -> str:
+        seq = items[index].seq
+        return f" The original: {pointer_text(name, call_id, seq)}" if seq else ""
+
+    return note
 
 
 def result_counter(
@@ -64,7 +85,7 @@ def previewed(
     """``items`` with the oversized results of the items at ``only`` previewed, where that
     makes them smaller, and what each lost."""
     keep = frozenset(range(len(items))) - only
-    pointer = pointer_line(snapshot.session_id, items)
+    pointer = pointer_line(snapshot, items)
     done: Compaction = preview_oversized(
         [i.message for i in items], rules, result_counter(snapshot, items), pointer, keep
     )

@@ -20,6 +20,7 @@ from app.domain.compilers.builtins import all_sections, current_tool_trace, sele
 from app.domain.compilers.compaction import compact_tool_results, tool_compaction
 from app.domain.compilers.context import inject, providers
 from app.domain.compilers.decorators import token_limit, window
+from app.domain.compilers.recalling import recall
 from app.domain.compilers.redact import redact
 from app.domain.compilers.repairing import repaired
 from app.domain.compilers.spec import CompilerSpec, Component, dotted, located
@@ -63,6 +64,7 @@ BUILTINS = Registry(
         "compact_tool_results": compact_tool_results,
         "inject": inject,
         "providers": providers,
+        "recall": recall,
     },
 )
 
@@ -111,15 +113,23 @@ def _located(compiler: Compiler, where: tuple[str | int, ...]) -> Compiler:
 # budget (seeds/003: transforms run first).
 TRANSFORMS = frozenset({"redact", "tool_compaction", "compact_tool_results"})
 BUDGETS = frozenset({"token_limit"})
+# The recall tool's flag and its tokens' claim reach only the decorators it wraps: the steps that
+# write placeholders and the trimming that counts the claim.
+RECALLED = TRANSFORMS | BUDGETS
 
 
 def _check_order(spec: CompilerSpec, prefix: str) -> None:
     trimmed = False
+    recall: int | None = None
     for n, part in enumerate(spec.decorators):
         trimmed = trimmed or part.name in BUDGETS
         if trimmed and part.name in TRANSFORMS:
             where = (prefix, "decorators", n, "name")
             raise InvalidInput([(where, f"{part.name} must come before token_limit")])
+        if recall is not None and part.name in RECALLED:
+            where = (prefix, "decorators", recall, "name")
+            raise InvalidInput([(where, f"recall must come after {part.name}")])
+        recall = n if part.name == "recall" else recall
 
 
 def build(spec: CompilerSpec, registry: Registry = BUILTINS, prefix: str = "compiler") -> Compiler:

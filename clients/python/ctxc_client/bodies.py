@@ -94,6 +94,13 @@ class CursorAcknowledge(TypedDict, total=False):
     error_kind: Literal["prompt_too_long", "error"] | None
 
 
+class Recall(TypedDict, total=False):
+    format: Literal["openai", "anthropic", "responses", "gemini"] | None
+    tool_call_id: str | None
+    name: str
+    max_tokens: int
+
+
 class CompactRequest(TypedDict, total=False):
     policy: Json | None
     steps: list[Any] | None

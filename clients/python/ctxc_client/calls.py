@@ -188,6 +188,15 @@ def get_payload(session_id: str, sha256: str) -> Call[models.Payload]:
     return Call("GET", path, _model(models.Payload), resend=True)
 
 
+def recall(
+    session_id: str, arguments: dict[str, Any] | str, fields: bodies.Recall
+) -> Call[models.RecallResult]:
+    # Only reads: resending it is safe.
+    body = {"arguments": arguments, **fields}
+    path = f"{_session(session_id)}/recall"
+    return Call("POST", path, _model(models.RecallResult), json=body, resend=True)
+
+
 def count_tokens(messages: list[Any], fields: bodies.TokenCount) -> Call[models.TokenCountResult]:
     body = {"messages": messages, **fields}
     read = _model(models.TokenCountResult)

@@ -215,6 +215,16 @@ class Client:
         """A stored tool payload field by its sha256 (the digests compaction shows)."""
         return self._send(calls.get_payload(session_id, sha256))
 
+    def recall(
+        self,
+        session_id: str,
+        arguments: dict[str, Any] | str,
+        **fields: Unpack[bodies.Recall],
+    ) -> models.RecallResult:
+        """Run the model's call of the recall tool (its ``arguments`` as the model gave them):
+        one page of the original, as the tool result to append."""
+        return self._send(calls.recall(session_id, arguments, fields))
+
     # Events
 
     def events(

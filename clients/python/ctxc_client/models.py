@@ -204,6 +204,7 @@ class CompileResult(Model):
     seq_range: list[int] | None
     steps: list[Step] = []
     compactions: list[Compaction] = []
+    tools: list[dict[str, Any]] | None = None  # with the recall decorator: the tools to send
 
 
 class Cursor(Model):
@@ -240,6 +241,22 @@ class Payload(Model):
     sha256: str
     bytes: int
     value: Any
+
+
+class RecallPage(Model):
+    offset: int
+    chars: int
+    total_chars: int
+    next_offset: int | None
+
+
+class RecallResult(Model):
+    """The recall tool's answer: ``result`` is the tool result to append, in ``format``."""
+
+    format: Literal["openai", "anthropic", "responses", "gemini"]
+    result: dict[str, Any]
+    is_error: bool
+    page: RecallPage | None
 
 
 class TokenCountResult(Model):
