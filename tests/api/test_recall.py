@@ -162,12 +162,12 @@ def test_an_omitted_argument_comes_back_by_its_sha256(client: httpx.Client) -> N
         assert text == MULTI_BYTE
 
 
-@pytest.mark.parametrize("provider", ["gpt-4o", "anthropic"])
+@pytest.mark.parametrize("provider", ["gpt-4o", "anthropic", "gemini"])
 def test_the_answer_appended_back_compiles_provider_valid(
     client: httpx.Client, provider: str
 ) -> None:
     sid = stored(client, agent_history(), provider=provider)
-    fmt = "openai" if provider == "gpt-4o" else "anthropic"
+    fmt = {"gpt-4o": "openai"}.get(provider, provider)
     answer = compiled(client, sid, compiler=RECALL_SPEC)
     assert answer["format"] == fmt and answer["tools"] == [definition(fmt)]
     args = {"call_id": "t1", "seq": 7}
@@ -180,6 +180,9 @@ def test_the_answer_appended_back_compiles_provider_valid(
                 "function": {"name": "ctxc_recall", "arguments": json.dumps(args)}}]},
             got["result"],
         ]  # fmt: skip
+    elif fmt == "gemini":
+        call = {"functionCall": {"id": "toolu_recall1", "name": "ctxc_recall", "args": args}}
+        turn = [{"role": "model", "parts": [call]}, {"role": "user", "parts": [got["result"]]}]
     else:
         use = {"type": "tool_use", "id": "toolu_recall1", "name": "ctxc_recall", "input": args}
         turn = [
@@ -190,7 +193,11 @@ def test_the_answer_appended_back_compiles_provider_valid(
     assert posted.status_code == 201, posted.text
     after = compiled(client, sid, compiler=RECALL_SPEC)  # valid() checks the provider's rules
     last = after["messages"][-1]
-    sent = last["content"] if fmt == "openai" else last["content"][0]["content"]
+    sent = {
+        "openai": lambda: last["content"],
+        "anthropic": lambda: last["content"][0]["content"],
+        "gemini": lambda: last["parts"][0]["functionResponse"]["response"]["output"],
+    }[fmt]()
     assert sent == text_of(got) and sent.startswith(LOG[:1000])
 
 
