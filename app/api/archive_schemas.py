@@ -22,6 +22,9 @@ class ArchivedDocument(BaseModel):
     system: str | list[JSONObject] | None = Field(
         None, description="Anthropic: the archived system messages, if any."
     )
+    instructions: str | None = Field(
+        None, description="Responses: the archived system prompt, if any."
+    )
     messages: list[JSONObject]
     seqs: list[int]
 

@@ -7,7 +7,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, Field, field_validator
 
-from app.api.schemas import NO_NUL, Body, JSONObject
+from app.api.schemas import INSTRUCTIONS, NO_NUL, Body, JSONObject
 from app.domain.formats.convert import Format
 from app.domain.validity.targets import Target
 
@@ -39,6 +39,7 @@ class CompileRequest(_CompileOptions):
     format: Format = "openai"
     messages: list[Any] = Field(max_length=1_000_000)
     system: str | list[JSONObject] | None = None
+    instructions: str | None = Field(None, description=INSTRUCTIONS)
     metadata: JSONObject = Field(default_factory=dict, description="For context providers.")
     response_format: JSONObject | None = Field(None, description="In OpenAI's form.")
 
@@ -183,10 +184,16 @@ class CompileResult(BaseModel):
         description="Anthropic's `system`, present only when there is a system prompt (an "
         "OpenAI answer carries it as its first message).",
     )
+    instructions: str | None = Field(
+        None,
+        description="OpenAI Responses' `instructions`, present only when there is a system "
+        "prompt (`messages` are then the `input` items).",
+    )
     messages: list[JSONObject]
     response_format: JSONObject | None = Field(
-        description="Native form: the value of OpenAI's `response_format`, or of Anthropic's "
-        '`output_config` (`{"format": {"type": "json_schema", "schema": ...}}`).'
+        description="Native form: the value of OpenAI's `response_format`, of Anthropic's "
+        '`output_config` (`{"format": {"type": "json_schema", "schema": ...}}`), or of '
+        'Responses\' `text` (`{"format": {"type": "json_schema", "name": ...}}`).'
     )
     tokens: CompileTokens
     left_out: list[LeftOutRead]

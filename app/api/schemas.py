@@ -17,6 +17,7 @@ from app.domain.validity.targets import Target
 
 JSONObject = dict[str, Any]
 NO_NUL = r"^[^\x00]*$"  # Postgres text cannot hold NUL
+INSTRUCTIONS = "OpenAI Responses' `instructions`, its system prompt (format responses only)."
 
 
 class Body(BaseModel):
@@ -114,6 +115,7 @@ class MessagesAppend(Body):
     system: str | list[JSONObject] | None = Field(
         None, description="Anthropic's top-level system prompt (format anthropic only)."
     )
+    instructions: str | None = Field(None, description=INSTRUCTIONS)
     metadata: JSONObject = Field(
         default_factory=dict,
         description="Merged into every message's metadata (the message's own keys win).",
@@ -154,7 +156,8 @@ class ProviderPage(BaseModel):
 
     format: Target
     system: str | list[JSONObject] | None = None
-    messages: list[JSONObject]
+    instructions: str | None = Field(None, description="Responses: the system prompt.")
+    messages: list[JSONObject] = Field(description="Messages, turns, or Responses input items.")
     seqs: list[int]
     next_after_seq: int | None
 

@@ -10,6 +10,7 @@ from app.domain.formats.openai import openai_messages
 from app.domain.messages import JSONObject, Message
 from app.domain.validity.anthropic_turns import anthropic_request
 from app.domain.validity.repair import Entry, repair
+from app.domain.validity.responses_items import responses_request
 from app.domain.validity.targets import Target
 
 
@@ -21,7 +22,8 @@ def render(
 ) -> tuple[System, list[JSONObject], list[str]]:
     """``(system, messages, warnings)`` for ``target``: repaired, converted and shape-fixed.
 
-    ``system`` is always None for OpenAI (system messages stay in the list). The list is empty
+    ``system`` is always None for OpenAI (system messages stay in the list); for Responses it
+    is the ``instructions`` (and the list the ``input`` items). The list is empty
     only when nothing could be sent; the compile step refuses to send an empty list.
     """
     entries, warnings = repair(messages, target, prior_call_ids)
@@ -35,6 +37,8 @@ def shape(
     """The provider request for already repaired entries (``repair``'s output)."""
     if target == "anthropic":
         return anthropic_request(entries, warnings)
+    if target == "responses":
+        return responses_request(entries, warnings)
     return None, [_tidy(out) for _, m in entries for out in openai_messages(m)]
 
 

@@ -5,6 +5,12 @@ from __future__ import annotations
 import re
 from typing import Final, Literal
 
+from app.domain.formats._responses_kinds import (
+    ASSISTANT_CONTENT,
+    INPUT_CONTENT,
+    is_item,
+    opaque_answer,
+)
 from app.domain.messages import (
     ImagePart,
     Message,
@@ -16,10 +22,11 @@ from app.domain.messages import (
     TextPart,
     ToolCallPart,
     ToolResultPart,
+    provider_meta,
 )
 
-Target = Literal["openai", "anthropic"]
-TARGETS: tuple[Target, ...] = ("openai", "anthropic")
+Target = Literal["openai", "anthropic", "responses"]
+TARGETS: tuple[Target, ...] = ("openai", "anthropic", "responses")
 
 # Anthropic rejects tool_use ids outside this pattern; OpenAI rejects message names outside it.
 ANTHROPIC_ID: Final = re.compile(r"[A-Za-z0-9_-]+")
@@ -30,6 +37,16 @@ OPENAI_NAME: Final = re.compile(r"[A-Za-z0-9_-]{1,64}")
 MODELLED_TYPES: Final[dict[str, frozenset[str]]] = {
     "openai": frozenset({"text", "image_url"}),
     "anthropic": frozenset({"text", "tool_use", "tool_result", "thinking", "redacted_thinking"}),
+    "responses": frozenset(
+        {
+            "input_text",
+            "output_text",
+            "message",
+            "function_call",
+            "function_call_output",
+            "reasoning",
+        }
+    ),
 }
 
 # The part kinds each role may hold in each target's request.
@@ -46,6 +63,12 @@ ALLOWED: Final[dict[Target, dict[Role, tuple[type, ...]]]] = {
         "assistant": (TextPart, ToolCallPart, ReasoningPart, OpaquePart),
         "tool": (ToolResultPart,),
     },
+    "responses": {
+        "system": (TextPart,),
+        "user": (TextPart, ImagePart, OpaquePart, ToolResultPart),
+        "assistant": (TextPart, ToolCallPart, ReasoningPart, OpaquePart),
+        "tool": (ToolResultPart,),
+    },
 }
 
 
@@ -56,11 +79,13 @@ def is_blank(text: str) -> bool:
 
 def carried(part: Part | ResultItem, target: Target) -> bool:
     """False for what the converters leave out by design: another provider's blocks, and
-    reasoning for OpenAI (documented cross-provider losses, not repairs)."""
+    reasoning for Chat Completions, or from another provider (documented cross-provider losses,
+    not repairs): a Responses reasoning item is its verbatim item, Anthropic's a signed block."""
     if isinstance(part, OpaquePart):
         return part.provider == target
     if isinstance(part, ReasoningPart):
-        return target == "anthropic"
+        from_responses = "item" in provider_meta(part.metadata, "responses")
+        return target == ("responses" if from_responses else "anthropic")
     return True
 
 
@@ -80,6 +105,11 @@ def _opaque_fits(part: OpaquePart, role: Role) -> bool:
     if part.provider == "openai":
         # OpenAI assistant content holds text and refusals; a refusal is never user content.
         return (kind == "refusal") == (role == "assistant")
+    if part.provider == "responses":
+        # Whole items go anywhere in the list; content parts follow their message's role.
+        if is_item(part):
+            return True
+        return kind not in (INPUT_CONTENT if role == "assistant" else ASSISTANT_CONTENT)
     return not (role == "assistant" and kind == "image")
 
 
@@ -88,10 +118,12 @@ def item_fits(item: ResultItem, target: Target, is_error: bool | None) -> bool:
     if isinstance(item, TextPart):
         return True
     # OpenAI tool messages hold text only; Anthropic error results hold text only.
-    if target == "openai" or is_error:
+    if target == "openai" or (is_error and target == "anthropic"):
         return False
     if isinstance(item, OpaquePart):
         kind = opaque_type(item)
+        if target == "responses":  # a function_call_output list holds input content parts
+            return kind in ("input_image", "input_file")
         return kind is not None and kind not in MODELLED_TYPES[item.provider]
     return True
 
@@ -110,7 +142,8 @@ def sendable(message: Message, target: Target) -> bool:
 def has_content_besides_results(message: Message, target: Target) -> bool:
     """Whether ``message`` reaches ``target`` with more than tool results."""
     return any(
-        carried(part, target) and not isinstance(part, ToolResultPart) for part in message.content
+        carried(part, target) and not isinstance(part, ToolResultPart) and not opaque_answer(part)
+        for part in message.content
     )
 
 
