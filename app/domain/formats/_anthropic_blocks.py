@@ -150,11 +150,14 @@ SYSTEM_READERS: Final[Mapping[str, Reader]] = {"text": _read_text}
 
 
 def write_block(part: Part) -> JSONObject | None:
-    """The Anthropic block for ``part`` (None for another provider's opaque block)."""
+    """The Anthropic block for ``part`` (None for another provider's opaque block, or for
+    reasoning from OpenAI Responses, which Anthropic cannot verify)."""
     hint = provider_meta(part.metadata, PROVIDER)
     out: JSONObject
     if isinstance(part, OpaquePart):
         return clone(part.data) if part.provider == PROVIDER else None
+    if isinstance(part, ReasoningPart) and "item" in provider_meta(part.metadata, "responses"):
+        return None
     if isinstance(part, TextPart):
         out = {"type": "text", "text": part.text}
     elif isinstance(part, ImagePart):

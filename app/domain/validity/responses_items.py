@@ -9,6 +9,7 @@ from typing import Final
 from app.domain.formats._responses_kinds import PROVIDER, is_item, produced_by_model
 from app.domain.formats.responses import to_responses
 from app.domain.messages import JSONObject, Message, OpaquePart, Part, ReasoningPart
+from app.domain.validity.responses_rules import model_output
 from app.domain.validity.targets import carried
 
 Entry = tuple[int, Message]
@@ -66,12 +67,17 @@ def responses_request(
     """``(instructions, input)`` for repaired entries, item ids made acceptable."""
     instructions, items = to_responses([message for _, message in entries])
     seen: set[str] = set()
-    out = []
-    for index, item in enumerate(items):
-        fixed = _fixed_id(index, item, seen, warnings)
-        if fixed is not None:
-            out.append(fixed)
-    return instructions or None, out
+    fixed = [(i, _fixed_id(i, item, seen, warnings)) for i, item in enumerate(items)]
+    # A repeated item left out may leave the reasoning before it with nothing after it.
+    out: list[JSONObject] = []
+    for index, item in reversed(fixed):
+        if item is None:
+            continue
+        if item.get("type") == "reasoning" and not (out and model_output(out[-1])):
+            warnings.append(f"dropped input item {index} (reasoning): nothing it produced follows")
+            continue
+        out.append(item)
+    return instructions or None, out[::-1]
 
 
 def _fixed_id(

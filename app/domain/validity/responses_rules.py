@@ -148,11 +148,14 @@ def _id_problems(i: int, kind: Any, item: dict[str, Any], seen: set[str]) -> lis
 
 
 def _follows(items: list[Any], index: int) -> bool:
-    """Whether the item after a reasoning item is model output (a message of the assistant, a
-    call, or more reasoning)."""
-    if index + 1 >= len(items) or not isinstance(items[index + 1], dict):
+    """Whether the item after a reasoning item is model output."""
+    return index + 1 < len(items) and model_output(items[index + 1])
+
+
+def model_output(item: Any) -> bool:
+    """Whether ``item`` is what a model produces (an assistant message, a call, reasoning)."""
+    if not isinstance(item, dict):
         return False
-    item = items[index + 1]
     kind = item.get("type", "message")
     if kind == "message":
         return bool(item.get("role") == "assistant")
