@@ -23,6 +23,7 @@ from app.domain.messages import OpaquePart, ReasoningPart, TextPart, ToolCallPar
 from app.domain.validity import render, request_problems, responses_problems
 from app.domain.validity.responses_rules import NO_ITEMS
 from tests.unit.compiler_builders import items, snapshot
+from tests.unit.test_validity import TRANSCRIPTS, load_transcript, transcript_paths
 
 Items = list[dict[str, Any]]
 CALL = "call_wdzaQlITiXLNAgYToS2LX6WS"
@@ -552,6 +553,11 @@ def test_responses_parts_are_refused_in_the_other_formats() -> None:
         from_openai([{"role": "user", "content": [part]}])
     with pytest.raises(FormatError, match='"format": "responses"'):
         from_anthropic([{"role": "user", "content": [part]}])
+    call = {"type": "function_call", "call_id": "c", "name": "f", "arguments": "{}"}
+    with pytest.raises(FormatError, match="""'function_call' item looks like OpenAI Responses"""):
+        from_openai([call])
+    with pytest.raises(FormatError, match='"format": "responses"'):
+        from_anthropic([call])
     with pytest.raises(FormatError, match="instructions must be a string"):
         from_responses([], ["not", "a", "string"])
 
@@ -740,3 +746,18 @@ def test_parsing_reports_problems_against_the_posted_list() -> None:
     assert isinstance(
         parse_messages("responses", [{"role": "user", "content": "a"}], "s")[0].content[0], TextPart
     )
+
+
+# Real agent transcripts (read when the shared folder is there)
+
+
+@pytest.mark.skipif(not TRANSCRIPTS.is_dir(), reason=f"no transcripts folder at {TRANSCRIPTS}")
+@pytest.mark.parametrize("name", transcript_paths())
+def test_transcripts_compile_to_responses_and_read_back_the_same(name: str) -> None:
+    messages, _, _ = load_transcript(name)
+    instructions, items, _ = render(messages, "responses")
+    assert responses_problems(instructions, items) == []
+    # What ctxc sends is itself a Responses input that reads back, and renders, unchanged.
+    again = from_responses(items, instructions)
+    assert to_responses(again) == (instructions, items)
+    assert render(again, "responses") == (instructions, items, [])
