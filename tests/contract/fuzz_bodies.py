@@ -93,6 +93,44 @@ def anthropic_conversations(draw: st.DrawFn) -> list[dict[str, Any]]:
     return [m for turn in turns for m in turn]
 
 
+@st.composite
+def _responses_round(draw: st.DrawFn) -> list[dict[str, Any]]:
+    ids = draw(st.lists(CALL_ID, min_size=1, max_size=3, unique=True))
+    calls = [
+        {"type": "function_call", "call_id": i, "name": draw(TOOL),
+         "arguments": json.dumps(draw(ARGS))}
+        for i in ids
+    ]  # fmt: skip
+    outputs = [{"type": "function_call_output", "call_id": i, "output": draw(TEXT)} for i in ids]
+    return [*calls, *outputs]
+
+
+@st.composite
+def responses_conversations(draw: st.DrawFn) -> list[dict[str, Any]]:
+    """An OpenAI Responses input: messages and answered function calls."""
+    turns = draw(
+        st.lists(
+            st.one_of(
+                st.builds(lambda t: [{"role": "user", "content": t}], TEXT),
+                st.builds(
+                    lambda t: [
+                        {
+                            "type": "message",
+                            "role": "assistant",
+                            "content": [{"type": "output_text", "text": t}],
+                        }
+                    ],
+                    TEXT,
+                ),
+                _responses_round(),
+            ),
+            min_size=1,
+            max_size=6,
+        )
+    )
+    return [m for turn in turns for m in turn]
+
+
 def _histories() -> st.SearchStrategy[dict[str, Any]]:
     """``messages`` (and their ``format``) in either provider's shape."""
     return st.one_of(
@@ -102,6 +140,11 @@ def _histories() -> st.SearchStrategy[dict[str, Any]]:
             anthropic_conversations(),
             st.fixed_dictionaries({}, optional={"system": TEXT}),
         ),
+        st.builds(
+            lambda m, s: {"format": "responses", "messages": m, **s},
+            responses_conversations(),
+            st.fixed_dictionaries({}, optional={"instructions": TEXT}),
+        ),
     )
 
 
@@ -109,7 +152,9 @@ def _options() -> st.SearchStrategy[dict[str, Any]]:
     return st.fixed_dictionaries(
         {},
         optional={
-            "provider": st.sampled_from(["gpt-4o", "claude-sonnet-4", "openai", "anthropic"]),
+            "provider": st.sampled_from(
+                ["gpt-4o", "claude-sonnet-4", "openai", "anthropic", "openai-responses"]
+            ),
             "context_window": st.integers(1, 300_000),
             "compiler": SPECS,
         },
