@@ -223,7 +223,6 @@ def responses_items(message: Message) -> list[JSONObject]:
         out.append(_message_item(message, []))
     results = [write_output(r) for r in message.tool_results]
     group: list[ContentItem] = []
-    wrote_message = False
     for part in message.content:
         if _in_content(part):
             assert isinstance(part, TextPart | ImagePart | OpaquePart)
@@ -231,12 +230,12 @@ def responses_items(message: Message) -> list[JSONObject]:
             continue
         if group:
             out.append(_message_item(message, group))
-            group, wrote_message = [], True
+            group = []
         item = _part_item(part)
         if item is not None and not isinstance(part, ToolResultPart):
             out.append(item)
     # A user or system message item with no content is still an item.
-    bare = message.role in ("user", "system") and not (wrote_message or out or results)
+    bare = message.role in ("user", "system") and not message.content
     if group or bare:
         out.append(_message_item(message, group))
     return results + out
@@ -268,9 +267,13 @@ def _message_item(message: Message, parts: list[ContentItem]) -> JSONObject:
         written = (write_content(part, role) for part in parts)
         content = [item for item in written if item is not None]
     out: JSONObject = {"role": role, "content": content}
+    extra = hint.get("extra")
     if hint.get("untyped") is not True:
         out = {"type": "message", **out}
-    return add_extra(out, hint.get("extra"))
+    elif isinstance(extra, dict) and "type" in extra:
+        # Recorded fields never make a message another kind of item.
+        extra = {key: value for key, value in extra.items() if key != "type"}
+    return add_extra(out, extra)
 
 
 def _role(message: Message, hint: JSONObject) -> str:
