@@ -141,29 +141,34 @@ def group_turns(messages: Sequence[Message]) -> list[Message]:
     model output) and at most one assistant message item among them become one assistant
     message; a second assistant message item, or an empty one, starts the next."""
     out: list[Message] = []
-    turn: Message | None = None
+    turn: list[Message] = []  # the one-item messages of the turn being gathered
+    has_message = False
     for message in messages:
-        if message.role != "assistant":
-            if turn is not None:
-                out.append(turn)
-                turn = None
-            out.append(message)
+        if message.role == "assistant":
+            is_message = _is_message_item(message)
+            empty = provider_meta(message.metadata, PROVIDER).get("empty") is True
+            if is_message and turn and (has_message or empty):
+                out.append(_turn(turn))
+                turn, has_message = [], False
+            turn.append(message)
+            has_message = has_message or is_message
             continue
-        if not _is_message_item(message):
-            turn = message if turn is None else _joined(turn, message, turn.metadata)
-            continue
-        empty = provider_meta(message.metadata, PROVIDER).get("empty") is True
-        if turn is not None and (_is_message_item(turn) or empty):
-            out.append(turn)
-            turn = None
-        turn = message if turn is None else _joined(turn, message, message.metadata)
-    if turn is not None:
-        out.append(turn)
+        if turn:
+            out.append(_turn(turn))
+            turn, has_message = [], False
+        out.append(message)
+    if turn:
+        out.append(_turn(turn))
     return out
 
 
-def _joined(first: Message, second: Message, metadata: JSONObject) -> Message:
-    return Message(role="assistant", content=first.content + second.content, metadata=metadata)
+def _turn(messages: list[Message]) -> Message:
+    """One assistant message of a turn's items, with its message item's metadata."""
+    if len(messages) == 1:
+        return messages[0]
+    metadata = next((m.metadata for m in messages if _is_message_item(m)), {})
+    content = tuple(part for m in messages for part in m.content)
+    return Message(role="assistant", content=content, metadata=metadata)
 
 
 def _is_message_item(message: Message) -> bool:
