@@ -24,6 +24,9 @@ class ArchivedDocument(BaseModel):
         description="Anthropic (`system`) and Gemini (`systemInstruction`): the archived system "
         "messages, if any.",
     )
+    instructions: str | None = Field(
+        None, description="Responses: the archived system prompt, if any."
+    )
     messages: list[JSONObject]
     seqs: list[int]
 

@@ -7,7 +7,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, Field, field_validator
 
-from app.api.schemas import NO_NUL, Body, JSONObject
+from app.api.schemas import INSTRUCTIONS, NO_NUL, Body, JSONObject
 from app.domain.formats.convert import Format
 from app.domain.validity.targets import Target
 
@@ -43,6 +43,7 @@ class CompileRequest(_CompileOptions):
         description="Anthropic's top-level system prompt, or Gemini's `systemInstruction` "
         "(formats anthropic and gemini).",
     )
+    instructions: str | None = Field(None, description=INSTRUCTIONS)
     metadata: JSONObject = Field(default_factory=dict, description="For context providers.")
     response_format: JSONObject | None = Field(None, description="In OpenAI's form.")
 
@@ -228,10 +229,16 @@ class CompileResult(BaseModel):
         description="Anthropic's `system`, or Gemini's `systemInstruction` object, present only "
         "when there is a system prompt (an OpenAI answer carries it as its first message).",
     )
+    instructions: str | None = Field(
+        None,
+        description="OpenAI Responses' `instructions`, present only when there is a system "
+        "prompt (`messages` are then the `input` items).",
+    )
     messages: list[JSONObject]
     response_format: JSONObject | None = Field(
-        description="Native form: the value of OpenAI's `response_format`, or of Anthropic's "
-        '`output_config` (`{"format": {"type": "json_schema", "schema": ...}}`).'
+        description="Native form: the value of OpenAI's `response_format`, of Anthropic's "
+        '`output_config` (`{"format": {"type": "json_schema", "schema": ...}}`), or of '
+        'Responses\' `text` (`{"format": {"type": "json_schema", "name": ...}}`).'
     )
     tokens: CompileTokens
     left_out: list[LeftOutRead]

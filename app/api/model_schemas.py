@@ -6,7 +6,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, Field
 
-from app.api.schemas import Body, JSONObject
+from app.api.schemas import INSTRUCTIONS, Body, JSONObject
 from app.domain.formats.convert import Format
 from app.domain.validity.targets import Target
 
@@ -34,6 +34,7 @@ class TokenCount(Body):
         description="Anthropic's top-level system prompt, or Gemini's `systemInstruction` "
         "(formats anthropic and gemini).",
     )
+    instructions: str | None = Field(None, description=INSTRUCTIONS)
     provider: str | None = Field(
         None, description="Profile or model whose encoding counts (GET /v1/models)."
     )

@@ -121,18 +121,35 @@ def problem_slug(exc: Exception) -> str:
         return "error"
 
 
+HEADS = (("system",), ("instructions",))  # where a history's system prompt is posted
+
+
 def from_input_error(exc: FormatError | InvalidInput, field: str = "messages") -> ProblemError:
-    """A parse error of a posted history: located under `body.<field>`, or `body.system`."""
+    """A parse error of a posted history: located under `body.<field>`, or `body.system` /
+    `body.instructions`."""
     problems = exc.problems if isinstance(exc, InvalidInput) else ((exc.path, exc.message),)
     return invalid(
         [
             FieldError(
-                path=field_path(("body", *p) if p[:1] == ("system",) else ("body", field, *p)),
+                path=field_path(("body", *p) if p[:1] in HEADS else ("body", field, *p)),
                 message=m,
             )
             for p, m in problems
         ]
     )
+
+
+def system_prompt(fmt: str, system: Any, instructions: str | None) -> Any:
+    """The system prompt a posted history gives beside its messages: Anthropic's `system`, or
+    Responses' `instructions` (each a 422 with another format)."""
+    if instructions is not None and fmt != "responses":
+        raise invalid([FieldError(path="body.instructions", message="only for format responses")])
+    if fmt == "responses":
+        if system is not None:
+            why = "Responses takes its system prompt as `instructions`"
+            raise invalid([FieldError(path="body.system", message=why)])
+        return instructions
+    return system
 
 
 def check_body(body: BaseModel) -> None:

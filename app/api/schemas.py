@@ -17,6 +17,7 @@ from app.domain.validity.targets import Target
 
 JSONObject = dict[str, Any]
 NO_NUL = r"^[^\x00]*$"  # Postgres text cannot hold NUL
+INSTRUCTIONS = "OpenAI Responses' `instructions`, its system prompt (format responses only)."
 
 
 class Body(BaseModel):
@@ -116,6 +117,7 @@ class MessagesAppend(Body):
         description="Anthropic's top-level system prompt, or Gemini's `systemInstruction` "
         "(`{parts: [{text}]}`) (formats anthropic and gemini only).",
     )
+    instructions: str | None = Field(None, description=INSTRUCTIONS)
     metadata: JSONObject = Field(
         default_factory=dict,
         description="Merged into every message's metadata (the message's own keys win).",
@@ -158,7 +160,10 @@ class ProviderPage(BaseModel):
     system: str | list[JSONObject] | JSONObject | None = Field(
         None, description="Anthropic's `system`, Gemini's `systemInstruction`."
     )
-    messages: list[JSONObject]
+    instructions: str | None = Field(None, description="Responses: the system prompt.")
+    messages: list[JSONObject] = Field(
+        description="Messages, turns, contents, or Responses input items."
+    )
     seqs: list[int]
     next_after_seq: int | None
 

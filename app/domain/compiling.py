@@ -84,6 +84,7 @@ class Output:
     steps: tuple[StepReport, ...] = ()  # what each compaction step did
     tools: tuple[JSONObject, ...] = ()  # tool definitions the compiler added (``recall``)
     estimate: int = 0  # the raw estimate ``total`` is (or, calibrated, was made from)
+    instructions: str | None = None  # Responses: the system prompt (``messages``: the input)
 
     @property
     def budget_used_pct(self) -> float:
@@ -129,9 +130,13 @@ def native_response_format(
     """The response format as the provider takes it: OpenAI's `response_format`, Anthropic's
     `output_config` (structured outputs: `{"format": {"type": "json_schema", "schema": ...}}`),
     Gemini's `generationConfig` fields (`{"responseMimeType": "application/json",
-    "responseJsonSchema": ...}`); stored in OpenAI's form."""
+    "responseJsonSchema": ...}`), Responses' `text` (`{"format": {"type": "json_schema",
+    "name", "schema", "strict"}}`, or `{"format": {"type": "json_object"}}`); stored in
+    OpenAI's form."""
     if response_format is None or output == "openai":
         return response_format, []
+    if output == "responses":
+        return _responses_text(response_format)
     schema = response_format.get("json_schema", {})
     if output == "gemini":
         return _gemini_response_format(response_format, schema)
@@ -155,6 +160,17 @@ def _gemini_response_format(
     return None, [f"response_format {kind!r} has no Gemini equivalent; it is not sent"]
 
 
+def _responses_text(response_format: JSONObject) -> tuple[JSONObject | None, list[str]]:
+    kind = response_format.get("type")
+    schema = response_format.get("json_schema")
+    if kind == "json_schema" and isinstance(schema, dict):
+        # Responses flattens Chat Completions' json_schema object into the format itself.
+        return {"format": {"type": "json_schema", **schema}}, []
+    if kind in ("json_object", "text"):
+        return {"format": {"type": kind}}, []
+    return None, [f"response_format {kind!r} has no Responses equivalent; it is not sent"]
+
+
 def compile_request(snapshot: Snapshot, compiler: Compiler, target: Target) -> Output:
     """Run ``compiler`` within the target's budget and render a request the provider accepts."""
     system = system_message(target.fragments)
@@ -176,6 +192,9 @@ def compile_request(snapshot: Snapshot, compiler: Compiler, target: Target) -> O
     items = [*head, *view[:lead], *context, *view[lead:]]
     entries, warnings = repair([i.message for i in items], output, prior)
     system_out, messages = shape(entries, output, warnings)
+    instructions = system_out if output == "responses" and isinstance(system_out, str) else None
+    if output == "responses":
+        system_out = None
     if not messages:
         raise NothingToSend()
     sections: dict[str, int] = {}
@@ -203,7 +222,7 @@ def compile_request(snapshot: Snapshot, compiler: Compiler, target: Target) -> O
         left_out=_reports(compiled.left_out), warnings=[*compiled.warnings, *warnings,
                                                           *format_warnings],
         seqs=seqs, steps=tuple(step.within(set(seqs)) for step in compiled.steps),
-        tools=compiled.tools, estimate=estimate,
+        tools=compiled.tools, estimate=estimate, instructions=instructions,
     )  # fmt: skip
 
 

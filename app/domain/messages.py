@@ -1,10 +1,10 @@
 """Canonical, provider-neutral messages.
 
-A stored message is one provider message: converters map OpenAI Chat Completions and Anthropic
-Messages shapes onto these values and back without loss. Provider-only details (cache_control,
-refusals, fields we do not model) live under the reserved metadata keys ``openai``,
-``anthropic`` and ``gemini``; everything else in ``metadata`` belongs to the caller (``is_trace``,
-``execution_id``, ``pinned``, ...).
+A stored message is one provider message: converters map OpenAI Chat Completions, OpenAI
+Responses, Anthropic Messages and Gemini shapes onto these values and back without loss.
+Provider-only details (cache_control, refusals, fields we do not model) live under the reserved
+metadata keys ``openai``, ``responses``, ``anthropic`` and ``gemini``; everything else in
+``metadata`` belongs to the caller (``is_trace``, ``execution_id``, ``pinned``, ...).
 """
 
 from __future__ import annotations
@@ -22,7 +22,7 @@ SUMMARY_SECTION = "summary"
 INFERENCE_ORDER: tuple[str, ...] = (SUMMARY_SECTION, BUFFER_SECTION, DEFAULT_SECTION)
 
 # Metadata keys that hold provider-only fields; they never reach another provider's output.
-PROVIDER_KEYS: tuple[str, ...] = ("openai", "anthropic", "gemini")
+PROVIDER_KEYS: tuple[str, ...] = ("openai", "anthropic", "gemini", "responses")
 
 JSONObject = dict[str, Any]
 
@@ -82,7 +82,7 @@ class OpaquePart(_Value):
     """A provider block we do not model (documents, server tool results...), kept verbatim."""
 
     type: Literal["opaque"] = "opaque"
-    provider: Literal["openai", "anthropic", "gemini"]
+    provider: Literal["openai", "anthropic", "gemini", "responses"]
     data: JSONObject
     metadata: JSONObject = Field(default_factory=dict)
 

@@ -66,6 +66,15 @@ BUILTIN_PROFILES: tuple[ProviderProfile, ...] = (
         description="OpenAI o3 reasoning model.",
     ),
     ProviderProfile(
+        "openai-responses",
+        "responses",
+        "o200k_base",
+        True,
+        272_000,
+        prompt_cache=True,
+        description="OpenAI Responses API (GPT-5 family: 272,000 input tokens; o200k_base).",
+    ),
+    ProviderProfile(
         "gpt-4", "openai", "cl100k_base", True, 8_192, description="OpenAI GPT-4 (cl100k_base)."
     ),
     ProviderProfile(

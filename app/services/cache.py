@@ -25,6 +25,7 @@ from cachetools import LRUCache
 
 from app.domain.errors import FormatError, InvalidInput, Path
 from app.domain.formats.convert import Format, parse_messages
+from app.domain.formats.responses import group_turns
 from app.domain.messages import Message
 from app.domain.tokens import Encoder, TokenCounter, count_message
 
@@ -141,10 +142,14 @@ class MessageCache:
                     problems += exc.problems
                     continue
                 out.append(entry)
-                if not problems:
+                if not problems and fmt != "responses":
                     counting.add((entry,))
             if problems:
                 raise InvalidInput(problems)
+            if fmt == "responses":
+                # Items are remembered one by one; a turn's items then join into one message.
+                out = _turns(out)
+                counting.add(out)
         return out
 
     def executor(self) -> ThreadPoolExecutor:
@@ -269,6 +274,14 @@ class _Counting:
                 self.lock.wait_for(lambda: self.running == 0)
         if self.failures:
             raise self.failures[0]
+
+
+def _turns(entries: list[Entry]) -> list[Entry]:
+    """Responses entries (one per item) joined into turns; a joined message is counted anew
+    (an item left alone keeps its remembered entry)."""
+    alone = {id(message): (message, counts) for message, counts in entries}
+    grouped = group_turns([message for message, _ in entries])
+    return [alone.get(id(message), (message, {})) for message in grouped]
 
 
 def _count(chunk: list[tuple[Entry, str, Encoder]]) -> None:

@@ -132,7 +132,10 @@ def parse_posted(
         raise InvalidInput([(exc.path, exc.message)]) from None
     except InvalidInput as exc:
         raise InvalidInput(
-            [(p if p[:1] == ("system",) else (field, *p), m) for p, m in exc.problems]
+            [
+                (p if p[:1] in (("system",), ("instructions",)) else (field, *p), m)
+                for p, m in exc.problems
+            ]
         ) from None
 
 

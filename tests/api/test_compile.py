@@ -12,7 +12,7 @@ from typing import Any
 import httpx
 import pytest
 
-from app.domain.validity import anthropic_problems, gemini_problems, openai_problems
+from app.domain.validity import request_problems
 from tests.api.test_messages import openai_history
 from tests.conftest import Api, new_session, row_counts, scrape
 
@@ -21,12 +21,8 @@ TRANSCRIPTS = Path(__file__).resolve().parents[3] / "shared" / "transcripts"
 
 def valid(answer: dict[str, Any]) -> dict[str, Any]:
     """The answer, after checking the provider would accept its messages."""
-    if answer["format"] == "openai":
-        assert openai_problems(answer["messages"]) == []
-    elif answer["format"] == "gemini":
-        assert gemini_problems(answer.get("system"), answer["messages"]) == []
-    else:
-        assert anthropic_problems(answer.get("system"), answer["messages"]) == []
+    head = answer.get("instructions") if answer["format"] == "responses" else answer.get("system")
+    assert request_problems(answer["format"], head, answer["messages"]) == []
     return answer
 
 

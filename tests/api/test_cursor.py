@@ -12,7 +12,7 @@ import httpx
 import pytest
 from sqlalchemy import update
 
-from app.domain.validity import anthropic_problems, gemini_problems, openai_problems
+from app.domain.validity import request_problems
 from app.storage.db import create_engine
 from app.storage.models import SessionRow
 from tests.conftest import Api, new_session
@@ -54,12 +54,8 @@ def compile_(
     response = client.post(f"/v1/sessions/{sid}/compile", json=body)
     assert response.status_code == 200, response.text
     answer: dict[str, Any] = response.json()
-    if answer["format"] == "openai":
-        assert openai_problems(answer["messages"], prior) == []
-    elif answer["format"] == "gemini":
-        assert gemini_problems(answer.get("system"), answer["messages"], prior) == []
-    else:
-        assert anthropic_problems(answer.get("system"), answer["messages"], prior) == []
+    head = answer.get("instructions") if answer["format"] == "responses" else answer.get("system")
+    assert request_problems(answer["format"], head, answer["messages"], prior) == []
     return answer
 
 

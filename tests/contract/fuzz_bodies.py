@@ -125,6 +125,44 @@ def gemini_conversations(draw: st.DrawFn) -> list[dict[str, Any]]:
     return [m for turn in turns for m in turn]
 
 
+@st.composite
+def _responses_round(draw: st.DrawFn) -> list[dict[str, Any]]:
+    ids = draw(st.lists(CALL_ID, min_size=1, max_size=3, unique=True))
+    calls = [
+        {"type": "function_call", "call_id": i, "name": draw(TOOL),
+         "arguments": json.dumps(draw(ARGS))}
+        for i in ids
+    ]  # fmt: skip
+    outputs = [{"type": "function_call_output", "call_id": i, "output": draw(TEXT)} for i in ids]
+    return [*calls, *outputs]
+
+
+@st.composite
+def responses_conversations(draw: st.DrawFn) -> list[dict[str, Any]]:
+    """An OpenAI Responses input: messages and answered function calls."""
+    turns = draw(
+        st.lists(
+            st.one_of(
+                st.builds(lambda t: [{"role": "user", "content": t}], TEXT),
+                st.builds(
+                    lambda t: [
+                        {
+                            "type": "message",
+                            "role": "assistant",
+                            "content": [{"type": "output_text", "text": t}],
+                        }
+                    ],
+                    TEXT,
+                ),
+                _responses_round(),
+            ),
+            min_size=1,
+            max_size=6,
+        )
+    )
+    return [m for turn in turns for m in turn]
+
+
 def _histories() -> st.SearchStrategy[dict[str, Any]]:
     """``messages`` (and their ``format``) in any provider's shape."""
     return st.one_of(
@@ -141,6 +179,11 @@ def _histories() -> st.SearchStrategy[dict[str, Any]]:
                 {}, optional={"system": st.builds(lambda t: {"parts": [{"text": t}]}, TEXT)}
             ),
         ),
+        st.builds(
+            lambda m, s: {"format": "responses", "messages": m, **s},
+            responses_conversations(),
+            st.fixed_dictionaries({}, optional={"instructions": TEXT}),
+        ),
     )
 
 
@@ -149,7 +192,15 @@ def _options() -> st.SearchStrategy[dict[str, Any]]:
         {},
         optional={
             "provider": st.sampled_from(
-                ["gpt-4o", "claude-sonnet-4", "openai", "anthropic", "gemini", "gemini-2.5-flash"]
+                [
+                    "gpt-4o",
+                    "claude-sonnet-4",
+                    "openai",
+                    "anthropic",
+                    "gemini",
+                    "gemini-2.5-flash",
+                    "openai-responses",
+                ]
             ),
             "context_window": st.integers(1, 300_000),
             "compiler": SPECS,

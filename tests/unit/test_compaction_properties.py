@@ -24,7 +24,7 @@ from app.domain.compiling import Target, compile_request
 from app.domain.messages import Message, TextPart, ToolCallPart, ToolResultPart
 from app.domain.providers import PROFILES
 from app.domain.tokens import count_message
-from app.domain.validity import anthropic_problems, gemini_problems, openai_problems
+from app.domain.validity import request_problems
 from tests.unit.compiler_builders import NOW
 
 COUNTER = load_counter()
@@ -139,7 +139,11 @@ def test_the_compaction_steps_never_cost_tokens(
 
 
 @SETTINGS
-@given(histories(), st.sampled_from(["gpt-4o", "anthropic", "gemini"]), st.integers(300, 20_000))
+@given(
+    histories(),
+    st.sampled_from(["gpt-4o", "anthropic", "gemini", "openai-responses"]),
+    st.integers(300, 20_000),
+)
 def test_compacted_requests_stay_valid_for_the_provider(
     history: list[Message], profile_name: str, window: int
 ) -> None:
@@ -164,10 +168,6 @@ def test_compacted_requests_stay_valid_for_the_provider(
     except Exception as exc:  # only a budget too small for the newest round is expected
         assert type(exc).__name__ == "BudgetTooSmall"
         return
-    if profile.output == "openai":
-        assert openai_problems(output.messages) == []
-    elif profile.output == "gemini":
-        assert gemini_problems(output.system, output.messages) == []
-    else:
-        assert anthropic_problems(output.system, output.messages) == []
+    head = output.instructions if profile.output == "responses" else output.system
+    assert request_problems(profile.output, head, output.messages) == []
     assert output.total <= window

@@ -24,7 +24,7 @@ from app.domain.messages import Message, TextPart, ToolResultPart
 from app.domain.providers import PROFILES
 from app.domain.sessions import PromptFragment
 from app.domain.tokens import REPLY_PRIMING, Encoder, count_message
-from app.domain.validity import anthropic_problems, gemini_problems, openai_problems
+from app.domain.validity import request_problems
 from tests.unit.compiler_builders import NOW, assistant, tool, user
 from tests.unit.compiler_builders import system as system_
 from tests.unit.strategies import messy_text
@@ -34,7 +34,7 @@ from tests.unit.test_validity import PREFILLS, messages_
 from tests.unit.test_validity import rounds as messy_rounds
 
 COUNTER = load_counter()
-PROFILE_NAMES = ("gpt-4o", "anthropic", "gemini")
+PROFILE_NAMES = ("gpt-4o", "anthropic", "gemini", "openai-responses")
 SETTINGS = settings(max_examples=120, deadline=None)
 
 
@@ -329,13 +329,10 @@ def test_the_output_always_passes_the_target_validator(case: Case) -> None:
     if result is None:
         return
     output = result.output
-    if case.target.profile.output == "openai":
-        assert output.system is None
-        assert openai_problems(output.messages) == []
-    elif case.target.profile.output == "gemini":
-        assert gemini_problems(output.system, output.messages) == []
-    else:
-        assert anthropic_problems(output.system, output.messages) == []
+    target = case.target.profile.output
+    head = output.instructions if target == "responses" else output.system
+    assert output.system is None or target in ("anthropic", "gemini")
+    assert request_problems(target, head, output.messages) == []
 
 
 @SETTINGS
@@ -391,6 +388,8 @@ def test_no_output_lacks_a_system_prompt_the_view_had(case: Case) -> None:
     assert system <= set(result.output.seqs)
     if case.target.profile.output in ("anthropic", "gemini"):
         assert result.output.system
+    elif case.target.profile.output == "responses":
+        assert result.output.instructions
     elif case.snapshot.items[0].message.role == "system":  # the prompt the history opens with
         assert result.output.messages[0]["role"] == "system"
 

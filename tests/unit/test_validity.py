@@ -28,11 +28,12 @@ from app.domain.validity import (
     TARGETS,
     Target,
     anthropic_problems,
-    gemini_problems,
     make_valid,
     openai_problems,
     render,
+    request_problems,
 )
+from app.domain.validity.responses_rules import NO_ITEMS
 from tests.unit.strategies import json_objects, messy_text
 
 TRANSCRIPTS = Path(__file__).resolve().parents[3] / "shared" / "transcripts"
@@ -79,14 +80,8 @@ def thinking(value: str = "hmm") -> ReasoningPart:
 def problems_of(target: Target, messages: Sequence[Message], **options: Any) -> list[str]:
     """The validator's problems with ``render``'s output; an empty list is allowed."""
     system_value, out, _ = render(messages, target, **options)
-    if target == "openai":
-        assert system_value is None
-        found = openai_problems(out)
-    elif target == "gemini":
-        found = gemini_problems(system_value, out)
-    else:
-        found = anthropic_problems(system_value, out)
-    return [p for p in found if p not in (NO_MESSAGES, NO_CONTENTS)]
+    found = request_problems(target, system_value, out)
+    return [p for p in found if p not in (NO_MESSAGES, NO_CONTENTS, NO_ITEMS)]
 
 
 def assert_valid_everywhere(messages: Sequence[Message]) -> None:
@@ -694,8 +689,9 @@ def test_results_for_prior_calls_are_kept() -> None:
         assert repaired[0] == messages[0]
         # Without prior_call_ids the same result answers nothing and is dropped.
         assert make_valid(messages[:2], target)[0] == [messages[1]]
-        if target == "anthropic":
-            # The provider holds 'p1' already: a new call may not reuse it.
+        if target in ("anthropic", "responses"):
+            # The provider holds 'p1' already: a new call may not reuse it (Anthropic and
+            # Responses pair by id across the request; OpenAI and Gemini within a round).
             assert repaired[2:] == [assistant(call("p1__2")), tool(result("p1__2"))]
             assert warnings == ["renamed tool call id 'p1' to 'p1__2' (message 2): a duplicate"]
         else:
@@ -744,12 +740,14 @@ IMAGES = st.sampled_from(
 )
 OPAQUE_TYPES = ["refusal", "input_audio", "document", "image", "text", "tool_use", "thinking"]
 GEMINI_FIELDS = ["fileData", "executableCode", "codeExecutionResult", "text", "functionCall"]
+OPAQUE_TYPES += ["input_file", "web_search_call", "custom_tool_call_output", "function_call"]
 OPAQUES = st.builds(
     OpaquePart,
-    provider=st.sampled_from(["openai", "anthropic"]),
+    provider=st.sampled_from(["openai", "anthropic", "responses"]),
     data=st.one_of(
         st.builds(lambda kind: {"type": kind, "x": 1}, st.sampled_from(OPAQUE_TYPES)),
         st.just({"no": "type"}),
+        st.just({"type": "web_search_call", "id": "ws_1", "status": "completed"}),
     ),
 ) | st.builds(
     OpaquePart,
@@ -759,12 +757,15 @@ OPAQUES = st.builds(
         st.just({"thoughtSignature": "s"}),
     ),
 )
+RS_ITEM = {"type": "reasoning", "id": "rs_1", "summary": [{"type": "summary_text", "text": "s"}]}
 REASONING = st.sampled_from(
     [
         thinking(),
         ReasoningPart(redacted_data="xyz"),
         ReasoningPart(text=" ", signature=None),
         ReasoningPart(text="plan", signature="g", metadata={"gemini": {"thought": True}}),
+        ReasoningPart(text="s", metadata={"responses": {"item": RS_ITEM}}),
+        ReasoningPart(metadata={"responses": {"item": {**RS_ITEM, "id": "rs_2", "summary": []}}}),
     ]
 )
 TEXTS = st.builds(TextPart, text=messy_text)
@@ -779,6 +780,8 @@ CALLS = st.builds(
             {"openai": {"untyped": True}},
             {"openai": {"custom": True}},
             {"gemini": {"id": "absent"}},
+            {"responses": {"extra": {"id": "fc_1", "status": "completed"}}},
+            {"responses": {"extra": {"id": "call_1"}}},
         ]
     ),
 )
@@ -806,6 +809,9 @@ HINTS = st.sampled_from(
         {"openai": {"role": "developer"}},
         {"openai": {"role": "function"}},
         {"anthropic": {"content": "string"}},
+        {"responses": {"role": "developer", "item": True, "string": True}},
+        {"responses": {"untyped": True, "extra": {"id": "msg_1"}}},
+        {"responses": {"empty": True, "extra": {"id": "item_1"}}},
     ]
 )
 

@@ -60,8 +60,9 @@ def _document(fmt: Provider, entries: list[dict[str, Any]]) -> ArchivedDocument:
     stored = [(e["seq"], Message.model_validate(_message(e))) for e in entries]
     found = provider_document(fmt, stored)
     return ArchivedDocument(
-        format=fmt, system=found.system, messages=found.messages, seqs=found.seqs
-    )
+        format=fmt, system=found.system, instructions=found.instructions,
+        messages=found.messages, seqs=found.seqs,
+    )  # fmt: skip
 
 
 @router.post(

@@ -27,7 +27,7 @@ from app.api.compile_schemas import (
 from app.api.deps import DbDep, StateDep, TenantDep
 from app.api.metrics import counted, metered_compactor
 from app.api.openapi import json_body
-from app.api.problems import check_body, responses
+from app.api.problems import check_body, responses, system_prompt
 from app.api.routes.compactions import compaction_read
 from app.domain.compilers.base import StepReport
 from app.domain.messages import JSONObject
@@ -66,7 +66,8 @@ def _result(done: Compilation, tools: list[JSONObject] | None = None) -> Compile
     return CompileResult(
         compile_id=done.compile_id, provider=done.profile.name, format=done.profile.output,
         mode=done.mode, after_seq=done.after_seq,
-        system=out.system, messages=out.messages, response_format=out.response_format,
+        system=out.system, instructions=out.instructions, messages=out.messages,
+        response_format=out.response_format,
         tokens=CompileTokens(
             total=out.total, sections=out.sections, context_window=out.context_window,
             budget_used_pct=out.budget_used_pct, encoding=done.profile.encoding,
@@ -110,10 +111,13 @@ def _step(report: StepReport) -> StepRead:
 
 def _answer(done: Compilation, tools: list[JSONObject] | None = None) -> bytes:
     # No `system` rather than a null one: the SDKs and the API refuse `system: null`; no
-    # `tools` when the compiler added none (the caller sends its own).
+    # `instructions` without a system prompt; no `tools` when the compiler added none (the
+    # caller sends its own).
     omit = {"system"} if done.output.system is None else set()
+    if done.output.instructions is None:
+        omit.add("instructions")
     omit |= set() if done.output.tools else {"tools"}
-    return _result(done, tools).model_dump_json(exclude=omit).encode()
+    return _result(done, tools).model_dump_json(exclude=omit or None).encode()
 
 
 @router.post(
@@ -121,8 +125,8 @@ def _answer(done: Compilation, tools: list[JSONObject] | None = None) -> bytes:
     openapi_extra=json_body(CompileRequest),
 )  # fmt: skip
 async def compile_posted(request: Request, state: StateDep, tenant: TenantDep) -> Response:
-    """Compile a whole posted history (OpenAI, Anthropic or canonical shape) into the messages
-    to send: selected, trimmed to the budget, provider-valid. Nothing is stored.
+    """Compile a whole posted history (OpenAI, Anthropic, Responses or canonical shape) into the
+    messages to send: selected, trimmed to the budget, provider-valid. Nothing is stored.
 
     Each posted message is parsed and counted once and then found by content hash, so posting a
     growing conversation again costs only its new messages. A request repeated byte for byte
@@ -142,10 +146,11 @@ async def compile_posted(request: Request, state: StateDep, tenant: TenantDep) -
         return Response(ID_FIELD + str(uuid.uuid4()).encode() + known, media_type=JSON)
     raw = b"".join(chunks)
     body = await parse_sized(CompileRequest, raw)
+    system = system_prompt(body.format, body.system, body.instructions)
 
     def run(tenant_name: str) -> tuple[Compilation, bytes]:
         done = compiling.compile_posted(
-            state.cache, state.registry, body.format, body.messages, body.system,
+            state.cache, state.registry, body.format, body.messages, system,
             _options(body), compiling.Caller(tenant, tenant_name), state.settings.default_provider,
             state.settings.catalog,
             datetime.now(UTC),

@@ -10,7 +10,7 @@ from fastapi import APIRouter, Header, Query, Request, status
 from app.api.bodies import parse_sized, sized
 from app.api.deps import DbDep, StateDep, TenantDep
 from app.api.openapi import json_body
-from app.api.problems import FieldError, from_input_error, invalid, responses
+from app.api.problems import FieldError, from_input_error, invalid, responses, system_prompt
 from app.api.schemas import AppendResult, CanonicalPage, MessageItem, MessagesAppend, ProviderPage
 from app.domain.errors import FormatError, InvalidInput
 from app.domain.formats.convert import Format
@@ -50,6 +50,7 @@ async def append_messages(
         raise invalid(
             [FieldError(path="body.system", message="only for formats anthropic and gemini")]
         )
+    system = system_prompt(body.format, body.system, body.instructions)
     idempotency = None
     if idempotency_key is not None:
         # Its fields hold JSON values only: `dict(body)` is its JSON dump, without one long C
@@ -58,7 +59,7 @@ async def append_messages(
         digest = await sized(len(raw), service.fingerprint, "POST", request.url.path, posted)
         ttl = timedelta(seconds=state.settings.idempotency_ttl_seconds)
         idempotency = Idempotency(idempotency_key, digest, ttl)
-    batch = service.Batch(body.format, body.section, body.messages, body.system, body.metadata)
+    batch = service.Batch(body.format, body.section, body.messages, system, body.metadata)
     try:
         appended = await service.append_messages(
             db, state.counter, tenant, session_id, batch, idempotency, datetime.now(UTC),
@@ -90,8 +91,8 @@ def _render(
         return CanonicalPage(items=items, next_after_seq=next_after)
     found = provider_document(fmt, [(s.seq, s.message) for s in page])
     return ProviderPage(
-        format=fmt, system=found.system, messages=found.messages, seqs=found.seqs,
-        next_after_seq=next_after,
+        format=fmt, system=found.system, instructions=found.instructions, messages=found.messages,
+        seqs=found.seqs, next_after_seq=next_after,
     )  # fmt: skip
 
 
@@ -109,7 +110,8 @@ async def list_messages(
     """Messages after `after_seq`, in seq order, canonical or in a provider's shape.
 
     Provider shapes come as one document with `seqs` mapping each message to its stored seq
-    (an Anthropic user turn holding several tool results becomes several OpenAI tool messages).
+    (an Anthropic user turn holding several tool results becomes several OpenAI tool messages;
+    a Responses assistant turn, its reasoning, message and call items).
     """
     page = await service.read_messages(
         db, tenant, session_id, after_seq, limit, section, state.settings.catalog

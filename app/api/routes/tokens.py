@@ -8,7 +8,7 @@ from app.api.bodies import read_body
 from app.api.deps import StateDep, TenantDep
 from app.api.model_schemas import TokenCount, TokenCountResult
 from app.api.openapi import json_body
-from app.api.problems import from_input_error, responses
+from app.api.problems import from_input_error, responses, system_prompt
 from app.domain.errors import FormatError, InvalidInput
 from app.services import cpu
 from app.services.tokens import RequestCount, count_request
@@ -34,7 +34,7 @@ async def count_tokens(request: Request, state: StateDep, _: TenantDep) -> Token
                 state.counter,
                 body.format,
                 body.messages,
-                body.system,
+                system_prompt(body.format, body.system, body.instructions),
                 body.provider or state.settings.default_provider,
                 body.encoding,
                 body.tools,

@@ -112,7 +112,7 @@ class _Redaction:
         if isinstance(part, TextPart):
             return _changed(part, "text", part.text, self.text(part.text))
         if isinstance(part, ReasoningPart) and part.text is not None:
-            return _changed(part, "text", part.text, self.text(part.text))
+            return self._reasoning(part)
         if isinstance(part, ToolResultPart):
             return _changed(part, "content", part.content, self._result(part.content))
         if isinstance(part, ToolCallPart):
@@ -123,6 +123,17 @@ class _Redaction:
         if isinstance(content, str):
             return self.text(content)
         return tuple(self.part(i) if isinstance(i, TextPart) else i for i in content)
+
+    def _reasoning(self, part: ReasoningPart) -> Part:
+        changed = _changed(part, "text", part.text, self.text(part.text or ""))
+        item = provider_meta(part.metadata, "responses").get("item")
+        if changed is part or not isinstance(item, dict):
+            return changed
+        # A Responses reasoning item goes out verbatim: its summaries would still hold it.
+        item = {**item, "summary": self.value(item.get("summary"))}
+        return changed.model_copy(
+            update={"metadata": {**part.metadata, "responses": {"item": item}}}
+        )
 
     def _call(self, part: ToolCallPart) -> ToolCallPart:
         arguments = self.value(part.arguments)

@@ -151,13 +151,16 @@ SYSTEM_READERS: Final[Mapping[str, Reader]] = {"text": _read_text}
 
 
 def write_block(part: Part) -> JSONObject | None:
-    """The Anthropic block for ``part`` (None for another provider's opaque block, and for a
-    Gemini thought: its signature means nothing to Anthropic)."""
+    """The Anthropic block for ``part`` (None for another provider's opaque block, for a
+    Gemini thought or for reasoning from OpenAI Responses: a signature only its own provider
+    can verify)."""
     hint = provider_meta(part.metadata, PROVIDER)
     out: JSONObject
     if isinstance(part, OpaquePart):
         return clone(part.data) if part.provider == PROVIDER else None
-    if isinstance(part, ReasoningPart) and is_own_thought(part):
+    if isinstance(part, ReasoningPart) and (
+        is_own_thought(part) or "item" in provider_meta(part.metadata, "responses")
+    ):
         return None
     if isinstance(part, TextPart):
         out = {"type": "text", "text": part.text}

@@ -12,7 +12,7 @@ from typing import Final, Literal
 
 from app.domain.messages import JSONObject
 
-Shape = Literal["openai", "anthropic", "gemini", "canonical"]
+Shape = Literal["openai", "anthropic", "gemini", "responses", "canonical"]
 
 # Anthropic Messages content blocks (request side) that are not OpenAI content parts.
 ANTHROPIC_BLOCKS: Final = frozenset(
@@ -37,6 +37,17 @@ ANTHROPIC_BLOCKS: Final = frozenset(
 )
 # OpenAI Chat Completions content parts and tool call shapes that are not Anthropic blocks.
 OPENAI_PARTS: Final = frozenset({"image_url", "input_audio", "file", "refusal", "function"})
+# OpenAI Responses content parts that neither Chat Completions nor Anthropic has.
+RESPONSES_PARTS: Final = frozenset(
+    {"input_text", "output_text", "input_image", "input_file", "summary_text", "reasoning_text"}
+)
+# Chat Completions content parts that a Responses message never holds.
+CHAT_PARTS: Final = frozenset({"text", "image_url", "file", "function"})
+# Responses input items that are not messages (a message of another format has a role).
+RESPONSES_ITEMS: Final = frozenset(
+    {"message", "function_call", "function_call_output", "reasoning", "item_reference"}
+)
+RESPONSES: Final[tuple[Shape, frozenset[str]]] = ("responses", RESPONSES_PARTS)
 # Canonical part types that no provider format has.
 CANONICAL_ONLY: Final = frozenset({"tool_call", "reasoning", "opaque"})
 # Fields of an OpenAI message that an Anthropic turn never has.
@@ -47,6 +58,7 @@ _LOOKS: Final[dict[Shape, str]] = {
     "openai": 'looks like OpenAI; send "format": "openai"',
     "anthropic": 'looks like Anthropic; send "format": "anthropic"',
     "gemini": 'looks like Gemini; send "format": "gemini"',
+    "responses": 'looks like OpenAI Responses; send "format": "responses"',
     "canonical": 'looks like a canonical part; send "format": "canonical"',
 }
 
@@ -58,12 +70,23 @@ def advice(shape: Shape) -> str:
 
 def foreign_in_openai(kind: str, part: JSONObject) -> Shape | None:
     """The format an OpenAI content part of type ``kind`` really belongs to, if another."""
-    return _canonical(kind, part) or ("anthropic" if kind in ANTHROPIC_BLOCKS else None)
+    return _canonical(kind, part) or _among(kind, ("anthropic", ANTHROPIC_BLOCKS), RESPONSES)
 
 
 def foreign_in_anthropic(kind: str, block: JSONObject) -> Shape | None:
     """The format an Anthropic content block of type ``kind`` really belongs to, if another."""
-    return _canonical(kind, block) or ("openai" if kind in OPENAI_PARTS else None)
+    return _canonical(kind, block) or _among(kind, ("openai", OPENAI_PARTS), RESPONSES)
+
+
+def foreign_in_responses(kind: str, part: JSONObject) -> Shape | None:
+    """The format a Responses content part of type ``kind`` really belongs to, if another."""
+    return _canonical(kind, part) or _among(
+        kind, ("anthropic", ANTHROPIC_BLOCKS), ("openai", CHAT_PARTS)
+    )
+
+
+def _among(kind: str, *owners: tuple[Shape, frozenset[str]]) -> Shape | None:
+    return next((shape for shape, kinds in owners if kind in kinds), None)
 
 
 def _canonical(kind: str, part: JSONObject) -> Shape | None:
@@ -77,7 +100,13 @@ def _canonical(kind: str, part: JSONObject) -> Shape | None:
     return None
 
 
-def part_message(kind: str, shape: Shape, where: Literal["openai", "anthropic"]) -> str:
+def part_message(
+    kind: str, shape: Shape, where: Literal["openai", "anthropic", "responses"]
+) -> str:
     """The refusal of a part of type ``kind`` that belongs to ``shape``, found in ``where``."""
-    names = {"openai": "an OpenAI content part", "anthropic": "an Anthropic content block"}
+    names = {
+        "openai": "an OpenAI content part",
+        "anthropic": "an Anthropic content block",
+        "responses": "an OpenAI Responses content part",
+    }
     return f"type {kind!r} is not {names[where]}: this {advice(shape)}"

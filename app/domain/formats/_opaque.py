@@ -3,9 +3,10 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
+from typing import Final
 
 from app.domain.errors import Path
-from app.domain.formats._foreign import ANTHROPIC_BLOCKS, OPENAI_PARTS
+from app.domain.formats._foreign import ANTHROPIC_BLOCKS, CHAT_PARTS, OPENAI_PARTS, RESPONSES_PARTS
 from app.domain.messages import Message, OpaquePart, ToolResultPart
 from app.domain.validity.targets import MODELLED_TYPES, opaque_type
 
@@ -39,8 +40,15 @@ def _opaque_problem(part: OpaquePart) -> str | None:
             f"ctxc models {part.provider} {kind!r} blocks: send it as a canonical part, or the "
             f'message with "format": "{part.provider}"'
         )
-    other = {"openai": ANTHROPIC_BLOCKS, "anthropic": OPENAI_PARTS}.get(part.provider, ())
-    if kind in other:
-        owner = "anthropic" if part.provider == "openai" else "openai"
+    owner = next((name for name, kinds in _OTHERS.get(part.provider, ()) if kind in kinds), None)
+    if owner is not None:
         return f'type {kind!r} is not an {part.provider} block: give it "provider": "{owner}"'
     return None
+
+
+# Per provider: the other providers' block types that it never has.
+_OTHERS: Final[dict[str, tuple[tuple[str, frozenset[str]], ...]]] = {
+    "openai": (("anthropic", ANTHROPIC_BLOCKS), ("responses", RESPONSES_PARTS)),
+    "anthropic": (("openai", OPENAI_PARTS), ("responses", RESPONSES_PARTS)),
+    "responses": (("anthropic", ANTHROPIC_BLOCKS), ("openai", CHAT_PARTS)),
+}

@@ -31,7 +31,12 @@ from app.domain.formats._common import (
     extra_fields,
     hints,
 )
-from app.domain.formats._foreign import OPENAI_MESSAGE_FIELDS, OPENAI_ONLY_ROLES, advice
+from app.domain.formats._foreign import (
+    OPENAI_MESSAGE_FIELDS,
+    OPENAI_ONLY_ROLES,
+    RESPONSES_ITEMS,
+    advice,
+)
 from app.domain.messages import (
     JSONObject,
     Message,
@@ -77,6 +82,8 @@ def _read_turn(raw: Any, path: Path) -> Message:
                 why += ", or give the system prompt as `system`"
         elif role == "model":
             why = f"; a 'model' content {advice('gemini')}"
+        elif role is None and turn.get("type") in RESPONSES_ITEMS:
+            why = f"; a {turn['type']!r} item {advice('responses')}"
         raise FormatError((*path, "role"), f"role must be 'user' or 'assistant'{why}")
     for key in OPENAI_MESSAGE_FIELDS:
         if key in turn:

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import Any, Literal
+from typing import Any, Final, Literal
 
 from pydantic import ValidationError
 
@@ -12,6 +12,7 @@ from app.domain.formats._opaque import opaque_problems
 from app.domain.formats.anthropic import from_anthropic
 from app.domain.formats.gemini import from_gemini
 from app.domain.formats.openai import from_openai
+from app.domain.formats.responses import from_responses
 from app.domain.limits import Problem, message_problems
 from app.domain.messages import Message
 from app.domain.validity.targets import Target
@@ -39,7 +40,11 @@ CONVERTERS: dict[str, Converter] = {
     "openai": lambda raw, _system: from_openai(raw),
     "anthropic": from_anthropic,
     "gemini": from_gemini,
+    "responses": from_responses,
 }
+# Formats whose second argument (Anthropic's ``system``, Gemini's ``systemInstruction``,
+# Responses' ``instructions``) becomes the first message.
+_HEADED: Final = ("anthropic", "gemini", "responses")
 
 
 def _provider_messages(fmt: Format, raw: Any, system: Any) -> list[Message]:
@@ -47,7 +52,7 @@ def _provider_messages(fmt: Format, raw: Any, system: Any) -> list[Message]:
     try:
         return convert(raw, system)
     except FormatError as first:
-        if not isinstance(raw, list) or first.path[:1] == ("system",):
+        if not isinstance(raw, list) or first.path[:1] in (("system",), ("instructions",)):
             raise
         # The converters stop at the first problem: convert each message alone to find them all.
         problems: list[Problem] = []
@@ -61,9 +66,10 @@ def _provider_messages(fmt: Format, raw: Any, system: Any) -> list[Message]:
 
 def parse_messages(fmt: Format, raw: Any, system: Any = None) -> list[Message]:
     """Canonical messages from a document in ``fmt`` (``system`` is Anthropic's top-level one,
-    or Gemini's ``systemInstruction``).
+    or Gemini's ``systemInstruction``, or Responses' ``instructions``).
 
-    Raises FormatError or InvalidInput with paths relative to the message list (or ``system``).
+    Raises FormatError or InvalidInput with paths relative to the message list (or ``system`` /
+    ``instructions``).
     """
     if fmt == "canonical":
         messages = canonical_messages(raw)
@@ -71,9 +77,8 @@ def parse_messages(fmt: Format, raw: Any, system: Any = None) -> list[Message]:
             raise InvalidInput(problems)
     else:
         messages = _provider_messages(fmt, raw, system)
-    # Anthropic's and Gemini's system prompt is the first message; report paths against the
-    # posted list.
-    offset = 1 if fmt in ("anthropic", "gemini") and messages and system is not None else 0
+    # The system prompt is the first message; report paths against the posted list.
+    offset = 1 if fmt in _HEADED and messages and system is not None else 0
     problems = [
         ((p[0] - offset, *p[1:]) if isinstance(p[0], int) else p, m)
         for p, m in message_problems(messages)

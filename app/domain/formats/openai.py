@@ -36,7 +36,7 @@ from app.domain.formats._common import (
     hints,
     set_fields,
 )
-from app.domain.formats._foreign import advice
+from app.domain.formats._foreign import RESPONSES_ITEMS, advice
 from app.domain.formats._openai_parts import (
     PROVIDER,
     ContentItem,
@@ -88,8 +88,12 @@ def _read_message(raw: Any, path: Path) -> Message:
             del message[key]
     role = message.get("role")
     if not isinstance(role, str) or role not in _ROLES:
-        why = f"; a 'model' content {advice('gemini')}" if role == "model" else ""
-        raise FormatError((*path, "role"), f"role must be one of {', '.join(_ROLES)}{why}")
+        why = f"role must be one of {', '.join(_ROLES)}"
+        if role == "model":
+            why += f"; a 'model' content {advice('gemini')}"
+        elif role is None and message.get("type") in RESPONSES_ITEMS:
+            why += f"; a {message['type']!r} item {advice('responses')}"
+        raise FormatError((*path, "role"), why)
     form, content = _read_content(message, path)
     known = {"role", "content", "metadata", "name"}
     if _ROLES[role] == "tool":

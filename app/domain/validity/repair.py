@@ -4,7 +4,8 @@ A *round* is an assistant message with the messages that answer its tool calls: 
 and user messages holding results, up to the next message that is neither (a user message with
 other content closes the round once its results are read). Results outside their call's round and
 calls without a result in their round are dropped. Duplicate call ids are renamed (in the call and
-the results of its round): across the request for Anthropic, within a message for OpenAI.
+the results of its round): across the request for Anthropic and Responses (which pairs an
+output with its call by id alone), within a message for Chat Completions.
 """
 
 from __future__ import annotations
@@ -16,6 +17,7 @@ from typing import Final, Literal
 
 from app.domain.messages import Message, Part, ToolCallPart, ToolResultPart
 from app.domain.validity.fitting import fit_message
+from app.domain.validity.responses_items import settle_reasoning
 from app.domain.validity.targets import (
     ANTHROPIC_ID,
     Target,
@@ -27,6 +29,10 @@ Entry = tuple[int, Message]
 Boundary = Literal["start", "close", "none"]
 
 _ID_CHAR: Final = re.compile(r"[^A-Za-z0-9_-]")
+_MALFORMED: Final = {
+    "anthropic": "Anthropic ids are A-Z a-z 0-9 _ -",
+    "responses": "a Responses call_id is not empty",
+}
 
 
 def make_valid(
@@ -100,6 +106,8 @@ def repair_passes(
     entries = _rename_ids(entries, kinds, target, prior_call_ids, passes[1], at, earlier)
     ids = _view_ids(fitted, entries, kinds, prior_call_ids) if want_ids else None
     entries = _pair(entries, kinds, prior_call_ids, passes[2], at, earlier)
+    if target == "responses":
+        entries = settle_reasoning(entries, passes[3], at)
     return _drop_unsendable(entries, target, passes[3], at), passes, ids
 
 
@@ -147,14 +155,17 @@ def _rename_ids(
     # the assistant message right before them, and Gemini responses answer the call turn right
     # before them, so there ids need only be unique per message (real OpenAI histories do reuse
     # ids across rounds, and Gemini's made ids repeat in every turn calling the function).
-    seen = set(prior) | (set(earlier.calls) if earlier and target == "anthropic" else set())
+    # Responses pairs outputs with calls by id anywhere in the input, as Anthropic does.
+    seen = set(prior) | (
+        set(earlier.calls) if earlier and target in ("anthropic", "responses") else set()
+    )
     # Per round: original call id -> the ids its results should answer, in order.
     pending: dict[str, list[str]] = {cid: [cid] for cid in prior}
     out: list[Entry] = []
     for (i, message), kind in zip(entries, kinds, strict=True):
         if kind == "start":
             pending = {}
-            if target != "anthropic":
+            if target in ("openai", "gemini"):  # ids unique per message only
                 seen = set()
             message = _rename_calls(at[i], message, target, seen, taken, pending, warnings)
         else:
@@ -210,12 +221,14 @@ def _rename_calls(
         if not isinstance(part, ToolCallPart):
             continue
         new_id = part.id
-        malformed = target == "anthropic" and not ANTHROPIC_ID.fullmatch(part.id)
+        malformed = (target == "anthropic" and not ANTHROPIC_ID.fullmatch(part.id)) or (
+            target == "responses" and not part.id
+        )
         if part.id in seen or malformed:
             new_id = _fresh_id(part.id, target, taken)
             taken.ids().add(new_id)
             parts[j] = part.model_copy(update={"id": new_id})
-            why = "a duplicate" if part.id in seen else "Anthropic ids are A-Z a-z 0-9 _ -"
+            why = "a duplicate" if part.id in seen else _MALFORMED[target]
             warnings.append(
                 f"renamed tool call id {part.id!r} to {new_id!r} (message {index}): {why}"
             )
@@ -237,7 +250,9 @@ def _fresh_id(call_id: str, target: Target, taken: _Taken) -> str:
 def fresh_base(call_id: str, target: Target) -> str:
     """What a renamed ``call_id`` is made from: itself, or for Anthropic its allowed form; the
     new id is this, or this with ``__2``, ``__3``... appended."""
-    return call_id if target != "anthropic" else (_ID_CHAR.sub("_", call_id) or "call")
+    if target == "anthropic":
+        return _ID_CHAR.sub("_", call_id) or "call"
+    return call_id or "call" if target == "responses" else call_id
 
 
 def _rename_results(message: Message, pending: dict[str, list[str]]) -> Message:

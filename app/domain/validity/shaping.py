@@ -11,6 +11,7 @@ from app.domain.messages import JSONObject, Message
 from app.domain.validity.anthropic_turns import anthropic_request
 from app.domain.validity.gemini_turns import gemini_request
 from app.domain.validity.repair import Entry, repair
+from app.domain.validity.responses_items import responses_request
 from app.domain.validity.targets import Target
 
 # The request's system prompt beside its messages: Anthropic's `system`, Gemini's
@@ -27,7 +28,8 @@ def render(
     """``(system, messages, warnings)`` for ``target``: repaired, converted and shape-fixed.
 
     ``system`` is always None for OpenAI (system messages stay in the list); for Gemini it is
-    the ``systemInstruction`` object. The list is empty
+    the ``systemInstruction`` object; for Responses it is the ``instructions`` (and the list the
+    ``input`` items). The list is empty
     only when nothing could be sent; the compile step refuses to send an empty list.
     """
     entries, warnings = repair(messages, target, prior_call_ids)
@@ -43,6 +45,8 @@ def shape(
         return anthropic_request(entries, warnings)
     if target == "gemini":
         return gemini_request(entries, warnings)
+    if target == "responses":
+        return responses_request(entries, warnings)
     return None, [_tidy(out) for _, m in entries for out in openai_messages(m)]
 
 

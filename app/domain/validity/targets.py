@@ -7,6 +7,12 @@ from typing import Final, Literal
 
 from app.domain.formats._gemini_parts import MODELLED as GEMINI_MODELLED
 from app.domain.formats._gemini_parts import is_own_thought, part_kind
+from app.domain.formats._responses_kinds import (
+    ASSISTANT_CONTENT,
+    INPUT_CONTENT,
+    is_item,
+    opaque_answer,
+)
 from app.domain.messages import (
     ImagePart,
     Message,
@@ -18,10 +24,11 @@ from app.domain.messages import (
     TextPart,
     ToolCallPart,
     ToolResultPart,
+    provider_meta,
 )
 
-Target = Literal["openai", "anthropic", "gemini"]
-TARGETS: tuple[Target, ...] = ("openai", "anthropic", "gemini")
+Target = Literal["openai", "anthropic", "gemini", "responses"]
+TARGETS: tuple[Target, ...] = ("openai", "anthropic", "gemini", "responses")
 
 # Anthropic rejects tool_use ids outside this pattern; OpenAI rejects message names outside it.
 ANTHROPIC_ID: Final = re.compile(r"[A-Za-z0-9_-]+")
@@ -33,6 +40,16 @@ MODELLED_TYPES: Final[dict[str, frozenset[str]]] = {
     "openai": frozenset({"text", "image_url"}),
     "anthropic": frozenset({"text", "tool_use", "tool_result", "thinking", "redacted_thinking"}),
     "gemini": GEMINI_MODELLED,
+    "responses": frozenset(
+        {
+            "input_text",
+            "output_text",
+            "message",
+            "function_call",
+            "function_call_output",
+            "reasoning",
+        }
+    ),
 }
 # Gemini data fields that only the model writes (server-side code execution).
 GEMINI_MODEL_ONLY: Final = frozenset({"executableCode", "codeExecutionResult"})
@@ -57,6 +74,12 @@ ALLOWED: Final[dict[Target, dict[Role, tuple[type, ...]]]] = {
         "assistant": (TextPart, ImagePart, ToolCallPart, ReasoningPart, OpaquePart),
         "tool": (ToolResultPart,),
     },
+    "responses": {
+        "system": (TextPart,),
+        "user": (TextPart, ImagePart, OpaquePart, ToolResultPart),
+        "assistant": (TextPart, ToolCallPart, ReasoningPart, OpaquePart),
+        "tool": (ToolResultPart,),
+    },
 }
 
 
@@ -67,13 +90,15 @@ def is_blank(text: str) -> bool:
 
 def carried(part: Part | ResultItem, target: Target) -> bool:
     """False for what the converters leave out by design: another provider's blocks, and
-    reasoning for OpenAI, Gemini's thoughts for Anthropic and the others' for Gemini (a
-    signature only its own provider can read; documented cross-provider losses, not repairs)."""
+    reasoning for Chat Completions, or from another provider (a signature only its own provider
+    can read; documented cross-provider losses, not repairs): a Responses reasoning item is its
+    verbatim item, a Gemini thought carries its signature, Anthropic's is a signed block."""
     if isinstance(part, OpaquePart):
         return part.provider == target
     if isinstance(part, ReasoningPart):
-        own = is_own_thought(part)
-        return (target == "anthropic" and not own) or (target == "gemini" and own)
+        if "item" in provider_meta(part.metadata, "responses"):
+            return target == "responses"
+        return target == ("gemini" if is_own_thought(part) else "anthropic")
     return True
 
 
@@ -97,6 +122,11 @@ def _opaque_fits(part: OpaquePart, role: Role) -> bool:
         return (kind == "refusal") == (role == "assistant")
     if part.provider == "gemini":
         return role == "assistant" or kind not in GEMINI_MODEL_ONLY
+    if part.provider == "responses":
+        # Whole items go anywhere in the list; content parts follow their message's role.
+        if is_item(part):
+            return True
+        return kind not in (INPUT_CONTENT if role == "assistant" else ASSISTANT_CONTENT)
     return not (role == "assistant" and kind == "image")
 
 
@@ -106,10 +136,12 @@ def item_fits(item: ResultItem, target: Target, is_error: bool | None) -> bool:
         return True
     # OpenAI tool messages and Gemini function responses hold text only; Anthropic error
     # results hold text only.
-    if target in ("openai", "gemini") or is_error:
+    if target in ("openai", "gemini") or (is_error and target == "anthropic"):
         return False
     if isinstance(item, OpaquePart):
         kind = opaque_type(item)
+        if target == "responses":  # a function_call_output list holds input content parts
+            return kind in ("input_image", "input_file")
         return kind is not None and kind not in MODELLED_TYPES[item.provider]
     return True
 
@@ -130,7 +162,8 @@ def sendable(message: Message, target: Target) -> bool:
 def has_content_besides_results(message: Message, target: Target) -> bool:
     """Whether ``message`` reaches ``target`` with more than tool results."""
     return any(
-        carried(part, target) and not isinstance(part, ToolResultPart) for part in message.content
+        carried(part, target) and not isinstance(part, ToolResultPart) and not opaque_answer(part)
+        for part in message.content
     )
 
 

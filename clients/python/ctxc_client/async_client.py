@@ -154,7 +154,7 @@ class AsyncClient:
         limit: int | None = None,
         section: str | None = None,
     ) -> models.ProviderPage:
-        """One page of stored messages as one ``format`` (openai, anthropic) document."""
+        """One page of stored messages as one ``format`` (openai, anthropic, responses) document."""
         return await self._send(
             calls.provider_messages(session_id, format, after_seq, limit, section)
         )

@@ -31,7 +31,7 @@ class Usage(TypedDict, total=False):
 class ProfileOverrides(TypedDict, total=False):
     context_window: int | None
     encoding: Literal["o200k_base", "cl100k_base"] | None
-    output: Literal["openai", "anthropic"] | None
+    output: Literal["openai", "anthropic", "responses"] | None
     prompt_cache: bool | None
     session_resumption: bool | None
 
@@ -56,6 +56,7 @@ class Append(TypedDict, total=False):
     format: Format
     section: str
     system: str | list[Json] | None
+    instructions: str | None
     metadata: Json
 
 
@@ -64,6 +65,7 @@ class CompileRequest(TypedDict, total=False):
     provider: str | None
     context_window: int | None
     system: str | list[Json] | None
+    instructions: str | None
     tools: list[Json] | None
     ephemeral: list[Any]
     ephemeral_format: Format
@@ -111,4 +113,5 @@ class TokenCount(TypedDict, total=False):
     provider: str | None
     encoding: Literal["o200k_base", "cl100k_base"] | None
     system: str | list[Json] | None
+    instructions: str | None
     tools: list[Json] | None

@@ -150,7 +150,7 @@ class Client:
         limit: int | None = None,
         section: str | None = None,
     ) -> models.ProviderPage:
-        """One page of stored messages as one ``format`` (openai, anthropic) document."""
+        """One page of stored messages as one ``format`` (openai, anthropic, responses) document."""
         return self._send(calls.provider_messages(session_id, format, after_seq, limit, section))
 
     # Compiling and the cursor

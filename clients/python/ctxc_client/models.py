@@ -10,7 +10,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict
 
-Format = Literal["openai", "anthropic", "canonical"]
+Format = Literal["openai", "anthropic", "responses", "canonical"]
 CompactionKind = Literal["session", "micro", "full", "tool_payloads"]
 
 
@@ -100,10 +100,11 @@ class CanonicalPage(Model):
 class ProviderPage(Model):
     """A page as one provider document; ``seqs`` maps each message to its stored seq."""
 
-    format: Literal["openai", "anthropic"]
+    format: Literal["openai", "anthropic", "responses"]
     messages: list[dict[str, Any]]
     seqs: list[int]
     system: str | list[dict[str, Any]] | None = None
+    instructions: str | None = None
     next_after_seq: int | None
 
 
@@ -192,10 +193,11 @@ class CompactionDetail(Compaction):
 class CompileResult(Model):
     compile_id: str
     provider: str
-    format: Literal["openai", "anthropic"]
+    format: Literal["openai", "anthropic", "responses"]
     mode: Literal["full", "delta"] = "full"
     after_seq: int | None = None
     system: str | list[dict[str, Any]] | None = None
+    instructions: str | None = None
     messages: list[dict[str, Any]]
     response_format: dict[str, Any] | None
     tokens: CompileTokens
@@ -272,7 +274,7 @@ class TokenCountResult(Model):
 
 class Provider(Model):
     name: str
-    output: Literal["openai", "anthropic"]
+    output: Literal["openai", "anthropic", "responses"]
     encoding: str
     exact: bool
     context_window: int
