@@ -1,0 +1,163 @@
+"""The round trimming stopped at, sent reduced: its tool results previewed to fit the room left.
+
+``token_limit`` keeps the newest rounds that fit and stops at the first that does not: that
+round (the boundary) and every older one are dropped. Where the boundary round is larger than the
+room left only because of its tool results, it is sent with them previewed instead (head and
+tail around a pointer to the original, as ``newest.fit_round`` does for the round being
+answered), its calls and its text whole: the budget is used, not left half empty. Only the
+boundary round: older rounds stay dropped, so what is sent is still a suffix of the rounds
+trimming may drop. The round is kept whole or not at all, so every call keeps its result.
+
+Prompt caching: with ``low_water`` the room left in the boundary round stays the same while a
+conversation grows within one step, so its previews (and the prompt prefix) stay byte-stable;
+without it the oldest kept round changes at almost every turn anyway.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import replace
+from typing import TYPE_CHECKING
+from urllib.parse import quote
+
+from app.domain.compaction.previews import preview
+from app.domain.compilers.base import Compiled, Item, Snapshot, StepReport, Touched
+from app.domain.compilers.newest import capped, previewed
+from app.domain.messages import Message, Part, TextPart
+
+if TYPE_CHECKING:
+    from app.domain.compilers.decorators import Trim
+
+NAME = "token_limit"
+Fitted = tuple[list[Item], list[Touched]]
+
+
+def _text_pointer(snapshot: Snapshot, seq: int) -> Callable[[int], str]:
+    """The line between a cut text's head and tail: for a session, where the whole message is
+    (a posted history's caller has it: only how much was cut, to spend the room on the text)."""
+    where = ""
+    if snapshot.session_id is not None and seq:
+        where = (
+            f"; the whole message: GET /v1/sessions/{quote(snapshot.session_id, safe='')}"
+            f"/messages?after_seq={seq - 1}&limit=1"
+        )
+    return lambda left: f"ctxc: {left:,} characters cut here{where}"
+
+
+def _cut(snapshot: Snapshot, item: Item, cap: int) -> Item:
+    """``item`` with each text part over ``cap`` tokens cut to its head and tail."""
+    pointer = _text_pointer(snapshot, item.seq)
+    parts: list[Part] = []
+    for part in item.message.content:
+        # A token is at least one byte: short texts are ruled out without counting.
+        if isinstance(part, TextPart) and len(part.text.encode()) > cap:
+            tokens = snapshot.count(Message(role="assistant", content=(part,)))
+            if tokens > cap:
+                text = preview(part.text, tokens, capped(cap), pointer)
+                part = part.model_copy(update={"text": text})
+        parts.append(part)
+    if parts == list(item.message.content):
+        return item
+    return snapshot.refit(item, item.message.model_copy(update={"content": tuple(parts)}))
+
+
+def _results(snapshot: Snapshot, items: Sequence[Item], at: frozenset[int], cap: int) -> Fitted:
+    return previewed(snapshot, items, at, capped(cap))
+
+
+def _and_texts(snapshot: Snapshot, items: Sequence[Item], at: frozenset[int], cap: int) -> Fitted:
+    """The results previewed and the assistant's text cut, each to ``cap`` tokens."""
+    out, touched = previewed(snapshot, items, at, capped(cap))
+    for n in sorted(at):
+        if out[n].message.role != "assistant":
+            continue
+        cut = _cut(snapshot, out[n], cap)
+        if cut.tokens < out[n].tokens:
+            touched.append(Touched(cut.seq, out[n].tokens - cut.tokens, ()))
+            out[n] = cut
+    return out, touched
+
+
+Reduce = Callable[[Snapshot, Sequence[Item], frozenset[int], int], Fitted]
+
+
+def _largest(
+    reduce: Reduce, snapshot: Snapshot, items: Sequence[Item], at: frozenset[int], room: int
+) -> Fitted | None:
+    """The reduction with the largest cap (a binary search: a smaller cap never makes the round
+    bigger) that fits the round at ``at`` in ``room`` tokens, or None."""
+    best, low, high = None, 1, room
+    while low <= high:
+        cap = (low + high) // 2 if best is not None else low  # the smallest first: ever fits?
+        out, touched = reduce(snapshot, items, at, cap)
+        if sum(out[n].tokens for n in at) <= room:
+            best, low = (out, touched), cap + 1
+        elif best is None:
+            return None
+        else:
+            high = cap - 1
+    return best
+
+
+def fit_boundary(
+    snapshot: Snapshot, items: Sequence[Item], at: frozenset[int], room: int
+) -> Fitted | None:
+    """``items`` with the round at ``at`` reduced to fit ``room`` tokens: its tool results
+    previewed; where that is not enough, its assistant text cut too (never a user's words, a
+    call or reasoning). None when neither fits."""
+    if room <= 0:
+        return None
+    for reduce in (_results, _and_texts):
+        fitted = _largest(reduce, snapshot, items, at, room)
+        if fitted is not None:
+            return fitted
+    return None
+
+
+def _report(steps: Sequence[StepReport], touched: Sequence[Touched]) -> tuple[StepReport, ...]:
+    """``steps`` with ``touched`` reported under token_limit, in one entry with the newest
+    round's previews when those were made by this token_limit (the step before)."""
+    if steps and steps[-1].name == NAME:
+        return (*steps[:-1], StepReport(NAME, (*steps[-1].touched, *touched)))
+    return (*steps, StepReport(NAME, tuple(touched)))
+
+
+def _warning(round_: Sequence[Item], room: int, touched: Sequence[Touched]) -> str:
+    seqs = [i.seq for i in round_ if i.seq]
+    where = f"seq {seqs[0]}" if len(seqs) == 1 else f"seqs {seqs[0]}-{seqs[-1]}"
+    size = sum(i.tokens for i in round_)
+    texts = any(not t.omitted for t in touched)
+    what = "its tool results previewed" + (" and its text cut" if texts else "")
+    if not any(t.omitted for t in touched):
+        what = "its text cut"
+    saved = sum(t.tokens_saved for t in touched)
+    return (
+        f"token_limit: the oldest round sent ({where}, {size} tokens) did not fit the {room} "
+        f"tokens left; it is sent with {what} ({saved} tokens saved)"
+    )
+
+
+def reduce_boundary(
+    snapshot: Snapshot, compiled: Compiled, rounds: list[list[Item]], trim: Trim
+) -> tuple[Compiled, list[list[Item]], Trim]:
+    """``compiled``, its ``rounds`` and what ``trim`` keeps, with the round the walk stopped at
+    kept, reduced to fit the room left (``fit_boundary``), reported as a token_limit step with a
+    warning; all as given when it cannot be made to fit."""
+    if trim.boundary is None:
+        return compiled, rounds, trim
+    round_ = rounds[trim.boundary]
+    ids = {id(item) for item in round_}
+    at = frozenset(n for n, item in enumerate(compiled.items) if id(item) in ids)
+    fitted = fit_boundary(snapshot, compiled.items, at, trim.room)
+    if fitted is None:
+        return compiled, rounds, trim
+    items, touched = fitted
+    new = {id(compiled.items[n]): items[n] for n in at}
+    regrouped = [[new.get(id(item), item) for item in r] for r in rounds]
+    reduced = replace(
+        compiled,
+        items=tuple(items),
+        warnings=(*compiled.warnings, _warning(round_, trim.room, touched)),
+        steps=_report(compiled.steps, touched),
+    )
+    return reduced, regrouped, replace(trim, keep=trim.keep | {trim.boundary}, boundary=None)
