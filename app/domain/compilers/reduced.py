@@ -44,14 +44,17 @@ def _text_pointer(snapshot: Snapshot, seq: int) -> Callable[[int], str]:
     return lambda left: f"ctxc: {left:,} characters cut here{where}"
 
 
-def _cut(snapshot: Snapshot, item: Item, cap: int) -> Item:
-    """``item`` with each text part over ``cap`` tokens cut to its head and tail."""
+def _cut(snapshot: Snapshot, item: Item, cap: int, counted: dict[str, int]) -> Item:
+    """``item`` with each text part over ``cap`` tokens cut to its head and tail (``counted``:
+    the tokens of texts counted before, by text)."""
     pointer = _text_pointer(snapshot, item.seq)
     parts: list[Part] = []
     for part in item.message.content:
         # A token is at least one byte: short texts are ruled out without counting.
         if isinstance(part, TextPart) and len(part.text.encode()) > cap:
-            tokens = snapshot.count(Message(role="assistant", content=(part,)))
+            if part.text not in counted:
+                counted[part.text] = snapshot.count(Message(role="assistant", content=(part,)))
+            tokens = counted[part.text]
             if tokens > cap:
                 text = preview(part.text, tokens, capped(cap), pointer)
                 part = part.model_copy(update={"text": text})
@@ -61,54 +64,68 @@ def _cut(snapshot: Snapshot, item: Item, cap: int) -> Item:
     return snapshot.refit(item, item.message.model_copy(update={"content": tuple(parts)}))
 
 
-def _results(snapshot: Snapshot, items: Sequence[Item], at: frozenset[int], cap: int) -> Fitted:
-    return previewed(snapshot, items, at, capped(cap))
+def _results(snapshot: Snapshot, round_: Sequence[Item], cap: int) -> Fitted:
+    return previewed(snapshot, round_, frozenset(range(len(round_))), capped(cap))
 
 
-def _and_texts(snapshot: Snapshot, items: Sequence[Item], at: frozenset[int], cap: int) -> Fitted:
-    """The results previewed and the assistant's text cut, each to ``cap`` tokens."""
-    out, touched = previewed(snapshot, items, at, capped(cap))
-    for n in sorted(at):
-        if out[n].message.role != "assistant":
-            continue
-        cut = _cut(snapshot, out[n], cap)
-        if cut.tokens < out[n].tokens:
-            touched.append(Touched(cut.seq, out[n].tokens - cut.tokens, ()))
-            out[n] = cut
-    return out, touched
+Reduce = Callable[[Snapshot, Sequence[Item], int], Fitted]
 
 
-Reduce = Callable[[Snapshot, Sequence[Item], frozenset[int], int], Fitted]
+def _and_texts() -> Reduce:
+    """The results previewed and the assistant's text cut, each to the cap (the texts counted
+    once for every try)."""
+    counted: dict[str, int] = {}
+
+    def reduce(snapshot: Snapshot, round_: Sequence[Item], cap: int) -> Fitted:
+        out, touched = _results(snapshot, round_, cap)
+        for n, item in enumerate(out):
+            if item.message.role != "assistant":
+                continue
+            cut = _cut(snapshot, item, cap, counted)
+            if cut.tokens < item.tokens:
+                touched.append(Touched(cut.seq, item.tokens - cut.tokens, ()))
+                out[n] = cut
+        return out, touched
+
+    return reduce
+
+
+# The search for the largest cap stops this close to it (a share of the cap): a few percent of
+# the room may be left unused, for fewer tries (each counts the previews).
+CLOSE = 16
 
 
 def _largest(
-    reduce: Reduce, snapshot: Snapshot, items: Sequence[Item], at: frozenset[int], room: int
+    reduce: Reduce, snapshot: Snapshot, round_: Sequence[Item], room: int
 ) -> Fitted | None:
-    """The reduction with the largest cap (a binary search: a smaller cap never makes the round
-    bigger) that fits the round at ``at`` in ``room`` tokens, or None."""
-    best, low, high = None, 1, room
+    """The reduction with about the largest cap (a binary search: a smaller cap never makes the
+    round bigger) that fits ``round_`` in ``room`` tokens, or None. The first tries: the room
+    shared by the round's messages (it often fits as it is), then the smallest cap (if that does
+    not fit, none does)."""
+    best, low, high = None, 1, min(room, max(i.tokens for i in round_))
+    tries = [max(1, min(high, room // len(round_))), 1]
     while low <= high:
-        cap = (low + high) // 2 if best is not None else low  # the smallest first: ever fits?
-        out, touched = reduce(snapshot, items, at, cap)
-        if sum(out[n].tokens for n in at) <= room:
+        cap = tries.pop(0) if tries and best is None else (low + high) // 2
+        out, touched = reduce(snapshot, round_, cap)
+        if sum(i.tokens for i in out) <= room:
             best, low = (out, touched), cap + 1
-        elif best is None:
+        elif cap == 1:
             return None
         else:
             high = cap - 1
+        if best is not None and high - low < high // CLOSE:
+            break
     return best
 
 
-def fit_boundary(
-    snapshot: Snapshot, items: Sequence[Item], at: frozenset[int], room: int
-) -> Fitted | None:
-    """``items`` with the round at ``at`` reduced to fit ``room`` tokens: its tool results
-    previewed; where that is not enough, its assistant text cut too (never a user's words, a
-    call or reasoning). None when neither fits."""
-    if room <= 0:
+def fit_boundary(snapshot: Snapshot, round_: Sequence[Item], room: int) -> Fitted | None:
+    """``round_`` reduced to fit ``room`` tokens: its tool results previewed; where that is not
+    enough, its assistant text cut too (never a user's words, a call or reasoning). None when
+    neither fits."""
+    if room <= 0 or not round_:
         return None
-    for reduce in (_results, _and_texts):
-        fitted = _largest(reduce, snapshot, items, at, room)
+    for reduce in (_results, _and_texts()):
+        fitted = _largest(reduce, snapshot, round_, room)
         if fitted is not None:
             return fitted
     return None
@@ -125,15 +142,15 @@ def _report(steps: Sequence[StepReport], touched: Sequence[Touched]) -> tuple[St
 def _warning(round_: Sequence[Item], room: int, touched: Sequence[Touched]) -> str:
     seqs = [i.seq for i in round_ if i.seq]
     where = f"seq {seqs[0]}" if len(seqs) == 1 else f"seqs {seqs[0]}-{seqs[-1]}"
-    size = sum(i.tokens for i in round_)
+    results = any(t.omitted for t in touched)
     texts = any(not t.omitted for t in touched)
-    what = "its tool results previewed" + (" and its text cut" if texts else "")
-    if not any(t.omitted for t in touched):
-        what = "its text cut"
-    saved = sum(t.tokens_saved for t in touched)
+    what = " and ".join(
+        w for w, done in (("its tool results previewed", results), ("its text cut", texts)) if done
+    )
     return (
-        f"token_limit: the oldest round sent ({where}, {size} tokens) did not fit the {room} "
-        f"tokens left; it is sent with {what} ({saved} tokens saved)"
+        f"token_limit: the oldest round sent ({where}, {sum(i.tokens for i in round_)} tokens) "
+        f"did not fit the {room} tokens left; it is sent with {what} "
+        f"({sum(t.tokens_saved for t in touched)} tokens saved)"
     )
 
 
@@ -146,18 +163,16 @@ def reduce_boundary(
     if trim.boundary is None:
         return compiled, rounds, trim
     round_ = rounds[trim.boundary]
-    ids = {id(item) for item in round_}
-    at = frozenset(n for n, item in enumerate(compiled.items) if id(item) in ids)
-    fitted = fit_boundary(snapshot, compiled.items, at, trim.room)
+    fitted = fit_boundary(snapshot, round_, trim.room)
     if fitted is None:
         return compiled, rounds, trim
-    items, touched = fitted
-    new = {id(compiled.items[n]): items[n] for n in at}
+    reduced, touched = fitted
+    new = {id(old): item for old, item in zip(round_, reduced, strict=True)}
     regrouped = [[new.get(id(item), item) for item in r] for r in rounds]
-    reduced = replace(
+    done = replace(
         compiled,
-        items=tuple(items),
+        items=tuple(new.get(id(item), item) for item in compiled.items),
         warnings=(*compiled.warnings, _warning(round_, trim.room, touched)),
         steps=_report(compiled.steps, touched),
     )
-    return reduced, regrouped, replace(trim, keep=trim.keep | {trim.boundary}, boundary=None)
+    return done, regrouped, replace(trim, keep=trim.keep | {trim.boundary}, boundary=None)
