@@ -20,8 +20,7 @@ from bench import (
 
 for module in (
     append, bodies, compile, budget_fill, session_compile, session_read, delta, compaction,
-    summarising,
-    events, redact, tenancy, transfer, load, proxy,
+    summarising, events, redact, tenancy, transfer, load, proxy,
 ):  # fmt: skip
     module.run()
     print()
