@@ -90,31 +90,48 @@ def _and_texts() -> Reduce:
     return reduce
 
 
-# The search for the largest cap stops this close to it (a share of the cap): a few percent of
-# the room may be left unused, for fewer tries (each counts the previews).
+# The search for the largest cap that fits stops once the round uses all but this share of the
+# room (1/16), or after TRIES tries (each counts the previews).
 CLOSE = 16
+TRIES = 8
+
+
+def _next_cap(low: int, high: int, points: list[tuple[int, int]], room: int) -> int:
+    """The cap to try next between ``low`` (fits) and ``high`` (does not): where the line
+    through the last two tries (or the first and zero) meets the room, or the middle when that
+    is not between them."""
+    (c1, s1), (c2, s2) = points[-2:] if len(points) > 1 else ((0, 0), points[0])
+    if s1 != s2:
+        guess = c2 + (room - s2) * (c2 - c1) // (s2 - s1)
+        if low < guess < high:
+            return guess
+    return (low + high) // 2
 
 
 def _largest(
     reduce: Reduce, snapshot: Snapshot, round_: Sequence[Item], room: int
 ) -> Fitted | None:
-    """The reduction with about the largest cap (a binary search: a smaller cap never makes the
-    round bigger) that fits ``round_`` in ``room`` tokens, or None. The first tries: the room
-    shared by the round's messages (it often fits as it is), then the smallest cap (if that does
-    not fit, none does)."""
-    best, low, high = None, 1, min(room, max(i.tokens for i in round_))
-    tries = [max(1, min(high, room // len(round_))), 1]
-    while low <= high:
-        cap = tries.pop(0) if tries and best is None else (low + high) // 2
+    """The reduction with about the largest cap (a smaller cap never makes the round bigger)
+    that fits ``round_`` in ``room`` tokens, or None. The first tries: the room shared by the
+    round's messages, then (when that does not fit) the smallest cap: if that does not fit
+    either, none does."""
+    best: Fitted | None = None
+    used, low, high = 0, 0, max(i.tokens for i in round_)  # caps: low fits, high does not
+    points: list[tuple[int, int]] = []
+    cap = max(1, min(high - 1, room // len(round_)))
+    for _ in range(TRIES):
         out, touched = reduce(snapshot, round_, cap)
-        if sum(i.tokens for i in out) <= room:
-            best, low = (out, touched), cap + 1
+        size = sum(i.tokens for i in out)
+        points.append((cap, size))
+        if size <= room:
+            best, used, low = (out, touched), size, cap
         elif cap == 1:
             return None
         else:
-            high = cap - 1
-        if best is not None and high - low < high // CLOSE:
+            high = cap
+        if used >= room - room // CLOSE or high - low <= 1:
             break
+        cap = 1 if best is None else _next_cap(low, high, points, room)
     return best
 
 
