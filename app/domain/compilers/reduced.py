@@ -85,7 +85,7 @@ def _and_texts() -> Reduce:
             if cut.tokens < item.tokens:
                 touched.append(Touched(cut.seq, item.tokens - cut.tokens, ()))
                 out[n] = cut
-        return out, touched
+        return out, sorted(touched, key=lambda t: t.seq)
 
     return reduce
 
