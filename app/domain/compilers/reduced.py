@@ -1,16 +1,20 @@
-"""The round trimming stopped at, sent reduced: its tool results previewed to fit the room left.
+"""The round trimming stopped at, sent reduced to fit the room left rather than dropped.
 
 ``token_limit`` keeps the newest rounds that fit and stops at the first that does not: that
-round (the boundary) and every older one are dropped. Where the boundary round is larger than the
-room left only because of its tool results, it is sent with them previewed instead (head and
-tail around a pointer to the original, as ``newest.fit_round`` does for the round being
-answered), its calls and its text whole: the budget is used, not left half empty. Only the
-boundary round: older rounds stay dropped, so what is sent is still a suffix of the rounds
-trimming may drop. The round is kept whole or not at all, so every call keeps its result.
+round (the boundary) and every older one are dropped, which can leave much of the budget unused
+when the boundary round is big. Here it is sent reduced instead, where that makes it fit: its
+tool results previewed (head and tail around a pointer to the original, as ``newest.fit_round``
+does for the round being answered); where previews are not enough, its assistant text cut to
+head and tail as well (measured on the shared transcripts: most rounds that previews cannot fit
+are an agent's long narration). Never a call, reasoning or a user's words: a round too big
+without them stays dropped. Only the boundary round: older rounds stay dropped, so what is sent
+is still a suffix of the rounds trimming may drop, and the round is kept whole (every call with
+its result). The largest preview size that fits is searched for in at most ``TRIES`` tries per
+kind of reduction, each counting the previews (about one round's tokens).
 
 Prompt caching: with ``low_water`` the room left in the boundary round stays the same while a
-conversation grows within one step, so its previews (and the prompt prefix) stay byte-stable;
-without it the oldest kept round changes at almost every turn anyway.
+conversation grows within one step, so what is sent of it (and the prompt prefix) stays
+byte-stable; without it the oldest round sent changes at almost every turn anyway.
 """
 
 from __future__ import annotations
