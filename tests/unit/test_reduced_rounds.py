@@ -6,6 +6,7 @@ from __future__ import annotations
 from collections import Counter
 from collections.abc import Sequence
 from dataclasses import replace
+from itertools import pairwise
 from typing import Any
 
 import pytest
@@ -148,6 +149,22 @@ def test_with_low_water_the_reduced_round_stays_byte_stable_as_the_conversation_
             sent.append(compiled.items[1].message)
     assert len(sent) > 1
     assert all(message == sent[0] for message in sent)
+
+
+def test_without_low_water_the_reduced_round_changes_only_every_few_turns() -> None:
+    # The room left shrinks at every turn; the preview size steps down a ladder, not with it.
+    limit = token_limit(BASE, max_tokens=NEWER + 800, keep_task=False)
+    grown, sent = READ_LOG, []
+    for n in range(16):
+        grown = (*grown, *stored(assistant(f"ok {n}"), user(f"and {n}")))
+        grown = tuple(replace(item, seq=k + 1) for k, item in enumerate(grown))
+        compiled = limit(snap(grown))
+        assert compiled.tokens <= NEWER + 800
+        if seqs(compiled)[0] == 2:
+            sent.append(compiled.items[1].message)
+    assert len(sent) == 16
+    changes = sum(a != b for a, b in pairwise(sent))
+    assert 0 < changes <= 5, changes
 
 
 def test_assistant_text_is_cut_when_it_alone_does_not_fit() -> None:

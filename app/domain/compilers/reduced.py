@@ -9,12 +9,12 @@ head and tail as well (measured on the shared transcripts: most rounds that prev
 are an agent's long narration). Never a call, reasoning or a user's words: a round too big
 without them stays dropped. Only the boundary round: older rounds stay dropped, so what is sent
 is still a suffix of the rounds trimming may drop, and the round is kept whole (every call with
-its result). The largest preview size that fits is searched for in at most ``TRIES`` tries per
-kind of reduction, each counting the previews (about one round's tokens).
+its result). The largest preview size that fits is searched for on a ladder of sizes (``RUNG``), in
+a few tries per kind of reduction, each counting the previews (at most one round's tokens).
 
-Prompt caching: with ``low_water`` the room left in the boundary round stays the same while a
-conversation grows within one step, so what is sent of it (and the prompt prefix) stays
-byte-stable; without it the oldest round sent changes at almost every turn anyway.
+Prompt caching: what is sent of the round changes only when the room left falls below its size
+on the ladder, every few turns; with ``low_water`` the room stays the same while a conversation
+grows within one step, so it does not change at all until the cut moves.
 """
 
 from __future__ import annotations
@@ -94,48 +94,42 @@ def _and_texts() -> Reduce:
     return reduce
 
 
-# The search for the largest cap that fits stops once the round uses all but this share of the
-# room (1/16), or after TRIES tries (each counts the previews).
-CLOSE = 16
-TRIES = 8
+# Preview caps come from a fixed ladder, each about 10% above the one before: as a conversation
+# grows and the room left shrinks turn by turn, the largest cap that fits stays on one rung for
+# several turns, so what is sent of the round (and the prompt prefix) stays byte-stable between
+# them, for up to a tenth of the room left unused.
+RUNG = 1.1
 
 
-def _next_cap(low: int, high: int, points: list[tuple[int, int]], room: int) -> int:
-    """The cap to try next between ``low`` (fits) and ``high`` (does not): where the line
-    through the last two tries (or the first and zero) meets the room, or the middle when that
-    is not between them."""
-    (c1, s1), (c2, s2) = points[-2:] if len(points) > 1 else ((0, 0), points[0])
-    if s1 != s2:
-        guess = c2 + (room - s2) * (c2 - c1) // (s2 - s1)
-        if low < guess < high:
-            return guess
-    return (low + high) // 2
+def _ladder(high: int) -> list[int]:
+    """The caps of the ladder below ``high``, ascending."""
+    caps: list[int] = []
+    cap = 1.0
+    while cap < high:
+        if not caps or int(cap) > caps[-1]:
+            caps.append(int(cap))
+        cap *= RUNG
+    return caps or [1]
 
 
 def _largest(
     reduce: Reduce, snapshot: Snapshot, round_: Sequence[Item], room: int
 ) -> Fitted | None:
-    """The reduction with about the largest cap (a smaller cap never makes the round bigger)
-    that fits ``round_`` in ``room`` tokens, or None. The first tries: the room shared by the
-    round's messages, then (when that does not fit) the smallest cap: if that does not fit
-    either, none does."""
+    """The reduction with the largest cap of the ladder (a smaller cap never makes the round
+    bigger) that fits ``round_`` in ``room`` tokens, or None: a binary search over the rungs
+    (tens of them), the smallest tried first (if that does not fit, none does)."""
+    caps = _ladder(max(i.tokens for i in round_))
     best: Fitted | None = None
-    used, low, high = 0, 0, max(i.tokens for i in round_)  # caps: low fits, high does not
-    points: list[tuple[int, int]] = []
-    cap = max(1, min(high - 1, room // len(round_)))
-    for _ in range(TRIES):
-        out, touched = reduce(snapshot, round_, cap)
-        size = sum(i.tokens for i in out)
-        points.append((cap, size))
-        if size <= room:
-            best, used, low = (out, touched), size, cap
-        elif cap == 1:
+    low, high = 0, len(caps) - 1  # rung indexes: below low fits, above high does not
+    while low <= high:
+        rung = low if best is None else (low + high + 1) // 2
+        out, touched = reduce(snapshot, round_, caps[rung])
+        if sum(i.tokens for i in out) <= room:
+            best, low = (out, touched), rung + 1
+        elif best is None:
             return None
         else:
-            high = cap
-        if used >= room - room // CLOSE or high - low <= 1:
-            break
-        cap = 1 if best is None else _next_cap(low, high, points, room)
+            high = rung - 1
     return best
 
 
@@ -145,7 +139,8 @@ def fit_boundary(snapshot: Snapshot, round_: Sequence[Item], room: int) -> Fitte
     neither fits."""
     if room <= 0 or not round_:
         return None
-    for reduce in (_results, _and_texts()):
+    results = any(i.message.tool_results for i in round_)
+    for reduce in (_results, _and_texts()) if results else (_and_texts(),):
         fitted = _largest(reduce, snapshot, round_, room)
         if fitted is not None:
             return fitted
