@@ -11,12 +11,16 @@ and provider violations (the validators' problems; must be 0).
 
 Then the compile time the step adds: every binding compile timed with it on and off in the same
 run (the snapshot built and counted once, as the service holds it), as a ratio of the sums of
-the medians; also over only the compiles where the step reduced a round.
+the medians; also over only the compiles where the step reduced a round. The step's work is
+bounded by one round (a few tries, each counting its previews), not by the history: the same
+ratio on generated agent histories of 1,000 and 10,000 messages at the same budgets.
 """
 
 from __future__ import annotations
 
+import gc
 import json
+import random
 import statistics
 import time
 from collections.abc import Iterator
@@ -37,6 +41,7 @@ from app.domain.messages import DEFAULT_SECTION
 from app.domain.providers import PROFILES, ProviderProfile
 from app.domain.tokens import count_message
 from app.domain.validity import anthropic_problems, openai_problems
+from bench.append import agent_batch
 from bench.common import percentile, quick_run, verdict
 
 # The transcripts live beside the repository (CI has them, a fresh clone does not).
@@ -67,6 +72,25 @@ class Fill:
     problems: tuple[str, ...]
 
 
+def _transcript(name: str, profile: ProviderProfile, messages: list[Any], tools: Any) -> Transcript:
+    encoder = COUNTER.encoder(profile.encoding)
+
+    def count(message: Any) -> int:
+        return count_message(message, encoder)
+
+    items = tuple(Item(n + 1, DEFAULT_SECTION, m, count(m)) for n, m in enumerate(messages))
+    snapshot = Snapshot(items=items, tenant="bench", now=NOW, count=count)
+    tools_tokens = encoder.count(json.dumps(tools, ensure_ascii=False)) if tools else 0
+    return Transcript(name, profile, snapshot, tools_tokens)
+
+
+def generated(size: int) -> Transcript:
+    """An agent history of ``size`` messages (prompts, calls, file reads, logs), OpenAI-shaped."""
+    rng = random.Random(size)
+    raw = [m for i in range(0, size, 10) for m in agent_batch(rng, i)][:size]
+    return _transcript(f"generated/{size}", PROFILES["gpt-4o"], from_openai(raw), None)
+
+
 def transcripts(folder: Path = TRANSCRIPTS) -> list[Transcript]:
     """Every transcript in ``folder``, as a snapshot in its provider's shape."""
     out = []
@@ -78,16 +102,8 @@ def transcripts(folder: Path = TRANSCRIPTS) -> list[Transcript]:
         else:
             profile = PROFILES["gpt-4o"]
             messages = from_openai(document["messages"])
-        encoder = COUNTER.encoder(profile.encoding)
-
-        def count(message: Any, encoder: Any = encoder) -> int:
-            return count_message(message, encoder)
-
-        items = tuple(Item(n + 1, DEFAULT_SECTION, m, count(m)) for n, m in enumerate(messages))
-        snapshot = Snapshot(items=items, tenant="bench", now=NOW, count=count)
-        tools = document.get("tools")
-        tools_tokens = encoder.count(json.dumps(tools, ensure_ascii=False)) if tools else 0
-        out.append(Transcript(f"{path.parent.name}/{path.stem}", profile, snapshot, tools_tokens))
+        name = f"{path.parent.name}/{path.stem}"
+        out.append(_transcript(name, profile, messages, document.get("tools")))
     return out
 
 
@@ -148,30 +164,39 @@ def describe(values: list[Fill]) -> str:
     )
 
 
-def _median_time(transcript: Transcript, budget: int, reduce: bool, repeats: int) -> float:
-    times = []
+def _median_times(transcript: Transcript, budget: int, repeats: int) -> tuple[float, float]:
+    """The median compile time with the step and without it: CPU time of this process (a
+    compile is single-threaded), the two interleaved, so that what else the machine does weighs
+    on neither."""
+    times: dict[bool, list[float]] = {True: [], False: []}
     for _ in range(repeats):
-        start = time.perf_counter()
-        compile_at(transcript, budget, reduce)
-        times.append(time.perf_counter() - start)
-    return statistics.median(times)
+        for reduce in (False, True):
+            gc.collect()  # as timeit does: no collection of the other's garbage in the time
+            gc.disable()
+            start = time.process_time()
+            compile_at(transcript, budget, reduce)
+            times[reduce].append(time.process_time() - start)
+            gc.enable()
+    return statistics.median(times[True]), statistics.median(times[False])
 
 
-def timings(every: list[Transcript], repeats: int) -> tuple[float, float]:
+def timings(every: list[Transcript], repeats: int) -> tuple[float, float, float]:
     """Time with the step over time without, over every binding compile and over those where
-    it reduced a round (1.0 when none did)."""
+    it reduced a round (1.0 when none did), and the time it adds to one of those (mean, s)."""
     on = off = on_reduced = off_reduced = 0.0
+    count = 0
     for transcript, _, budget in budgets(every):
         try:
             output = compile_at(transcript, budget, True)
         except BudgetTooSmall:
             continue
-        with_step = _median_time(transcript, budget, True, repeats)
-        without = _median_time(transcript, budget, False, repeats)
+        with_step, without = _median_times(transcript, budget, repeats)
         on, off = on + with_step, off + without
         if any(w.startswith("token_limit: the oldest round sent") for w in output.warnings):
             on_reduced, off_reduced = on_reduced + with_step, off_reduced + without
-    return on / off, (on_reduced / off_reduced if off_reduced else 1.0)
+            count += 1
+    ratio = on_reduced / off_reduced if off_reduced else 1.0
+    return on / off, ratio, (on_reduced - off_reduced) / max(count, 1)
 
 
 def run(quick: bool | None = None) -> None:
@@ -195,9 +220,18 @@ def run(quick: bool | None = None) -> None:
     reduced = sum(f.reduced for f in after)
     print(f"  target fill >= {TARGET_FILL} in >= {TARGET_SHARE:.0%} of binding compiles: "
           f"{verdict(met(after))} (a round reduced in {reduced} of {len(after)})")  # fmt: skip
-    every_ratio, reduced_ratio = timings(every, 3 if quick_run(quick) else 15)
+    repeats = 3 if quick_run(quick) else 15
+    every_ratio, reduced_ratio, added = timings(every, repeats)
     print(f"  compile time with the step / without, same run: {every_ratio:.2f}x over every "
-          f"binding compile, {reduced_ratio:.2f}x over those it reduced")  # fmt: skip
+          f"binding compile, {reduced_ratio:.2f}x over those it reduced "
+          f"({added * 1000:.2f} ms added to one, on average)")  # fmt: skip
+    for size in (1_000, 10_000):
+        history = [generated(size)]
+        ratio, _, added = timings(history, max(3, repeats // 3))
+        before, after = fills(history, False)[0], fills(history, True)[0]
+        print(f"  generated history of {size:,} messages, fill before: {describe(before)}")
+        print(f"  {'':>34} after:  {describe(after)} | time with the step / without "
+              f"{ratio:.2f}x ({added * 1000:.2f} ms added)")  # fmt: skip
 
 
 if __name__ == "__main__":

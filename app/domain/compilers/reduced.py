@@ -183,11 +183,13 @@ def reduce_boundary(
     if fitted is None:
         return compiled, rounds, trim
     reduced, touched = fitted
-    new = {id(old): item for old, item in zip(round_, reduced, strict=True)}
-    regrouped = [[new.get(id(item), item) for item in r] for r in rounds]
+    regrouped = [*rounds[: trim.boundary], reduced, *rounds[trim.boundary + 1 :]]
+    start = sum(len(r) for r in rounds[: trim.boundary])  # the rounds are the items, in order
+    items = compiled.items
+    assert items[start] is round_[0]
     done = replace(
         compiled,
-        items=tuple(new.get(id(item), item) for item in compiled.items),
+        items=(*items[:start], *reduced, *items[start + len(round_) :]),
         warnings=(*compiled.warnings, _warning(round_, trim.room, touched)),
         steps=_report(compiled.steps, touched),
     )
