@@ -3,6 +3,7 @@
 from bench import (
     append,
     bodies,
+    budget_fill,
     compaction,
     compile,
     delta,
@@ -18,8 +19,8 @@ from bench import (
 )
 
 for module in (
-    append, bodies, compile, session_compile, session_read, delta, compaction, summarising,
-    events, redact, tenancy, transfer, load, proxy,
+    append, bodies, compile, budget_fill, session_compile, session_read, delta, compaction,
+    summarising, events, redact, tenancy, transfer, load, proxy,
 ):  # fmt: skip
     module.run()
     print()

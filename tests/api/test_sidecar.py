@@ -93,6 +93,8 @@ def _everything_stored(sidecar: Sidecar, session: str) -> list[dict[str, Any]]:
         for record in compactions:
             detail = c.get(f"/v1/sessions/{session}/compactions/{record['id']}").json()
             for archived in detail["archived"]:
+                if archived["section"] == "summary":  # an earlier compaction's, summarised again
+                    continue
                 assert archived["seq"] not in found
                 found[archived["seq"]] = archived
     return [found[seq] for seq in sorted(found)]

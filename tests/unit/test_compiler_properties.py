@@ -143,9 +143,15 @@ def must_keep_and_newest(rounds_: list[list[Item]]) -> int:
     )
 
 
-def previewed_newest(compiled: Compiled) -> bool:
+def reduced_by_token_limit(compiled: Compiled) -> set[int]:
+    """The seqs token_limit previewed or cut to make a round fit."""
+    return {t.seq for s in compiled.steps if s.name == "token_limit" for t in s.touched}
+
+
+def previewed_newest(compiled: Compiled, grouped: list[list[Item]]) -> bool:
     """Whether token_limit previewed the newest round's results to make it fit."""
-    return any(step.name == "token_limit" for step in compiled.steps)
+    newest = {i.seq for i in grouped[-1]} if grouped else set()
+    return bool(reduced_by_token_limit(compiled) & newest)
 
 
 @settings(max_examples=300, deadline=None)
@@ -163,19 +169,26 @@ def test_token_limit_keeps_the_newest_suffix_that_fits_or_says_the_budget_is_too
         assert err.needed == claimed + must_keep_and_newest(grouped) > budget
         return
     assert compiled.tokens + claimed <= budget
-    if previewed_newest(compiled):  # what must be sent fits only with the newest previewed
+    if previewed_newest(compiled, grouped):  # what must be sent fits only so
         assert claimed + must_keep_and_newest(grouped) > budget
         return
     check_view(compiled, view)
     task = opening_task(grouped)
+    sent = set(seqs_of(compiled.items))
     if task is not None and not kept_always(grouped[task]) and task != len(grouped) - 1:
         # The opening task is kept exactly when it fits beside what must be sent.
         fits = claimed + must_keep_and_newest(grouped) + sum(i.tokens for i in grouped[task])
-        assert (grouped[task][0] in compiled.items) == (fits <= budget)
+        assert (grouped[task][0].seq in sent) == (fits <= budget)
     free = [r for n, r in enumerate(grouped) if not kept_always(r) and n != task]
-    flags = [r[0] in compiled.items for r in free]
+    flags = [r[0].seq in sent for r in free]
     assert flags == sorted(flags)  # dropped rounds are all older than kept ones: a suffix
-    if low_water is None and False in flags:
+    reduced = reduced_by_token_limit(compiled)
+    if reduced:  # only the oldest round sent, which did not fit whole
+        oldest = free[flags.index(True)]
+        assert reduced <= {i.seq for i in oldest}
+        saved = sum(s.tokens_saved for s in compiled.steps if s.name == "token_limit")
+        assert low_water is not None or compiled.tokens + claimed + saved > budget
+    elif low_water is None and False in flags:
         next_older = free[flags.index(True) - 1] if True in flags else free[-1]
         assert compiled.tokens + claimed + sum(i.tokens for i in next_older) > budget
 
@@ -196,7 +209,7 @@ def test_as_a_conversation_grows_what_was_trimmed_stays_trimmed(
             compiled = compiler(snapshot(stored[:n]))
         except BudgetTooSmall:
             continue
-        if previewed_newest(compiled):  # the round being answered did not fit: it is sent
+        if previewed_newest(compiled, api_rounds(compiled.items)):  # it did not fit: it is sent
             continue
         now_dropped = set(range(1, n + 1)) - set(seqs_of(compiled.items))
         assert dropped <= now_dropped

@@ -6,7 +6,8 @@ prompt a history carries), a pinned message (``metadata.pinned`` truthy), a ``su
 or an injected message (ephemeral documents and context providers, seq 0). Next comes the
 opening task (``opening_task``), kept with ``keep_task`` (the default) where the budget allows.
 Of the other rounds both keep an order-preserving suffix: walking back from the newest, they
-stop at the first round that does not fit, never skipping a big round to keep older small ones.
+stop at the first round that does not fit, never skipping a big round to keep older small ones
+(``token_limit`` may send that round with its tool results previewed: ``reduced``).
 Output keeps the inner compiler's order.
 """
 
@@ -32,6 +33,7 @@ from app.domain.compilers.base import (
     opening_task,
 )
 from app.domain.compilers.newest import fit_newest
+from app.domain.compilers.reduced import reduce_boundary
 from app.domain.errors import DomainError, InvalidInput
 from app.domain.validity.anthropic_turns import CONTINUATION, opens_with_assistant
 
@@ -107,6 +109,9 @@ class Trim:
 
     keep: set[int]
     task_left_out: int | None = None  # the task's round, when it did not fit
+    # The round the walk stopped at (it did not fit) and the tokens left for it below the target.
+    boundary: int | None = None
+    room: int = 0
 
 
 def _needs(rounds: Sequence[Round], keep: set[int], newest: int | None, claimed: int) -> str:
@@ -157,11 +162,10 @@ def trim_rounds(
         walk.visit(n)
         cost = _tokens([rounds[n]])
         if used + cost > target and n != newest:
-            break
+            return Trim(keep, task_left_out, n, target - used)
         keep.add(n)
         used += cost
-    else:
-        walk.done()
+    walk.done()
     return Trim(keep, task_left_out)
 
 
@@ -231,6 +235,7 @@ def token_limit(
     reserve: Annotated[int, Field(ge=0)] | None = None,
     low_water: Annotated[float, Field(gt=0, lt=1)] | None = None,
     keep_task: bool = True,
+    reduce: bool = True,
 ) -> Compiler:
     """Keep the newest rounds that fit ``max_tokens`` (or the snapshot budget minus ``reserve``,
     by default 4096 or a quarter of a smaller window).
@@ -240,7 +245,9 @@ def token_limit(
     trimming, since which round ends up first is not known in advance). System, pinned, summary
     and injected messages are always kept; with ``keep_task``, so is the opening task where it
     fits beside them and the newest round. When the newest round does not fit beside what must
-    be sent, its tool results are previewed (``newest.fit_newest``) rather than failing.
+    be sent, its tool results are previewed (``newest.fit_newest``) rather than failing. With
+    ``reduce``, the older round the walk stops at is sent with its tool results previewed where
+    that makes it fit the room left (``reduced.reduce_boundary``), rather than dropped.
     """
 
     def compile_token_limit(snapshot: Snapshot) -> Compiled:
@@ -267,6 +274,8 @@ def token_limit(
             compiled = fitted
             rounds = snapshot.rounds(compiled.items)
             trim = trim_rounds(rounds, budget, claimed, low_water, task, of, elided)
+        if reduce:
+            compiled, rounds, trim = reduce_boundary(snapshot, compiled, rounds, trim)
         left_task = trim.task_left_out
         warnings = [] if left_task is None else [_task_warning("token_limit", rounds[left_task])]
         kept, left = _select(rounds, trim.keep, "token_limit", elided)
