@@ -162,12 +162,12 @@ def test_an_omitted_argument_comes_back_by_its_sha256(client: httpx.Client) -> N
         assert text == MULTI_BYTE
 
 
-@pytest.mark.parametrize("provider", ["gpt-4o", "anthropic", "gemini"])
+@pytest.mark.parametrize("provider", ["gpt-4o", "anthropic", "gemini", "openai-responses"])
 def test_the_answer_appended_back_compiles_provider_valid(
     client: httpx.Client, provider: str
 ) -> None:
     sid = stored(client, agent_history(), provider=provider)
-    fmt = {"gpt-4o": "openai"}.get(provider, provider)
+    fmt = {"gpt-4o": "openai", "openai-responses": "responses"}.get(provider, provider)
     answer = compiled(client, sid, compiler=RECALL_SPEC)
     assert answer["format"] == fmt and answer["tools"] == [definition(fmt)]
     args = {"call_id": "t1", "seq": 7}
@@ -180,6 +180,10 @@ def test_the_answer_appended_back_compiles_provider_valid(
                 "function": {"name": "ctxc_recall", "arguments": json.dumps(args)}}]},
             got["result"],
         ]  # fmt: skip
+    elif fmt == "responses":
+        call = {"type": "function_call", "call_id": "toolu_recall1", "name": "ctxc_recall",
+                "arguments": json.dumps(args)}  # fmt: skip
+        turn = [call, got["result"]]
     elif fmt == "gemini":
         call = {"functionCall": {"id": "toolu_recall1", "name": "ctxc_recall", "args": args}}
         turn = [{"role": "model", "parts": [call]}, {"role": "user", "parts": [got["result"]]}]
@@ -197,6 +201,7 @@ def test_the_answer_appended_back_compiles_provider_valid(
         "openai": lambda: last["content"],
         "anthropic": lambda: last["content"][0]["content"],
         "gemini": lambda: last["parts"][0]["functionResponse"]["response"]["output"],
+        "responses": lambda: last["output"],
     }[fmt]()
     assert sent == text_of(got) and sent.startswith(LOG[:1000])
 
