@@ -5,18 +5,16 @@ otherwise answers with one assistant message saying how many input items it read
 
 from __future__ import annotations
 
-import socket
-import threading
 import time
 from typing import Any
 
-import uvicorn
 from starlette.applications import Starlette
 from starlette.requests import Request
 from starlette.responses import JSONResponse
 from starlette.routing import Route
 
 from app.domain.validity import responses_problems
+from tests.serving import Serving
 
 
 class ResponsesStub:
@@ -24,35 +22,16 @@ class ResponsesStub:
 
     def __init__(self) -> None:
         self.requests: list[dict[str, Any]] = []
-        self._socket = socket.socket()
-        self._socket.bind(("127.0.0.1", 0))
-        self.base_url = f"http://127.0.0.1:{self._socket.getsockname()[1]}/v1"
         app = Starlette(routes=[Route("/v1/responses", self._create, methods=["POST"])])
-        config = uvicorn.Config(
-            app,
-            log_config=None,
-            log_level=None,
-            access_log=False,
-            lifespan="off",
-            timeout_graceful_shutdown=1,
-        )
-        self._server = uvicorn.Server(config)
-        self._thread = threading.Thread(target=self._server.run, args=([self._socket],))
-        self._thread.daemon = True
+        self._serving = Serving(app, "the Responses stub")
+        self.base_url = f"{self._serving.url}/v1"
 
     def __enter__(self) -> ResponsesStub:
-        self._thread.start()
-        deadline = time.monotonic() + 30
-        while not self._server.started:
-            if not self._thread.is_alive() or time.monotonic() > deadline:
-                raise RuntimeError("the Responses stub did not start")
-            time.sleep(0.01)
+        self._serving.__enter__()
         return self
 
-    def __exit__(self, *_: object) -> None:
-        self._server.should_exit = True
-        self._thread.join(timeout=30)
-        self._socket.close()
+    def __exit__(self, *exc: object) -> None:
+        self._serving.__exit__(*exc)
 
     async def _create(self, request: Request) -> JSONResponse:
         body = await request.json()

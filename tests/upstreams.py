@@ -34,16 +34,13 @@ from __future__ import annotations
 import collections
 import itertools
 import json
-import socket
 import threading
-import time
 from array import array
 from collections.abc import Callable
 from dataclasses import dataclass, replace
 from typing import Any
 
 import anyio
-import uvicorn
 import xxhash
 from starlette.applications import Starlette
 from starlette.requests import Request
@@ -52,6 +49,7 @@ from starlette.routing import Route
 from starlette.types import Receive, Scope, Send
 
 from app.adapters.tokenizers import load_encoding
+from tests.serving import Serving
 from tests.upstream_anthropic import AnthropicWire
 from tests.upstream_openai import OpenAIWire
 from tests.upstream_wires import (
@@ -149,40 +147,22 @@ class Upstream:
         self._ids = itertools.count(1)
         self._cache: set[bytes] = set()
         self._encoding = load_encoding("o200k_base")
-        self._socket = socket.socket()
-        self._socket.bind(("127.0.0.1", 0))
-        port = self._socket.getsockname()[1]
-        self.url = f"http://127.0.0.1:{port}"
-        self.openai_base = f"{self.url}/v1"
-        self.anthropic_base = self.url
         routes = [
             Route("/v1/chat/completions", self._endpoint("openai"), methods=["POST"]),
             Route("/v1/messages", self._endpoint("anthropic"), methods=["POST"]),
             Route("/v1/models", self._models, methods=["GET"]),
         ]
-        # log_config=None leaves the process's logging as it is; a stream still open at exit is
-        # cut after a second rather than awaited.
-        config = uvicorn.Config(
-            Starlette(routes=routes), log_config=None, log_level=None, access_log=False,
-            lifespan="off", timeout_graceful_shutdown=1,
-        )  # fmt: skip
-        self._server = uvicorn.Server(config)
-        self._thread = threading.Thread(target=self._server.run, args=([self._socket],))
-        self._thread.daemon = True
+        self._serving = Serving(Starlette(routes=routes), "upstream")
+        self.url = self._serving.url
+        self.openai_base = f"{self.url}/v1"
+        self.anthropic_base = self.url
 
     def __enter__(self) -> Upstream:
-        self._thread.start()
-        deadline = time.monotonic() + 30
-        while not self._server.started:
-            if not self._thread.is_alive() or time.monotonic() > deadline:
-                raise RuntimeError("upstream did not start")
-            time.sleep(0.01)
+        self._serving.__enter__()
         return self
 
-    def __exit__(self, *_: object) -> None:
-        self._server.should_exit = True
-        self._thread.join(timeout=30)
-        self._socket.close()
+    def __exit__(self, *exc: object) -> None:
+        self._serving.__exit__(*exc)
 
     def cancel(self, seen: Seen) -> None:
         with self._changed:
