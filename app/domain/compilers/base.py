@@ -7,6 +7,7 @@ clock, makes an id or touches storage: the caller passes all of that in the snap
 
 from __future__ import annotations
 
+from collections import Counter
 from collections.abc import Callable, Container, Iterable, Sequence
 from dataclasses import dataclass, field, replace
 from datetime import datetime
@@ -181,6 +182,33 @@ class StepReport:
         return replace(self, touched=tuple(t for t in self.touched if t.seq in seqs or not t.seq))
 
 
+def replacements_warning(counts: Counter[str]) -> str | None:
+    """``redact``'s warning: how many secrets each pattern replaced (None: none)."""
+    if not counts:
+        return None
+    detail = ", ".join(f"{name}: {n}" for name, n in sorted(counts.items()))
+    return f"redact: {counts.total()} replacements ({detail})"
+
+
+@dataclass(frozen=True)
+class Replaced:
+    """What a ``redact`` step replaced, message by message, and the place of its warning among
+    the compile's warnings. The compile words that warning again of the messages it sends:
+    trimming after the step may leave some out, and a compile given only the tail of a history
+    (``Elided``) must say what one given all of it says."""
+
+    at: int
+    found: tuple[tuple[int, str, int], ...]  # (seq, pattern name, replacements)
+
+    def warning(self, sent: Container[int]) -> str | None:
+        """The warning of the messages at ``sent`` (and injected ones)."""
+        counts: Counter[str] = Counter()
+        for seq, name, n in self.found:
+            if seq in sent or not seq:
+                counts[name] += n
+        return replacements_warning(counts)
+
+
 @dataclass(frozen=True)
 class Compiled:
     """The view to send, in order, with what was left out, warnings and compaction reports."""
@@ -193,6 +221,7 @@ class Compiled:
     pending: Elided | None = None
     # Tool definitions the compile adds to the request, in the target's shape (``recall``).
     tools: tuple[JSONObject, ...] = ()
+    replaced: tuple[Replaced, ...] = ()  # the ``redact`` steps' replacements
 
     @property
     def tokens(self) -> int:
@@ -203,6 +232,13 @@ class Compiled:
     def of(cls, items: Iterable[Item], *left_out: LeftOut) -> Compiled:
         """A first step's result (empty left-outs are not kept)."""
         return cls(()).then(items, *left_out)
+
+    def sent_warnings(self, sent: Container[int]) -> list[str]:
+        """The warnings, ``redact``'s of the messages at ``sent`` only (see ``Replaced``)."""
+        out: list[str | None] = list(self.warnings)
+        for replaced in self.replaced:
+            out[replaced.at] = replaced.warning(sent)
+        return [w for w in out if w is not None]
 
     def then(
         self,
@@ -218,7 +254,7 @@ class Compiled:
         return Compiled(
             tuple(items), self.left_out + dropped, self.warnings + tuple(warnings),
             self.steps + tuple(steps), self.pending if pending == "kept" else pending,
-            self.tools,
+            self.tools, self.replaced,
         )  # fmt: skip
 
 
