@@ -341,6 +341,13 @@ def test_sdk_dumps_with_null_fields_read_as_the_request() -> None:
         ([], {"parts": [{"inlineData": {"mimeType": "image/png", "data": "AA"}}]},
          ("system", "parts", 0), "text only"),
         ([], ["be kind"], ("system",), "a Content object"),
+        # Kept opaque, it would be sent as it came, which the API (and gemini_problems) refuse.
+        ([{"role": "user", "parts": [{"inlineData": {"data": 5}}]}], None,
+         (0, "parts", 0, "inlineData", "mimeType"), "'mimeType' is missing"),
+        ([{"role": "user", "parts": [{"inlineData": {"mimeType": "application/pdf"}}]}], None,
+         (0, "parts", 0, "inlineData", "data"), "'data' is missing"),
+        ([{"role": "user", "parts": [{"inlineData": {"mimeType": "text/csv", "data": ""}}]}],
+         None, (0, "parts", 0, "inlineData", "data"), "empty"),
     ],
 )  # fmt: skip
 def test_malformed_documents_are_refused_naming_the_field(

@@ -33,6 +33,7 @@ from app.domain.formats._common import (
     caller_metadata,
     clone,
     expect_object,
+    expect_str,
     extra_fields,
     hints,
     set_fields,
@@ -97,7 +98,11 @@ def read_item(raw: Any, path: Path) -> Message:
         raise FormatError((*path, "type"), "an item's type must be a string")
     if kind == "function_call":
         return Message(role="assistant", content=(read_call(set_fields(item), path),))
-    if kind == "reasoning":
+    if kind == "reasoning":  # kept verbatim: the API refuses one without these
+        expect_str(item, "id", path)
+        if not isinstance(item.get("summary"), list):
+            missing = "missing" if "summary" not in item else "not a list"
+            raise FormatError((*path, "summary"), f"'summary' is {missing}; expected a list")
         return Message(role="assistant", content=(read_reasoning(item),))
     if kind == "function_call_output":
         item = set_fields(item)
