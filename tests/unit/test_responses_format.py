@@ -542,6 +542,7 @@ def test_responses_items_become_chat_completions_and_anthropic() -> None:
         ({"type": "reasoning", "summary": []}, ("id",), "missing"),
         ({"type": "reasoning", "id": "rs_1"}, ("summary",), "missing"),
         ({"type": "reasoning", "id": "rs_1", "summary": "x"}, ("summary",), "a list"),
+        ({"type": ""}, ("type",), "a non-empty string"),  # kept opaque, the API refuses it
     ],
 )
 def test_shapes_of_other_formats_are_refused(item: Any, where: tuple[Any, ...], says: str) -> None:

@@ -94,8 +94,8 @@ def read_item(raw: Any, path: Path) -> Message:
     kind = item.get("type")
     if kind is None or kind == "message":
         return _read_message(set_fields(item), path)
-    if not isinstance(kind, str):
-        raise FormatError((*path, "type"), "an item's type must be a string")
+    if not isinstance(kind, str) or not kind:
+        raise FormatError((*path, "type"), "an item's type must be a non-empty string")
     if kind == "function_call":
         return Message(role="assistant", content=(read_call(set_fields(item), path),))
     if kind == "reasoning":  # kept verbatim: the API refuses one without these
