@@ -665,3 +665,15 @@ def test_responses_to_calls_a_resumed_session_holds_open_the_contents() -> None:
         ],
     }
     assert [len(c["parts"]) for c in contents] == [1, 2]
+
+
+def test_merged_turns_keep_every_extra_field_the_first_one_winning() -> None:
+    """Consecutive user contents merge into one turn; their unknown fields go with it, the
+    earlier content's value kept where two name one field (merged in place: linear)."""
+    contents = [
+        {"role": "user", "parts": [{"text": "a"}], "x-tag": 1},
+        {"role": "user", "parts": [{"text": "b"}], "x-tag": 2, "x-more": 3},
+    ]
+    _, out, _ = render(from_gemini(contents), "gemini")
+    assert out == [{"role": "user", "parts": [{"text": "a"}, {"text": "b"}], "x-tag": 1,
+                    "x-more": 3}]  # fmt: skip
