@@ -7,11 +7,10 @@ clock, makes an id or touches storage: the caller passes all of that in the snap
 
 from __future__ import annotations
 
-from collections import Counter
 from collections.abc import Callable, Container, Iterable, Sequence
 from dataclasses import dataclass, field, replace
 from datetime import datetime
-from typing import Literal
+from typing import TYPE_CHECKING, Literal
 
 from app.domain.calibration import Calibration
 from app.domain.compaction.payloads import Omitted
@@ -19,6 +18,9 @@ from app.domain.messages import DEFAULT_SECTION, SUMMARY_SECTION, JSONObject, Me
 from app.domain.validity.fitting import fit_message
 from app.domain.validity.repair import Earlier, boundary
 from app.domain.validity.targets import Target
+
+if TYPE_CHECKING:
+    from app.domain.compilers.redact import Replaced
 
 # Injected messages are not stored, so they carry this seq; stored seqs start at 1.
 INJECTED_SEQ = 0
@@ -182,33 +184,6 @@ class StepReport:
         return replace(self, touched=tuple(t for t in self.touched if t.seq in seqs or not t.seq))
 
 
-def replacements_warning(counts: Counter[str]) -> str | None:
-    """``redact``'s warning: how many secrets each pattern replaced (None: none)."""
-    if not counts:
-        return None
-    detail = ", ".join(f"{name}: {n}" for name, n in sorted(counts.items()))
-    return f"redact: {counts.total()} replacements ({detail})"
-
-
-@dataclass(frozen=True)
-class Replaced:
-    """What a ``redact`` step replaced, message by message, and the place of its warning among
-    the compile's warnings. The compile words that warning again of the messages it sends:
-    trimming after the step may leave some out, and a compile given only the tail of a history
-    (``Elided``) must say what one given all of it says."""
-
-    at: int
-    found: tuple[tuple[int, str, int], ...]  # (seq, pattern name, replacements)
-
-    def warning(self, sent: Container[int]) -> str | None:
-        """The warning of the messages at ``sent`` (and injected ones)."""
-        counts: Counter[str] = Counter()
-        for seq, name, n in self.found:
-            if seq in sent or not seq:
-                counts[name] += n
-        return replacements_warning(counts)
-
-
 @dataclass(frozen=True)
 class Compiled:
     """The view to send, in order, with what was left out, warnings and compaction reports."""
@@ -237,7 +212,9 @@ class Compiled:
         """The warnings, ``redact``'s of the messages at ``sent`` only (see ``Replaced``)."""
         out: list[str | None] = list(self.warnings)
         for replaced in self.replaced:
-            out[replaced.at] = replaced.warning(sent)
+            # A plug-in step after it may have rewritten the warnings: then they stay as given.
+            if replaced.at < len(out) and (out[replaced.at] or "").startswith("redact: "):
+                out[replaced.at] = replaced.warning(sent)
         return [w for w in out if w is not None]
 
     def then(
