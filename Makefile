@@ -41,7 +41,7 @@ lint: $(STAMP)
 	$(BIN)/hadolint Dockerfile
 
 test: lint
-	$(BIN)/pytest
+	$(BIN)/pytest -n auto --maxprocesses 4 --dist worksteal
 
 openapi: $(STAMP)
 	$(BIN)/python -m tests.contract.test_openapi

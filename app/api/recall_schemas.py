@@ -28,8 +28,9 @@ class RecallRequest(Body):
     )
     arguments: JSONObject | str = Field(
         description="The call's arguments as the model gave them: an object, or its JSON text "
-        '(OpenAI). `{"call_id": ..., "seq": ...}` or `{"sha256": ...}`, with `offset` for a '
-        "later page. What the model got wrong here is answered as a tool error, not refused.",
+        '(OpenAI). `{"call_id": ..., "seq": ...}`, `{"seq": ...}` (a message) or '
+        '`{"sha256": ...}`, with `offset` for a later page. What the model got wrong here is '
+        "answered as a tool error, not refused.",
     )
     max_tokens: int = Field(
         PAGE_TOKENS, ge=MIN_PAGE_TOKENS, le=MAX_PAGE_TOKENS,

@@ -3,10 +3,11 @@
 A compile with the ``recall`` decorator offers one more tool (``definition``, in the target's
 shape), and its placeholders and previews name the pointer the tool takes (``pointer_text``):
 ``{"call_id": ..., "seq": ...}`` for a tool result, ``{"sha256": ...}`` for an omitted payload
-field. The caller runs the model's call through ctxc, which answers with a tool result in the
-same shape (``tool_result``) holding one page of the original (``page_of``): at most a number of
-tokens, cut after a line end where one is near, with a last line naming the offset of the next
-page. The pages of a text, joined, are the text, character for character.
+field, ``{"seq": ...}`` for a message whose text a reduced round cut. The caller runs the
+model's call through ctxc, which answers with a tool result in the same shape (``tool_result``)
+holding one page of the original (``page_of``): at most a number of tokens, cut after a line
+end where one is near, with a last line naming the offset of the next page. The pages of a
+text, joined, are the text, character for character.
 
 Everything here is pure: the service reads the original and counts tokens.
 """
@@ -37,10 +38,11 @@ SHA256: Final = re.compile(r"[0-9a-fA-F]{64}")
 MAX_CALL_ID: Final = 512
 
 DESCRIPTION: Final = (
-    "Read the whole text of a tool result or payload field that was shortened or omitted in "
-    "this conversation. A shortened result names its pointer: pass exactly those arguments "
-    '(call_id and seq, or sha256; an omitted field\'s sha256 is in "_tool_compaction"). A long '
-    "text comes in pages: each page but the last ends with a line giving the offset of the next."
+    "Read the whole text of a tool result, payload field or message that was shortened or "
+    "omitted in this conversation. A shortened text names its pointer: pass exactly those "
+    "arguments (call_id and seq for a tool result, seq alone for a message, or sha256; an "
+    'omitted field\'s sha256 is in "_tool_compaction"). A long text comes in pages: each page '
+    "but the last ends with a line giving the offset of the next."
 )
 PARAMETERS: Final[JSONObject] = {
     "type": "object",
@@ -48,7 +50,8 @@ PARAMETERS: Final[JSONObject] = {
         "call_id": {"type": "string", "description": "The tool call id the pointer names."},
         "seq": {
             "type": "integer",
-            "description": "The seq the pointer names (which turn, where call ids repeat).",
+            "description": "The seq the pointer names (which turn, where call ids repeat; "
+            "alone, the message at that seq).",
         },
         "sha256": {"type": "string", "description": "The sha256 of an omitted payload field."},
         "offset": {
@@ -109,9 +112,10 @@ def with_tools(shape: str, tools: Sequence[Any] | None, added: Sequence[JSONObje
     return [*kept, *added]
 
 
-def pointer_text(name: str, call_id: str, seq: int | None = None, **more: Any) -> str:
-    """The call a placeholder or page names: ``ctxc_recall {"call_id": "c1", "seq": 12}``."""
-    args: dict[str, Any] = {"call_id": call_id}
+def pointer_text(name: str, call_id: str | None, seq: int | None = None, **more: Any) -> str:
+    """The call a placeholder or page names: ``ctxc_recall {"call_id": "c1", "seq": 12}``, or
+    without a call id the message at ``seq``: ``ctxc_recall {"seq": 12}``."""
+    args: dict[str, Any] = {} if call_id is None else {"call_id": call_id}
     if seq:
         args["seq"] = seq
     return f"{name} {json.dumps({**args, **more}, ensure_ascii=False)}"
@@ -119,8 +123,9 @@ def pointer_text(name: str, call_id: str, seq: int | None = None, **more: Any) -
 
 @dataclass(frozen=True)
 class Pointer:
-    """What the model asked for: a tool call's result (by id, and seq where ids repeat) or a
-    payload field by sha256, from ``offset`` (characters) on."""
+    """What the model asked for: a tool call's result (by id, and seq where ids repeat), a
+    payload field by sha256, or a message's text by its seq alone, from ``offset`` (characters)
+    on."""
 
     call_id: str | None = None
     seq: int | None = None
@@ -129,7 +134,11 @@ class Pointer:
 
     def next(self, offset: int) -> JSONObject:
         """The arguments that ask for the page at ``offset``."""
-        found: JSONObject = {"sha256": self.sha256} if self.sha256 else {"call_id": self.call_id}
+        found: JSONObject = {}
+        if self.sha256:
+            found["sha256"] = self.sha256
+        elif self.call_id is not None:
+            found["call_id"] = self.call_id
         if self.seq and not self.sha256:
             found["seq"] = self.seq
         return {**found, "offset": offset}
@@ -167,10 +176,15 @@ def parse_arguments(raw: Any) -> Pointer:
         raise BadArguments("call_id must be the id the pointer gives")
     if sha is not None and (not isinstance(sha, str) or not SHA256.fullmatch(sha)):
         raise BadArguments("sha256 must be the 64 hex digits the pointer gives")
-    if (call_id is None) == (sha is None):
-        raise BadArguments("give call_id (with its seq) or sha256, as the pointer names them")
+    if call_id is not None and sha is not None:
+        raise BadArguments("give call_id (with its seq) or sha256, not both")
     if seq == 0:
         seq = None
+    if call_id is None and sha is None and seq is None:
+        raise BadArguments(
+            "give call_id (with its seq), seq alone for a message, or sha256, as the pointer "
+            "names them"
+        )
     return Pointer(call_id, seq, sha.lower() if sha else None, offset)
 
 

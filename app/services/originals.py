@@ -119,6 +119,14 @@ async def tool_call(
     )  # fmt: skip
 
 
+async def message_at(
+    db: AsyncSession, tenant: TenantId, session_id: str, seq: int
+) -> Message | None:
+    """The message as first stored at ``seq`` (archived by a compaction or not), if any."""
+    row = await require_session(db, tenant, session_id)
+    return (await _stored(db, SessionPk(row.pk), [seq])).get(seq)
+
+
 async def _stored(db: AsyncSession, pk: SessionPk, seqs: Sequence[int]) -> dict[int, Message]:
     """The messages as first stored at ``seqs``. A compaction may have archived them (a summary
     may hold the seq now) or rewritten them (persisted tool-payload steps), and a later one may

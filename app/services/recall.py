@@ -91,7 +91,9 @@ async def _text(
         except NotFound:
             raise _Missing(f"no payload with sha256 {pointer.sha256} in this session") from None
         return row.value if isinstance(row.value, str) else payload_json(row.value)
-    assert pointer.call_id is not None
+    if pointer.call_id is None:
+        assert pointer.seq is not None
+        return await _message_text(db, tenant, session_id, pointer.seq, pending)
     where = f"tool call {pointer.call_id!r}" + (f" at seq {pointer.seq}" if pointer.seq else "")
     try:
         found = await originals.tool_call(db, tenant, session_id, pointer.call_id, pointer.seq)
@@ -103,6 +105,22 @@ async def _text(
     if text is None:
         raise _Missing(f"the result of the {where} holds more than text; it was never shortened")
     return text
+
+
+async def _message_text(
+    db: AsyncSession,
+    tenant: TenantId,
+    session_id: str,
+    seq: int,
+    pending: Sequence[tuple[int, Message]],
+) -> str:
+    """The text of the message at ``seq`` as first stored (archived or not), or pending."""
+    message = dict(pending).get(seq) or await originals.message_at(db, tenant, session_id, seq)
+    if message is None:
+        raise _Missing(f"no message at seq {seq} in this session")
+    if not message.text:
+        raise _Missing(f"the message at seq {seq} holds no text")
+    return message.text
 
 
 async def recall(

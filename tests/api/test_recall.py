@@ -141,6 +141,24 @@ def test_recalled_pages_join_to_exactly_the_stored_original(
     assert read_whole(client, sid, args, 500)[0] == LOG
 
 
+def test_a_message_comes_back_by_its_seq_archived_or_not(client: httpx.Client) -> None:
+    """A reduced round's cut text names the message by seq alone; its pages join to the text as
+    first stored, also once a compaction archived it."""
+    history = [
+        {"role": "user", "content": "explain"},
+        {"role": "assistant", "content": MULTI_BYTE},
+        *[{"role": r, "content": f"turn {n}"} for n in range(6) for r in ("user", "assistant")],
+        {"role": "user", "content": "next"},
+    ]
+    sid = stored(client, history)
+    text, pages = read_whole(client, sid, {"seq": 2}, 300)
+    assert text.encode() == MULTI_BYTE.encode() and pages > 1
+    done = client.post(f"/v1/sessions/{sid}/compact", json={"kind": "full"})
+    assert done.status_code == 201, done.text
+    assert done.json()["seq_from"] <= 2 <= done.json()["seq_to"]
+    assert read_whole(client, sid, {"seq": 2}, 300)[0] == MULTI_BYTE
+
+
 def test_an_omitted_argument_comes_back_by_its_sha256(client: httpx.Client) -> None:
     history = [
         {"role": "user", "content": "write it twice"},
@@ -215,7 +233,8 @@ def test_a_pointer_to_nothing_is_a_tool_error_not_a_404(api: Api, client: httpx.
         ({"sha256": "a" * 64}, "no payload with sha256"),
         ({"call_id": "t1", "offset": 10**9}, "past the end of the text"),
         ("{not json", "not a JSON object"),
-        ({"seq": 3}, "give call_id"),
+        ({}, "give call_id"),
+        ({"seq": 99}, "no message at seq 99"),
         ({"call_id": "t1", "seq": "three"}, "seq must be a whole number"),
         ({"call_id": "t\u0000"}, "call_id must be"),
         ('{"call_id": "t\\u0000"}', "call_id must be"),

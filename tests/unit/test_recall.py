@@ -105,8 +105,9 @@ def test_the_models_arguments() -> None:
     )
     assert parse_arguments({"sha256": "AB" * 32}) == Pointer(sha256="ab" * 32)
     assert parse_arguments({"call_id": "c1", "seq": 0}) == Pointer("c1")
+    assert parse_arguments({"seq": 3, "offset": 5}) == Pointer(seq=3, offset=5)  # a message
     for wrong in [
-        "", "[1]", "{", [], {}, {"seq": 3}, {"call_id": "c", "sha256": "a" * 64},
+        "", "[1]", "{", [], {}, {"seq": 0}, {"call_id": "c", "sha256": "a" * 64},
         {"call_id": 5}, {"call_id": ""}, {"sha256": "xyz"}, {"call_id": "c", "seq": -1},
         {"call_id": "c", "seq": True}, {"call_id": "c", "offset": 1.5}, {"call_id": "c" * 513},
         {"call_id": "a\x00b"},
@@ -118,6 +119,8 @@ def test_the_models_arguments() -> None:
 
 def test_pointers_and_the_next_page() -> None:
     assert pointer_text("ctxc_recall", "c1", 12) == 'ctxc_recall {"call_id": "c1", "seq": 12}'
+    assert pointer_text("ctxc_recall", None, 12) == 'ctxc_recall {"seq": 12}'
+    assert Pointer(seq=12).next(40) == {"seq": 12, "offset": 40}
     assert pointer_text("r", "é/1") == 'r {"call_id": "é/1"}'
     assert Pointer("c1", 4).next(100) == {"call_id": "c1", "seq": 4, "offset": 100}
     assert Pointer(sha256="a" * 64).next(7) == {"sha256": "a" * 64, "offset": 7}

@@ -182,6 +182,12 @@ def test_assistant_text_is_cut_when_it_alone_does_not_fit() -> None:
     assert "?after_seq=1&limit=1" in cut
     assert touched(compiled) == [2] and compiled.steps[0].omitted == ()
     assert "its text cut" in compiled.warnings[0]
+    # With the recall tool offered, the cut names the call that returns the message.
+    recalled = token_limit(BASE, max_tokens=budget, keep_task=False)(
+        snap(history, session_id="s 1", recall="ctxc_recall")
+    )
+    line = 'characters cut here; the whole message: ctxc_recall {"seq": 2}'
+    assert line in recalled.items[0].message.text
 
 
 def test_assistant_text_beside_a_call_is_cut_only_when_the_previews_are_not_enough() -> None:

@@ -28,6 +28,7 @@ from app.domain.compaction.previews import preview
 from app.domain.compilers.base import Compiled, Item, Snapshot, StepReport, Touched
 from app.domain.compilers.newest import capped, previewed
 from app.domain.messages import Message, Part, TextPart
+from app.domain.recall import pointer_text
 
 if TYPE_CHECKING:
     from app.domain.compilers.decorators import Trim
@@ -37,10 +38,13 @@ Fitted = tuple[list[Item], list[Touched]]
 
 
 def _text_pointer(snapshot: Snapshot, seq: int) -> Callable[[int], str]:
-    """The line between a cut text's head and tail: for a session, where the whole message is
-    (a posted history's caller has it: only how much was cut, to spend the room on the text)."""
+    """The line between a cut text's head and tail: for a session, where the whole message is,
+    the recall tool's call where the compile offers it (a posted history's caller has it: only
+    how much was cut, to spend the room on the text)."""
     where = ""
-    if snapshot.session_id is not None and seq:
+    if snapshot.session_id is not None and seq and snapshot.recall is not None:
+        where = f"; the whole message: {pointer_text(snapshot.recall, None, seq)}"
+    elif snapshot.session_id is not None and seq:
         where = (
             f"; the whole message: GET /v1/sessions/{quote(snapshot.session_id, safe='')}"
             f"/messages?after_seq={seq - 1}&limit=1"

@@ -16,6 +16,9 @@ CONTENT_TYPES: Final = frozenset(
 # Content parts only an assistant message holds, and only other roles hold.
 ASSISTANT_CONTENT: Final = frozenset({"output_text", "refusal"})
 INPUT_CONTENT: Final = frozenset({"input_text", "input_image", "input_file", "input_audio"})
+# Of those, what a Responses message takes (``input_audio`` is read, as other OpenAI inputs hold
+# it, but the API refuses it in a message's content).
+SENT_INPUT_CONTENT: Final = frozenset({"input_text", "input_image", "input_file"})
 # Items the model produces besides messages, function calls and reasoning (kept opaque): they
 # join the assistant turn they are part of.
 _OUTPUT_ITEMS: Final = frozenset({"mcp_list_tools", "mcp_approval_request"})

@@ -9,7 +9,7 @@ from app.domain.formats._gemini_parts import MODELLED as GEMINI_MODELLED
 from app.domain.formats._gemini_parts import is_own_thought, part_kind
 from app.domain.formats._responses_kinds import (
     ASSISTANT_CONTENT,
-    INPUT_CONTENT,
+    SENT_INPUT_CONTENT,
     is_item,
     opaque_answer,
 )
@@ -123,10 +123,11 @@ def _opaque_fits(part: OpaquePart, role: Role) -> bool:
     if part.provider == "gemini":
         return role == "assistant" or kind not in GEMINI_MODEL_ONLY
     if part.provider == "responses":
-        # Whole items go anywhere in the list; content parts follow their message's role.
+        # Whole items go anywhere in the list; content parts are those their message's role
+        # takes (the API refuses any other type).
         if is_item(part):
             return True
-        return kind not in (INPUT_CONTENT if role == "assistant" else ASSISTANT_CONTENT)
+        return kind in (ASSISTANT_CONTENT if role == "assistant" else SENT_INPUT_CONTENT)
     return not (role == "assistant" and kind == "image")
 
 

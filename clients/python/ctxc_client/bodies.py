@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from typing import Any, Literal, NotRequired, TypedDict
 
-from ctxc_client.models import Format
+from ctxc_client.models import Format, Shape
 
 Json = dict[str, Any]
 
@@ -31,7 +31,7 @@ class Usage(TypedDict, total=False):
 class ProfileOverrides(TypedDict, total=False):
     context_window: int | None
     encoding: Literal["o200k_base", "cl100k_base"] | None
-    output: Literal["openai", "anthropic", "responses"] | None
+    output: Shape | None
     prompt_cache: bool | None
     session_resumption: bool | None
 
@@ -55,7 +55,7 @@ class SessionCreate(SessionUpdate, total=False):
 class Append(TypedDict, total=False):
     format: Format
     section: str
-    system: str | list[Json] | None
+    system: str | list[Json] | Json | None
     instructions: str | None
     metadata: Json
 
@@ -64,7 +64,7 @@ class CompileRequest(TypedDict, total=False):
     format: Format
     provider: str | None
     context_window: int | None
-    system: str | list[Json] | None
+    system: str | list[Json] | Json | None
     instructions: str | None
     tools: list[Json] | None
     ephemeral: list[Any]
@@ -97,7 +97,7 @@ class CursorAcknowledge(TypedDict, total=False):
 
 
 class Recall(TypedDict, total=False):
-    format: Literal["openai", "anthropic", "responses", "gemini"] | None
+    format: Shape | None
     tool_call_id: str | None
     name: str
     max_tokens: int
@@ -112,6 +112,6 @@ class TokenCount(TypedDict, total=False):
     format: Format
     provider: str | None
     encoding: Literal["o200k_base", "cl100k_base"] | None
-    system: str | list[Json] | None
+    system: str | list[Json] | Json | None
     instructions: str | None
     tools: list[Json] | None

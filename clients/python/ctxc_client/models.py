@@ -10,7 +10,9 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict
 
-Format = Literal["openai", "anthropic", "responses", "canonical"]
+# The provider shapes a history is read and compiled in, and the formats it is posted in.
+Shape = Literal["openai", "anthropic", "gemini", "responses"]
+Format = Literal[Shape, "canonical"]
 CompactionKind = Literal["session", "micro", "full", "tool_payloads"]
 
 
@@ -100,10 +102,10 @@ class CanonicalPage(Model):
 class ProviderPage(Model):
     """A page as one provider document; ``seqs`` maps each message to its stored seq."""
 
-    format: Literal["openai", "anthropic", "responses"]
+    format: Shape
     messages: list[dict[str, Any]]
     seqs: list[int]
-    system: str | list[dict[str, Any]] | None = None
+    system: str | list[dict[str, Any]] | dict[str, Any] | None = None
     instructions: str | None = None
     next_after_seq: int | None
 
@@ -193,10 +195,10 @@ class CompactionDetail(Compaction):
 class CompileResult(Model):
     compile_id: str
     provider: str
-    format: Literal["openai", "anthropic", "responses"]
+    format: Shape
     mode: Literal["full", "delta"] = "full"
     after_seq: int | None = None
-    system: str | list[dict[str, Any]] | None = None
+    system: str | list[dict[str, Any]] | dict[str, Any] | None = None
     instructions: str | None = None
     messages: list[dict[str, Any]]
     response_format: dict[str, Any] | None
@@ -255,7 +257,7 @@ class RecallPage(Model):
 class RecallResult(Model):
     """The recall tool's answer: ``result`` is the tool result to append, in ``format``."""
 
-    format: Literal["openai", "anthropic", "responses", "gemini"]
+    format: Shape
     result: dict[str, Any]
     is_error: bool
     page: RecallPage | None
@@ -274,7 +276,7 @@ class TokenCountResult(Model):
 
 class Provider(Model):
     name: str
-    output: Literal["openai", "anthropic", "responses"]
+    output: Shape
     encoding: str
     exact: bool
     context_window: int
