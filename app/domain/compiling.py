@@ -219,8 +219,8 @@ def compile_request(snapshot: Snapshot, compiler: Compiler, target: Target) -> O
     return Output(
         system=system_out, messages=messages, response_format=response_format, total=total,
         sections=sections, context_window=target.context_window, exact=note is None, note=note,
-        left_out=_reports(compiled.left_out), warnings=[*compiled.warnings, *warnings,
-                                                          *format_warnings],
+        left_out=_reports(compiled.left_out),
+        warnings=[*compiled.sent_warnings(set(seqs)), *warnings, *format_warnings],
         seqs=seqs, steps=tuple(step.within(set(seqs)) for step in compiled.steps),
         tools=compiled.tools, estimate=estimate, instructions=instructions,
     )  # fmt: skip

@@ -52,7 +52,7 @@ COMPACTION_FIELDS = (
 )  # fmt: skip
 COMPILE_FIELDS = (
     "id", "mode", "seq_from", "seq_to", "token_total", "created_at", "acknowledged_at",
-    "reported_at", "usage", "error_kind",
+    "reported_at", "usage", "error_kind", "estimate", "count_key",
 )  # fmt: skip
 Record = dict[str, Any]
 

@@ -403,3 +403,22 @@ def tenant_samples(url: str, tenant: str) -> list[Any]:
         .where(TenantRow.name == tenant)
     )
     return _read(url, query)
+
+
+def test_compiles_moved_by_export_and_import_still_teach(client: httpx.Client) -> None:
+    """A compile's estimate and count key travel with it: the usage reported for compiles made
+    before an export, acknowledged after the import, calibrates the session there as here."""
+    sid = agent_session(client)
+    append(client, sid, {"role": "user", "content": prompt(1)})
+    compiles = [compile_(client, sid) for _ in range(3)]
+    document = client.get(f"/v1/sessions/{sid}/export").json()
+    assert {c["count_key"] for c in document["compiles"]} == {"anthropic:o200k_base:anthropic"}
+    assert client.delete(f"/v1/sessions/{sid}").status_code == 204
+    imported = client.post("/v1/sessions/import", json=document)
+    assert imported.status_code == 201, imported.text
+    for answer in compiles:
+        estimate = answer["tokens"]["total"]
+        ack(client, sid, answer["compile_id"], usage={"prompt_tokens": int(estimate * 1.2)})
+    tokens = compile_(client, sid)["tokens"]
+    assert tokens["count"] == "calibrated"
+    assert tokens["calibration"]["scope"] == "session"

@@ -7,9 +7,10 @@ import uuid
 from typing import Any
 
 from tests.api.sidecar import TOOLS_ANTHROPIC, TOOLS_OPENAI, Sidecar, stored
+from tests.api.test_calibration import session_samples
 from tests.api.test_originals import LOG, agent_history
 from tests.api.test_recall import O200K, RECALL_SPEC
-from tests.upstreams import DEFAULT_TEXT, ToolCall, Upstream
+from tests.upstreams import DEFAULT_TEXT, Text, ToolCall, Upstream
 
 
 def recall_session(sidecar: Sidecar, provider: str = "gpt-4o") -> str:
@@ -101,6 +102,15 @@ def test_an_anthropic_recall_call_is_answered_in_a_user_turn(
     assert LOG.startswith(block["content"].rsplit("\n[ctxc_recall:", 1)[0])
     assert "is_error" not in block
     assert len(stored(sidecar, session)) == len(history) + 1
+    # The usage reported is of the request with the recall exchange, which the compile did not
+    # estimate: it calibrates nothing. The next turn's (no recall) does.
+    assert session_samples(sidecar.database_url, session) == []
+    history += [{"role": "assistant", "content": [{"type": "text", "text": final.content[0].text}]},
+                {"role": "user", "content": "Thanks"}]  # fmt: skip
+    up.script.append(Text())
+    client.messages.create(model="claude-haiku-4-5", max_tokens=256, messages=history)
+    [ring] = session_samples(sidecar.database_url, session)
+    assert len(ring) == 1
 
 
 def test_pages_fit_what_a_small_window_has_left(sidecar: Sidecar, up: Upstream) -> None:

@@ -156,6 +156,25 @@ def test_the_window_decorator_and_a_posted_spec_read_the_tail_too(
     assert compiled(client, sid, compiler=spec) == whole(api, client, sid, compiler=spec)
 
 
+@pytest.mark.parametrize("provider", ["openai-responses", "gemini"])
+def test_the_new_shapes_read_the_tail_with_reused_call_ids(
+    api: Api, client: httpx.Client, provider: str
+) -> None:
+    """Responses pairs outputs with calls by id across the whole input, as Anthropic does
+    (the newer reuses renamed, whichever part the older one is in); Gemini within a turn."""
+    sid = new_session(client, provider=provider, context_window=WINDOW)
+    append(client, sid, [m for n in range(200) for m in turn(n, call_id=f"c{n % 7}")])
+    reference = compiled(client, sid)
+    wait_for_digest(api, sid)
+    before = reads(client).get("tail", 0)
+    assert compiled(client, sid) == reference
+    assert reads(client)["tail"] == before + 1
+    renamed = any("renamed tool call id" in w for w in reference["warnings"])
+    assert renamed == (provider == "openai-responses")
+    append(client, sid, [m for n in range(200, 210) for m in turn(n, call_id=f"c{n % 7}")])
+    assert compiled(client, sid) == whole(api, client, sid)
+
+
 @pytest.mark.parametrize("kind", ["full", "tool_payloads"])
 def test_a_compaction_retires_the_digest(api: Api, client: httpx.Client, kind: str) -> None:
     sid = new_session(client, provider="gpt-4o", context_window=WINDOW)

@@ -147,3 +147,24 @@ def test_a_task_round_with_tool_payloads_is_compacted_as_in_the_whole_history() 
     tailed = tail_outcome(case, digest, ids)
     assert full.steps[0].touched[0].seq == 2  # the task's own result, compacted
     assert tailed is NeedsHistory
+
+
+def test_redact_warns_of_the_secrets_sent_as_in_the_whole_history() -> None:
+    """A secret in a round token_limit drops, in the part a tail compile is not given: the
+    whole-history compile counted it in its redact warning, the tail compile could not. Both
+    count the secrets of what they send: here the one in the opening task alone."""
+    key = "sk-proj-" + "a1" * 20
+    history = [user(f"please fix the build; my key is {key}"), user(f"the old key was {key}")]
+    for n in range(1, 40):
+        history += [assistant("", f"c{n}"), big(f"c{n}"), user(f"next {n}")]
+    spec = {"decorators": ["redact", {"name": "token_limit", "params": {"reserve": 0}}]}
+    case = _case(history, spec, 1_500, "openai")
+    made = digest_of(case, 2_500)
+    assert made is not None
+    digest, ids = made
+    assert not within(2, digest.needed) and digest.upto > 2
+    full = outcome(case.snapshot, spec, case.target)
+    tailed = tail_outcome(case, digest, ids)
+    assert tailed == full
+    assert 2 not in full.seqs and 1 in full.seqs
+    assert "redact: 1 replacements (api_key: 1)" in full.warnings

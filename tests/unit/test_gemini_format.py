@@ -341,6 +341,13 @@ def test_sdk_dumps_with_null_fields_read_as_the_request() -> None:
         ([], {"parts": [{"inlineData": {"mimeType": "image/png", "data": "AA"}}]},
          ("system", "parts", 0), "text only"),
         ([], ["be kind"], ("system",), "a Content object"),
+        # Kept opaque, it would be sent as it came, which the API (and gemini_problems) refuse.
+        ([{"role": "user", "parts": [{"inlineData": {"data": 5}}]}], None,
+         (0, "parts", 0, "inlineData", "mimeType"), "'mimeType' is missing"),
+        ([{"role": "user", "parts": [{"inlineData": {"mimeType": "application/pdf"}}]}], None,
+         (0, "parts", 0, "inlineData", "data"), "'data' is missing"),
+        ([{"role": "user", "parts": [{"inlineData": {"mimeType": "text/csv", "data": ""}}]}],
+         None, (0, "parts", 0, "inlineData", "data"), "empty"),
     ],
 )  # fmt: skip
 def test_malformed_documents_are_refused_naming_the_field(
@@ -658,3 +665,15 @@ def test_responses_to_calls_a_resumed_session_holds_open_the_contents() -> None:
         ],
     }
     assert [len(c["parts"]) for c in contents] == [1, 2]
+
+
+def test_merged_turns_keep_every_extra_field_the_first_one_winning() -> None:
+    """Consecutive user contents merge into one turn; their unknown fields go with it, the
+    earlier content's value kept where two name one field (merged in place: linear)."""
+    contents = [
+        {"role": "user", "parts": [{"text": "a"}], "x-tag": 1},
+        {"role": "user", "parts": [{"text": "b"}], "x-tag": 2, "x-more": 3},
+    ]
+    _, out, _ = render(from_gemini(contents), "gemini")
+    assert out == [{"role": "user", "parts": [{"text": "a"}, {"text": "b"}], "x-tag": 1,
+                    "x-more": 3}]  # fmt: skip

@@ -11,10 +11,12 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from app.adapters.tokenizers import load_counter
+from app.api.sidecar.recalling import MAX_RECALLS, REPLY_ROOM, page_tokens
+from app.domain.calibration import Calibration, Sample
 from app.domain.compilers.base import Item
 from app.domain.compilers.registry import build
 from app.domain.compilers.spec import parse_spec
-from app.domain.compiling import Target, compile_request
+from app.domain.compiling import Output, Target, compile_request
 from app.domain.errors import InvalidInput
 from app.domain.messages import Message, TextPart, ToolCallPart, ToolResultPart
 from app.domain.providers import PROFILES
@@ -33,6 +35,7 @@ from app.domain.recall import (
 from app.domain.recall import definition as tool_definition
 from app.domain.tokens import count_message
 from app.domain.validity import anthropic_problems, openai_problems
+from app.services.compiling import Compilation
 from tests.unit.compiler_builders import NOW, snapshot
 
 COUNTER = load_counter()
@@ -254,3 +257,16 @@ def test_the_decorator_needs_a_session_and_the_outer_place() -> None:
     with pytest.raises(InvalidInput):
         build(parse_spec({"decorators": [{"name": "recall", "params": {"name": "a b"}}]}))
     build(parse_spec({"decorators": ["token_limit", "recall", "inject"]}))
+
+
+def test_sidecar_pages_fit_the_room_left_in_the_provider_s_tokens() -> None:
+    """The room left is in the provider's tokens (a calibrated total); a page is counted in
+    estimated ones: at a factor of 1.5 a page is two thirds of the room's share."""
+    window, total = 12_000, 2_000
+    output = Output(None, [], None, total, {}, window, False, None, [], [], [])
+    share = (window - total - REPLY_ROOM) // MAX_RECALLS
+    assert page_tokens(Compilation("c", PROFILES["anthropic"], output), 1) == share
+    calibration = Calibration(1.5, 3, "session", Sample(1, 1, 1))
+    calibrated = Compilation("c", PROFILES["anthropic"], output, calibration=calibration)
+    assert page_tokens(calibrated, 1) == calibration.budget(window - total - REPLY_ROOM) // 3
+    assert calibration.count(page_tokens(calibrated, 1) * MAX_RECALLS) <= share * MAX_RECALLS

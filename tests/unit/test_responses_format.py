@@ -537,6 +537,12 @@ def test_responses_items_become_chat_completions_and_anthropic() -> None:
             "string or a list",
         ),
         ({"role": "user", "content": 5}, ("content",), "string or a list"),
+        # Kept verbatim, it would be sent as it came, which the API (and responses_problems)
+        # refuse: "Input[N] missing required field `summary`".
+        ({"type": "reasoning", "summary": []}, ("id",), "missing"),
+        ({"type": "reasoning", "id": "rs_1"}, ("summary",), "missing"),
+        ({"type": "reasoning", "id": "rs_1", "summary": "x"}, ("summary",), "a list"),
+        ({"type": ""}, ("type",), "a non-empty string"),  # kept opaque, the API refuses it
     ],
 )
 def test_shapes_of_other_formats_are_refused(item: Any, where: tuple[Any, ...], says: str) -> None:
@@ -645,6 +651,21 @@ def test_the_repairs_make_an_invalid_history_valid() -> None:
         "left out the id 'call_x' of input item 2: a function_call id begins with 'fc'",
         "dropped input item 4 (reasoning): its id 'rs_1' is repeated",
     ]
+
+
+@pytest.mark.parametrize("ids", [(5,), ("fco_1", "fco_1")])
+def test_an_output_with_a_wrong_or_repeated_id_keeps_its_call_answered(ids: tuple[Any]) -> None:
+    """A function_call_output's id is optional: left out, not the output (which would leave
+    its call without an output: "No tool output found for function call")."""
+    items: Items = [{"role": "user", "content": "go"}]
+    for n, value in enumerate(ids):
+        call = {"type": "function_call", "call_id": f"c{n}", "name": "f", "arguments": "{}"}
+        items += [call, {"type": "function_call_output", "call_id": f"c{n}", "output": "ok",
+                         "id": value}]  # fmt: skip
+    head, out, warnings = render(from_responses(items), "responses")
+    assert responses_problems(head, out) == []
+    assert [i.get("type", "message") for i in out] == [i.get("type", "message") for i in items]
+    assert len(warnings) == 1 and warnings[0].startswith("left out the id")
 
 
 def test_redaction_reaches_a_reasoning_item_s_summary() -> None:

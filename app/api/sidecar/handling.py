@@ -206,6 +206,7 @@ async def _answered(
     headers: dict[str, str],
     payload: bytes,
 ) -> Response:
+    recalls = 0
     if opened is None:
         data = await read_body(upstream, ANSWER_BYTES)
     else:  # a reply that only calls the recall tool is answered here (``recalling``)
@@ -223,7 +224,8 @@ async def _answered(
         # it (the agent resends it next turn, and it is stored then).
         try:
             reply = wire_reply(turn.endpoint.provider, orjson.loads(data))
-            stored = await _store(state, turn, opened, done, reply)
+            # After recalls the usage is of the request with their pages: it teaches nothing.
+            stored = await _store(state, turn, opened, done, reply, teaches=not recalls)
         except Exception as exc:  # the session deleted meanwhile, the database gone, ...
             expected = isinstance(exc, orjson.JSONDecodeError | WireError | Refused | DomainError)
             log.warning(
@@ -243,9 +245,15 @@ def _outcome(opened: Opened | None) -> str:
 
 
 async def _store(
-    state: AppState, turn: Turn, opened: Opened, done: Compilation, reply: Reply
+    state: AppState,
+    turn: Turn,
+    opened: Opened,
+    done: Compilation,
+    reply: Reply,
+    teaches: bool = True,
 ) -> turns.Stored:
-    """Store the turn: its new messages, the reply and its usage."""
+    """Store the turn: its new messages, the reply and its usage (``teaches``: see
+    ``turns.store_turn``)."""
     try:
         [message] = await cpu.run_sync(_parsed_reply, turn.endpoint.format, reply)
     except (FormatError, InvalidInput, ValueError) as exc:
@@ -253,7 +261,7 @@ async def _store(
     async with state.sessionmaker() as db:
         return await turns.store_turn(
             db, state.counter, turn.tenant, opened, turn.sent, message, done.compile_id,
-            reply.usage, datetime.now(UTC), state.settings.catalog,
+            reply.usage, datetime.now(UTC), state.settings.catalog, teaches,
         )  # fmt: skip
 
 

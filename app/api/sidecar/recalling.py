@@ -70,8 +70,11 @@ def _calls(provider: str, message: dict[str, Any], name: str) -> list[tuple[str,
 
 def page_tokens(done: Compilation, calls: int) -> int:
     """A page's size in this turn: what the window has left beside the compiled request and a
-    reply, shared by the calls of every round ctxc may answer (at most ``PAGE_TOKENS``)."""
+    reply, shared by the calls of every round ctxc may answer (at most ``PAGE_TOKENS``). The
+    room is in the provider's tokens and a page is counted as estimated ones: converted."""
     room = done.output.context_window - done.output.total - REPLY_ROOM
+    if done.calibration is not None:
+        room = done.calibration.budget(max(room, 0))
     return max(MIN_PAGE_TOKENS, min(PAGE_TOKENS, room // (calls * MAX_RECALLS)))
 
 

@@ -10,7 +10,7 @@ from __future__ import annotations
 from collections.abc import Callable, Container, Iterable, Sequence
 from dataclasses import dataclass, field, replace
 from datetime import datetime
-from typing import Literal
+from typing import TYPE_CHECKING, Literal
 
 from app.domain.calibration import Calibration
 from app.domain.compaction.payloads import Omitted
@@ -18,6 +18,9 @@ from app.domain.messages import DEFAULT_SECTION, SUMMARY_SECTION, JSONObject, Me
 from app.domain.validity.fitting import fit_message
 from app.domain.validity.repair import Earlier, boundary
 from app.domain.validity.targets import Target
+
+if TYPE_CHECKING:
+    from app.domain.compilers.redact import Replaced
 
 # Injected messages are not stored, so they carry this seq; stored seqs start at 1.
 INJECTED_SEQ = 0
@@ -193,6 +196,7 @@ class Compiled:
     pending: Elided | None = None
     # Tool definitions the compile adds to the request, in the target's shape (``recall``).
     tools: tuple[JSONObject, ...] = ()
+    replaced: tuple[Replaced, ...] = ()  # the ``redact`` steps' replacements
 
     @property
     def tokens(self) -> int:
@@ -203,6 +207,15 @@ class Compiled:
     def of(cls, items: Iterable[Item], *left_out: LeftOut) -> Compiled:
         """A first step's result (empty left-outs are not kept)."""
         return cls(()).then(items, *left_out)
+
+    def sent_warnings(self, sent: Container[int]) -> list[str]:
+        """The warnings, ``redact``'s of the messages at ``sent`` only (see ``Replaced``)."""
+        out: list[str | None] = list(self.warnings)
+        for replaced in self.replaced:
+            # A plug-in step after it may have rewritten the warnings: then they stay as given.
+            if replaced.at < len(out) and (out[replaced.at] or "").startswith("redact: "):
+                out[replaced.at] = replaced.warning(sent)
+        return [w for w in out if w is not None]
 
     def then(
         self,
@@ -218,7 +231,7 @@ class Compiled:
         return Compiled(
             tuple(items), self.left_out + dropped, self.warnings + tuple(warnings),
             self.steps + tuple(steps), self.pending if pending == "kept" else pending,
-            self.tools,
+            self.tools, self.replaced,
         )  # fmt: skip
 
 

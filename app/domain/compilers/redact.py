@@ -12,7 +12,8 @@ patterns, and a deadline bound the work of the whole compile's redaction.
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import Sequence
+from collections.abc import Container, Sequence
+from dataclasses import dataclass, replace
 from typing import Annotated, Any
 
 from pydantic import Field
@@ -45,6 +46,33 @@ __all__ = ["BUILTIN_PATTERNS", "compile_patterns", "redact"]
 MAX_REPLACEMENT = 64
 
 
+def replacements_warning(counts: Counter[str]) -> str | None:
+    """``redact``'s warning: how many secrets each pattern replaced (None: none)."""
+    if not counts:
+        return None
+    detail = ", ".join(f"{name}: {n}" for name, n in sorted(counts.items()))
+    return f"redact: {counts.total()} replacements ({detail})"
+
+
+@dataclass(frozen=True)
+class Replaced:
+    """What a ``redact`` step replaced, message by message, and the place of its warning among
+    the compile's warnings. The compile words that warning again of the messages it sends:
+    trimming after the step may leave some out, and a compile given only the tail of a history
+    (``Elided``) must say what one given all of it says."""
+
+    at: int
+    found: tuple[tuple[int, str, int], ...]  # (seq, pattern name, replacements)
+
+    def warning(self, sent: Container[int]) -> str | None:
+        """The warning of the messages at ``sent`` (and injected ones)."""
+        counts: Counter[str] = Counter()
+        for seq, name, n in self.found:
+            if seq in sent or not seq:
+                counts[name] += n
+        return replacements_warning(counts)
+
+
 def compile_patterns(custom: Sequence[str], builtin: bool) -> list[Pattern]:
     """The patterns to apply; a refused custom pattern is an error naming it."""
     try:
@@ -63,8 +91,9 @@ class _Redaction:
     def __init__(self, patterns: list[Pattern], replacement: str) -> None:
         self.patterns = patterns
         self.replacement = replacement.encode()
-        self.counts: Counter[str] = Counter()
+        self.counts: Counter[tuple[int, str]] = Counter()  # by seq and pattern
         self.budget = Budget(patterns)
+        self._seq = 0  # of the item being redacted
 
     def text(self, text: str) -> str:
         if not text or not self.patterns:
@@ -86,7 +115,7 @@ class _Redaction:
                 continue
             pieces += (data[last:start], self.replacement)
             last = end
-            self.counts[self.patterns[n].name] += 1
+            self.counts[self._seq, self.patterns[n].name] += 1
         pieces.append(data[last:])
         return b"".join(pieces).decode()
 
@@ -146,17 +175,24 @@ class _Redaction:
 
     def item(self, item: Item, snapshot: Snapshot) -> Item:
         """The item with its message redacted and recounted (the same item when unchanged)."""
+        self._seq = item.seq
         content = tuple(self.part(p) for p in item.message.content)
         if all(new is old for new, old in zip(content, item.message.content, strict=True)):
             return item
         message = item.message.model_copy(update={"content": content})
         return Item(item.seq, item.section, message, snapshot.count(message))
 
-    def warnings(self) -> list[str]:
-        if not self.counts:
-            return []
-        detail = ", ".join(f"{name}: {n}" for name, n in sorted(self.counts.items()))
-        return [f"redact: {self.counts.total()} replacements ({detail})"]
+    def done(self, compiled: Compiled, items: list[Item]) -> Compiled:
+        """``compiled`` with the redacted ``items``, the warning and what it counts."""
+        by_name: Counter[str] = Counter()
+        for (_, name), n in self.counts.items():
+            by_name[name] += n
+        warning = replacements_warning(by_name)
+        if warning is None:
+            return compiled.then(items)
+        found = tuple((seq, name, n) for (seq, name), n in sorted(self.counts.items()))
+        done = compiled.then(items, warnings=[warning])
+        return replace(done, replaced=(*done.replaced, Replaced(len(compiled.warnings), found)))
 
 
 def redact(
@@ -175,6 +211,6 @@ def redact(
         compiled = inner(snapshot)
         redaction = _Redaction(compiled_patterns, replacement)
         items = [redaction.item(item, snapshot) for item in compiled.items]
-        return compiled.then(items, warnings=redaction.warnings())
+        return redaction.done(compiled, items)
 
     return compile_redact

@@ -148,9 +148,13 @@ def _read_text(part: JSONObject, path: Path, ids: TurnIds) -> Part:
 
 
 def _read_inline(part: JSONObject, path: Path, ids: TurnIds) -> Part:
-    inline = expect_object(part["inlineData"], (*path, "inlineData"), "inlineData to be an object")
-    mime, data = inline.get("mimeType"), inline.get("data")
-    if isinstance(mime, str) and mime.startswith("image/") and isinstance(data, str) and data:
+    where = (*path, "inlineData")
+    inline = expect_object(part["inlineData"], where, "inlineData to be an object")
+    # Other media types are kept opaque and sent as they came: the API needs both fields.
+    mime, data = expect_str(inline, "mimeType", where), expect_str(inline, "data", where)
+    if not data:
+        raise FormatError((*where, "data"), "'data' is empty; expected base64 data")
+    if mime.startswith("image/"):
         meta = part_metadata(
             PROVIDER,
             extra=extra_fields(part, ("inlineData",)),

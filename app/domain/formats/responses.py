@@ -33,6 +33,7 @@ from app.domain.formats._common import (
     caller_metadata,
     clone,
     expect_object,
+    expect_str,
     extra_fields,
     hints,
     set_fields,
@@ -93,11 +94,15 @@ def read_item(raw: Any, path: Path) -> Message:
     kind = item.get("type")
     if kind is None or kind == "message":
         return _read_message(set_fields(item), path)
-    if not isinstance(kind, str):
-        raise FormatError((*path, "type"), "an item's type must be a string")
+    if not isinstance(kind, str) or not kind:
+        raise FormatError((*path, "type"), "an item's type must be a non-empty string")
     if kind == "function_call":
         return Message(role="assistant", content=(read_call(set_fields(item), path),))
-    if kind == "reasoning":
+    if kind == "reasoning":  # kept verbatim: the API refuses one without these
+        expect_str(item, "id", path)
+        if not isinstance(item.get("summary"), list):
+            missing = "missing" if "summary" not in item else "not a list"
+            raise FormatError((*path, "summary"), f"'summary' is {missing}; expected a list")
         return Message(role="assistant", content=(read_reasoning(item),))
     if kind == "function_call_output":
         item = set_fields(item)

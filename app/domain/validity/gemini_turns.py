@@ -81,7 +81,8 @@ def _merge(turns: list[_Turn], warnings: list[str]) -> list[_Turn]:
         previous.parts += turn.parts
         previous.sources += turn.sources
         previous.results_only = turn.results_only
-        previous.extra = {**turn.extra, **previous.extra}
+        for key, value in turn.extra.items():  # the first turn's win (no copy: linear)
+            previous.extra.setdefault(key, value)
     return out
 
 

@@ -15,6 +15,9 @@ from app.domain.validity.targets import carried
 Entry = tuple[int, Message]
 
 _ID_PREFIX: Final = {"function_call": "fc", "message": "msg"}
+# Items whose id is optional: a wrong or repeated one is left out, the item kept (an output
+# dropped would leave its call unanswered).
+_ID_OPTIONAL: Final = frozenset({*_ID_PREFIX, "function_call_output"})
 
 
 def settle_reasoning(entries: list[Entry], warnings: list[str], at: Sequence[int]) -> list[Entry]:
@@ -83,8 +86,8 @@ def responses_request(
 def _fixed_id(
     index: int, item: JSONObject, seen: set[str], warnings: list[str]
 ) -> JSONObject | None:
-    """The item with an id the API takes: a message's or call's wrong or repeated id is left
-    out (the id is optional there); another item repeating an id is dropped."""
+    """The item with an id the API takes: a message's, call's or output's wrong or repeated
+    id is left out (the id is optional there); another item repeating an id is dropped."""
     if "id" not in item:
         return item
     kind = item.get("type", "message")
@@ -95,9 +98,12 @@ def _fixed_id(
     if not wrong and not repeated:
         seen.add(value)
         return item
-    if prefix is not None:
-        why = "a repeated id" if repeated else f"a {kind} id begins with {prefix!r}"
+    if kind in _ID_OPTIONAL:
+        why = "a repeated id" if repeated else "an id is a string"
+        if not repeated and prefix is not None:
+            why = f"a {kind} id begins with {prefix!r}"
         warnings.append(f"left out the id {value!r} of input item {index}: {why}")
         return {key: field for key, field in item.items() if key != "id"}
-    warnings.append(f"dropped input item {index} ({kind}): its id {value!r} is repeated")
+    what = "repeated" if repeated else "not a string"
+    warnings.append(f"dropped input item {index} ({kind}): its id {value!r} is {what}")
     return None

@@ -118,9 +118,12 @@ async def store_turn(
     usage: dict[str, int] | None,
     now: datetime,
     catalog: Catalog,
+    teaches: bool = True,
 ) -> Stored:
     """Store the turn: the request's new messages and the ``reply``, the usage on the compile
-    (what reactive compaction reads), and the thread moved on; one transaction.
+    (what reactive compaction reads, and unless not ``teaches`` what calibrates its counts:
+    not when the usage is of a longer request than the compile's), and the thread moved on;
+    one transaction.
 
     A turn of the same session stored since this one opened (an agent racing itself) is
     checked again: when the history still extends the session, only what is new to it is
@@ -155,7 +158,8 @@ async def store_turn(
     if compiled is not None:  # not after a racing fork: that compile was of the other history
         compiled.reported_at = compiled.reported_at or now
         compiled.acknowledged_at = compiled.acknowledged_at or now
-        await learn(db, tenant, pk, compiled, usage, now)
+        if teaches:
+            await learn(db, tenant, pk, compiled, usage, now)
         if usage:
             compiled.usage = usage
     await db.commit()
