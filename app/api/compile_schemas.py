@@ -7,7 +7,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, Field, field_validator
 
-from app.api.schemas import INSTRUCTIONS, NO_NUL, Body, JSONObject
+from app.api.schemas import INSTRUCTIONS, NO_NUL, SYSTEM, Body, JSONObject, SystemPrompt
 from app.domain.formats.convert import Format
 from app.domain.validity.targets import Target
 
@@ -38,11 +38,7 @@ class CompileRequest(_CompileOptions):
 
     format: Format = "openai"
     messages: list[Any] = Field(max_length=1_000_000)
-    system: str | list[JSONObject] | JSONObject | None = Field(
-        None,
-        description="Anthropic's top-level system prompt, or Gemini's `systemInstruction` "
-        "(formats anthropic and gemini).",
-    )
+    system: SystemPrompt = Field(None, description=SYSTEM)
     instructions: str | None = Field(None, description=INSTRUCTIONS)
     metadata: JSONObject = Field(default_factory=dict, description="For context providers.")
     response_format: JSONObject | None = Field(None, description="In OpenAI's form.")

@@ -6,7 +6,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, Field
 
-from app.api.schemas import INSTRUCTIONS, Body, JSONObject
+from app.api.schemas import INSTRUCTIONS, SYSTEM, Body, JSONObject, SystemPrompt
 from app.domain.formats.convert import Format
 from app.domain.validity.targets import Target
 
@@ -29,11 +29,7 @@ class ModelList(BaseModel):
 class TokenCount(Body):
     format: Format = "openai"
     messages: list[Any] = Field(max_length=100_000)
-    system: str | list[JSONObject] | JSONObject | None = Field(
-        None,
-        description="Anthropic's top-level system prompt, or Gemini's `systemInstruction` "
-        "(formats anthropic and gemini).",
-    )
+    system: SystemPrompt = Field(None, description=SYSTEM)
     instructions: str | None = Field(None, description=INSTRUCTIONS)
     provider: str | None = Field(
         None, description="Profile or model whose encoding counts (GET /v1/models)."

@@ -18,6 +18,12 @@ from app.domain.validity.targets import Target
 JSONObject = dict[str, Any]
 NO_NUL = r"^[^\x00]*$"  # Postgres text cannot hold NUL
 INSTRUCTIONS = "OpenAI Responses' `instructions`, its system prompt (format responses only)."
+# The system prompt a posted history gives beside its messages, in its format's own field.
+SystemPrompt = str | list[JSONObject] | JSONObject | None
+SYSTEM = (
+    "Anthropic's top-level system prompt, or Gemini's `systemInstruction` (`{parts: [{text}]}`) "
+    "(formats anthropic and gemini only)."
+)
 
 
 class Body(BaseModel):
@@ -112,11 +118,7 @@ class MessagesAppend(Body):
     format: Format = Field("openai", description="Shape of `messages`.")
     section: str = Field("messages", pattern=SECTION_PATTERN)
     messages: list[Any] = Field(min_length=1, max_length=10_000)
-    system: str | list[JSONObject] | JSONObject | None = Field(
-        None,
-        description="Anthropic's top-level system prompt, or Gemini's `systemInstruction` "
-        "(`{parts: [{text}]}`) (formats anthropic and gemini only).",
-    )
+    system: SystemPrompt = Field(None, description=SYSTEM)
     instructions: str | None = Field(None, description=INSTRUCTIONS)
     metadata: JSONObject = Field(
         default_factory=dict,
