@@ -11,6 +11,7 @@ import os
 import signal
 import subprocess
 import sys
+import threading
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -115,6 +116,43 @@ def write_in_flight(database_url: str, timeout: float) -> bool:
             await conn.close()
 
     return asyncio.run(run())
+
+
+@contextmanager
+def rows_locked(database_url: str, query: str, *args: Any) -> Iterator[None]:
+    """Hold the row locks ``query`` (a ``SELECT ... FOR UPDATE``) takes, in a transaction of
+    its own, until the ``with`` ends: a writer that needs those rows waits in its transaction,
+    after the writes it made before, for as long as the test needs to see it there."""
+    locked, release = threading.Event(), threading.Event()
+    failed: list[BaseException] = []
+
+    async def hold() -> None:
+        conn = await asyncpg.connect(_asyncpg_dsn(database_url), timeout=5)
+        try:
+            async with conn.transaction():
+                await conn.fetch(query, *args)
+                locked.set()
+                await asyncio.to_thread(release.wait, 120)
+        finally:
+            await conn.close()
+
+    def run() -> None:
+        try:
+            asyncio.run(hold())
+        except BaseException as exc:  # reported in the test's thread
+            failed.append(exc)
+            locked.set()
+
+    thread = threading.Thread(target=run, daemon=True)
+    thread.start()
+    locked.wait(30)
+    if failed:
+        raise failed[0]
+    try:
+        yield
+    finally:
+        release.set()
+        thread.join(timeout=30)
 
 
 def all_messages(client: httpx.Client, sid: str) -> list[dict[str, Any]]:

@@ -18,11 +18,15 @@ import pytest
 from tests.adapters.stubs import Answer, Received, StubServer
 from tests.api.test_compaction import POLICY, work_history
 from tests.conftest import fresh_database
-from tests.faults.server import Server, all_messages, running, write_in_flight
+from tests.faults.server import Server, all_messages, rows_locked, running, write_in_flight
 
 SECRET = "webhook-secret"
 LEASE_S = 2.0
 KEYS = ("seq", "section", "created_at", "message")
+LOCK_MESSAGES = (
+    "SELECT m.seq FROM messages m JOIN sessions s ON s.pk = m.session_pk WHERE s.id = $1 "
+    "FOR UPDATE OF m"
+)
 # (compaction kind, when the SIGKILL lands) per database.
 ROUNDS = {
     "postgres": [("session", "summarising"), ("full", "summarising"),
@@ -98,16 +102,22 @@ def kill_round(server: Server, summariser: Summariser, kind: str, when: str) -> 
     summariser.called.clear()
     summariser.delay = 30.0 if when == "summarising" else 0.0
     calls = summariser.calls
-    thread = threading.Thread(target=_compact_quietly, args=(server, sid, kind), daemon=True)
-    thread.start()
-    assert summariser.called.wait(30), "the summariser was never called"
-    if when == "summarising":
-        time.sleep(0.2)
-    elif when == "in-transaction":
-        assert write_in_flight(server.database_url, timeout=30)
-    else:
-        time.sleep(float(when))
-    server.kill()
+    # In a transaction, the compaction deletes the messages it archives: with their rows locked
+    # here it waits there, after its first writes, however late the test looks (a busy machine).
+    held = rows_locked(server.database_url, LOCK_MESSAGES, sid) if when == "in-transaction" else (
+        contextlib.nullcontext()
+    )  # fmt: skip
+    with held:
+        thread = threading.Thread(target=_compact_quietly, args=(server, sid, kind), daemon=True)
+        thread.start()
+        assert summariser.called.wait(30), "the summariser was never called"
+        if when == "summarising":
+            time.sleep(0.2)
+        elif when == "in-transaction":
+            assert write_in_flight(server.database_url, timeout=30)
+        else:
+            time.sleep(float(when))
+        server.kill()
     thread.join(timeout=30)
     server.start()
     first = outcome(server, sid, before)
