@@ -13,7 +13,8 @@ from app.adapters.tokenizers import load_counter
 from app.domain.messages import SUMMARY_SECTION
 from app.services.compaction import SUMMARY_HEADER
 from app.settings import Settings
-from bench.compaction_kit import CTXC, CtxcChain, Tally, measure, new_turns, text_of
+from bench.compaction_kit import CTXC, Tally, measure
+from bench.kit_ctxc import CtxcChain, new_turns, text_of
 
 COUNTER = load_counter()
 
