@@ -5,6 +5,7 @@ from bench import (
     bodies,
     budget_fill,
     compaction,
+    compaction_kit,
     compile,
     delta,
     events,
@@ -20,7 +21,7 @@ from bench import (
 
 for module in (
     append, bodies, compile, budget_fill, session_compile, session_read, delta, compaction,
-    summarising, events, redact, tenancy, transfer, load, proxy,
+    summarising, compaction_kit, events, redact, tenancy, transfer, load, proxy,
 ):  # fmt: skip
     module.run()
     print()
