@@ -9,13 +9,14 @@ import json
 import pytest
 from pydantic import ValidationError
 
-from app.adapters.summarizers import summarizer_from_settings
+from app.adapters.summarizers import Summary, summarizer_from_settings
 from app.adapters.summarizers.extractive import Extractive
 from app.adapters.summarizers.factory import summarizers_from_settings
 from app.adapters.summarizers.resilient import Resilient
 from app.domain.summaries.profiles import SummarizerChoice
 from app.settings import Settings
 from tests.adapters.helpers import COUNTER, summarize
+from tests.adapters.stubs import StubServer
 from tests.unit.test_extractive_summary import build_failure
 
 
@@ -119,3 +120,26 @@ def test_profiles_take_the_default_limits_and_are_built_once_each() -> None:
     chosen = built.choose(SummarizerChoice(profile="fast", model="other"))
     assert isinstance(chosen, Resilient) and chosen.model == "other"
     asyncio.run(built.aclose())
+
+
+def test_a_sessions_time_limit_replaces_the_profiles() -> None:
+    """A real endpoint that never answers: the profile waits 30 s a request, the session 0.3 s."""
+    with StubServer(lambda _: None) as stub:
+        settings = _profiles(
+            slow={"kind": "openai", "url": f"{stub.url}/v1", "model": "m", "retries": 0,
+                  "timeout_seconds": 30},
+        )  # fmt: skip
+        built = summarizers_from_settings(settings, COUNTER)
+        chosen = built.choose(SummarizerChoice(profile="slow", timeout_seconds=0.3))
+
+        async def run() -> Summary:
+            try:
+                return await chosen.summarize(build_failure(), "session_compaction", 300)
+            finally:
+                await built.aclose()
+
+        summary = asyncio.run(run())
+    assert (summary.backend, summary.fallback_reason) == (
+        "extractive",
+        "openai: no answer within 0.3 s (1 attempt)",
+    )
