@@ -12,7 +12,8 @@ from fastapi import FastAPI
 from fastapi_offline import FastAPIOffline
 
 from app.adapters.events import create_bus
-from app.adapters.summarizers import Summarizer, summarizer_from_settings
+from app.adapters.summarizers.factory import summarizers_from_settings
+from app.adapters.summarizers.profiles import Summarizers
 from app.adapters.tokenizers import load_counter
 from app.adapters.upstream import Upstreams
 from app.api import openapi, problems
@@ -62,7 +63,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
         engine = create_engine(
             settings.database_url, settings.db_pool_size, settings.sqlite_busy_timeout_seconds
         )
-        summarizer: Summarizer | None = None
+        summarizer: Summarizers | None = None
         caches: CacheCollector | None = None
         bus = create_bus(engine, settings.sse_queue_size)
         try:
@@ -85,7 +86,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
             counter = await anyio.to_thread.run_sync(load_counter)
             cache = MessageCache(counter, settings.compile_cache_bytes)
             answers: Lru[bytes, bytes] = Lru(settings.answer_cache_bytes)
-            summarizer = summarizer_from_settings(settings, counter)
+            summarizer = summarizers_from_settings(settings, counter)
             caches = CacheCollector({"messages": cache.entries, "answers": answers})
             metrics.registry.register(caches)
             digester = Digester(maker, lambda outcome: metrics.digests.labels(outcome).inc())

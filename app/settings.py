@@ -6,7 +6,6 @@ import ipaddress
 import json
 from pathlib import Path
 from typing import Literal
-from urllib.parse import urlsplit
 
 from pydantic import (
     Field,
@@ -23,12 +22,20 @@ from sqlalchemy.exc import ArgumentError
 
 from app.domain.errors import UnknownName
 from app.domain.models import BUILTIN_CATALOG, Catalog, ModelDeclaration, build_catalog
+from app.domain.summaries.profiles import (
+    DEFAULT_PROFILE,
+    EXTRACTIVE_PROFILE,
+    BackendKind,
+    ProfileSpec,
+    fallback_chain_problem,
+)
+from app.settings_profiles import declared_profiles, is_http_url, window_problem
 
 DEFAULT_DATABASE_URL = "sqlite+aiosqlite:///./data/ctxc.db"
 DATABASE_DRIVERS = ("sqlite+aiosqlite", "postgresql+asyncpg")
 DATABASE_URL_FORMS = "sqlite+aiosqlite:///path or postgresql+asyncpg://user:pass@host/db"
 ANTHROPIC_URL = "https://api.anthropic.com"
-SummarizerKind = Literal["extractive", "openai", "anthropic", "webhook"]
+SummarizerKind = BackendKind
 
 
 class Settings(BaseSettings):
@@ -179,6 +186,15 @@ class Settings(BaseSettings):
         description="Length of a summary: the model's max_tokens, the extractive "
         "summariser's budget (file paths, URLs and identifiers are kept beyond it).",
     )
+    summarizer_profiles: str | None = Field(
+        None,
+        description="Named summariser profiles a session's compaction policy may choose, as a "
+        'JSON object or the path of a JSON file: {"name": {"kind": "openai" | "anthropic" | '
+        '"webhook" | "extractive", "url", "model", "api_key", "webhook_secret", '
+        '"timeout_seconds", "retries", "deadline_seconds", "window_tokens", "max_tokens", '
+        '"fallback": "<profile or extractive>"}}; limits left out are the CTXC_SUMMARIZER_* ones. '
+        "`default` (the CTXC_SUMMARIZER* settings) and `extractive` are always there.",
+    )
     openai_upstream: str = Field(
         "https://api.openai.com/v1",
         description="Where the sidecar's OpenAI endpoint (`/openai/v1`) forwards: the base URL of "
@@ -201,6 +217,7 @@ class Settings(BaseSettings):
     )
 
     _catalog: Catalog = PrivateAttr(BUILTIN_CATALOG)
+    _profiles: dict[str, ProfileSpec] = PrivateAttr(default_factory=dict)
 
     @property
     def is_sqlite(self) -> bool:
@@ -210,6 +227,12 @@ class Settings(BaseSettings):
     def catalog(self) -> Catalog:
         """The provider profiles and models (built-in and ``CTXC_MODELS``)."""
         return self._catalog
+
+    @property
+    def profiles(self) -> dict[str, ProfileSpec]:
+        """The summariser profiles, every limit filled in: ``default`` (``CTXC_SUMMARIZER*``),
+        ``extractive`` and those of ``CTXC_SUMMARIZER_PROFILES``."""
+        return self._profiles
 
     @field_validator("database_url")
     @classmethod
@@ -225,7 +248,7 @@ class Settings(BaseSettings):
     @field_validator("openai_upstream", "anthropic_upstream")
     @classmethod
     def _upstream_is_http(cls, url: str) -> str:
-        if not _is_http_url(url):
+        if not is_http_url(url):
             raise ValueError(f"must be an http(s) URL, not {url!r}")
         return url.rstrip("/")
 
@@ -234,6 +257,7 @@ class Settings(BaseSettings):
         problems = summarizer_problems(self)
         if problems:
             raise ValueError("; ".join(problems))
+        self._profiles = resolved_profiles(self)
         return self
 
     @model_validator(mode="after")
@@ -268,7 +292,7 @@ def summarizer_problems(settings: Settings) -> list[str]:
         if not getattr(settings, f"summarizer_{name}")
     ]
     url = settings.summarizer_url
-    if url is not None and not _is_http_url(url):
+    if url is not None and not is_http_url(url):
         problems.append(f"CTXC_SUMMARIZER_URL must be an http(s) URL, not {url!r}")
     least = 3 * settings.summarizer_max_tokens + 1_024
     if settings.summarizer_window_tokens < least:
@@ -277,6 +301,39 @@ def summarizer_problems(settings: Settings) -> list[str]:
             f"+ 1024 ({least}), so that partial summaries can be merged"
         )
     return problems
+
+
+def resolved_profiles(settings: Settings) -> dict[str, ProfileSpec]:
+    """``default``, ``extractive`` and the declared profiles with the default limits filled in
+    (ValueError when one is unusable)."""
+    limits = {
+        "timeout_seconds": settings.summarizer_timeout_seconds,
+        "retries": settings.summarizer_retries,
+        "deadline_seconds": settings.summarizer_deadline_seconds,
+        "window_tokens": settings.summarizer_window_tokens,
+        "max_tokens": settings.summarizer_max_tokens,
+    }
+    default = ProfileSpec(
+        kind=settings.summarizer, url=settings.summarizer_url, model=settings.summarizer_model,
+        api_key=settings.summarizer_api_key, webhook_secret=settings.summarizer_webhook_secret,
+        **limits,
+    )  # fmt: skip
+    extractive = ProfileSpec(kind="extractive", **limits)
+    profiles = {DEFAULT_PROFILE: default, EXTRACTIVE_PROFILE: extractive}
+    problems: list[str] = []
+    for name, spec in declared_profiles(settings.summarizer_profiles).items():
+        given = spec.model_dump(exclude_none=True)
+        filled = spec.model_copy(update={k: v for k, v in limits.items() if k not in given})
+        problem = window_problem(name, filled.window_tokens or 0, filled.max_tokens or 0)
+        if problem is not None:
+            problems.append(problem)
+        profiles[name] = filled
+    chain = fallback_chain_problem(profiles)
+    if chain is not None:
+        problems.append(f"CTXC_SUMMARIZER_PROFILES: {chain}")
+    if problems:
+        raise ValueError("; ".join(problems))
+    return profiles
 
 
 _DECLARATIONS = TypeAdapter(dict[str, ModelDeclaration])
@@ -304,11 +361,6 @@ def declared_models(value: str | None) -> dict[str, ModelDeclaration]:
             for e in exc.errors()
         )
         raise ValueError(found) from None
-
-
-def _is_http_url(url: str) -> bool:
-    parts = urlsplit(url)
-    return parts.scheme in ("http", "https") and bool(parts.hostname)
 
 
 def is_loopback(host: str) -> bool:

@@ -11,7 +11,7 @@ from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
 from sqlalchemy.ext.asyncio import AsyncEngine, AsyncSession, async_sessionmaker
 
 from app.adapters.events import EventBus
-from app.adapters.summarizers import Summarizer
+from app.adapters.summarizers.profiles import Summarizers
 from app.adapters.upstream import Upstreams
 from app.api.metrics import Metrics
 from app.api.problems import ProblemError
@@ -38,7 +38,7 @@ class AppState:
     registry: Registry
     cache: MessageCache
     answers: Lru[bytes, bytes]  # /v1/compile answers (without their compile id) by request
-    summarizer: Summarizer
+    summarizer: Summarizers  # one per deployment profile
     events: EventBus
     event_reader: EventReader
     keys: keys.KeyCache

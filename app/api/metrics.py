@@ -19,10 +19,12 @@ from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metri
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from app.adapters.summarizers import Summarizer, Summary
+from app.adapters.summarizers.profiles import Summarizers
 from app.api.problems import problem_slug
 from app.domain.messages import Message
 from app.domain.models import Catalog
 from app.domain.summaries import Reason
+from app.domain.summaries.profiles import SummarizerChoice
 from app.domain.tokens import TokenCounter
 from app.services.cache import Lru
 from app.services.compaction import Done
@@ -170,15 +172,27 @@ class MeteredSummarizer:
         await self.summarizer.aclose()
 
 
+class MeteredSummarizers:
+    """The deployment's summarisers, each chosen one timed and counted under its backend kind."""
+
+    def __init__(self, summarizers: Summarizers, metrics: Metrics) -> None:
+        self.summarizers, self.metrics = summarizers, metrics
+        self.names = summarizers.names
+
+    def choose(self, choice: SummarizerChoice | None) -> Summarizer:
+        kind = self.summarizers.kind(choice)
+        return MeteredSummarizer(self.summarizers.choose(choice), kind, self.metrics)
+
+
 def metered_compactor(
-    db: AsyncSession, counter: TokenCounter, summarizer: Summarizer, now: datetime,
-    catalog: Catalog, metrics: Metrics, trigger: Trigger, backend: str,
-    lease_seconds: float = 30.0,
+    db: AsyncSession, counter: TokenCounter, summarizers: Summarizers, now: datetime,
+    catalog: Catalog, metrics: Metrics, trigger: Trigger, lease_seconds: float = 30.0,
 ) -> Compactor:  # fmt: skip
     """A compactor whose compactions are counted and whose summaries are timed."""
+    chooser = MeteredSummarizers(summarizers, metrics)
     return Compactor(
-        db, counter, MeteredSummarizer(summarizer, backend, metrics), now, catalog, lease_seconds,
-        on_compacted=lambda done: metrics.compacted(done, trigger),
+        db, counter, chooser.choose(None), now, catalog, lease_seconds,
+        on_compacted=lambda done: metrics.compacted(done, trigger), summarizers=chooser,
     )  # fmt: skip
 
 

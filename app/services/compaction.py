@@ -52,15 +52,36 @@ class Done:
 
 
 def policy_of(
-    stored: dict[str, Any] | None, override: dict[str, Any] | None, field: str = "compaction"
+    stored: dict[str, Any] | None,
+    override: dict[str, Any] | None,
+    field: str = "compaction",
+    profiles: frozenset[str] | None = None,
 ) -> CompactionPolicy | None:
-    """The session's policy with a request's fields over it; None when neither sets one."""
+    """The session's policy with a request's fields over it; None when neither sets one. With
+    ``profiles``, a summariser profile the request names must be one of them (a stored policy
+    naming a profile removed since falls back to the default one, see ``Summarizers``)."""
     if stored is None and override is None:
         return None
     try:
-        return CompactionPolicy.model_validate({**(stored or {}), **(override or {})})
+        policy = CompactionPolicy.model_validate({**(stored or {}), **(override or {})})
     except ValidationError as err:
         raise InvalidInput(located(err, (field,))) from None
+    if profiles is not None and override is not None and "summarizer" in override:
+        check_profiles(policy, profiles, field)
+    return policy
+
+
+def check_profiles(policy: CompactionPolicy, profiles: frozenset[str], field: str) -> None:
+    """InvalidInput naming each summariser profile of ``policy`` the deployment does not have."""
+    choice = policy.summarizer
+    unknown = [
+        ((field, "summarizer", name), f"no summariser profile {value!r} (known: "
+         f"{', '.join(sorted(profiles))})")
+        for name, value in (choice.names() if choice is not None else [])
+        if value not in profiles
+    ]  # fmt: skip
+    if unknown:
+        raise InvalidInput(unknown)
 
 
 def archived(row: MessageRow) -> dict[str, Any]:
@@ -190,12 +211,14 @@ def now() -> datetime:
 
 
 def _written_by(summary: Summary) -> str:
-    """The backend that wrote the summary, why it fell back when it did, and whether it was cut
-    to its budget."""
+    """The backend that wrote the summary with its model and profile (``default`` unsaid), why
+    it fell back when it did, and whether it was cut to its budget."""
     cut = " (cut to its budget)" if summary.cut else ""
+    model = f" {summary.model}" if summary.model else ""
+    profile = f" [profile {summary.profile}]" if summary.profile else ""
     if summary.fallback_reason is None:
-        return summary.backend + cut
-    return f"{summary.backend}{cut} (fallback: {summary.fallback_reason})"[:128]
+        return (summary.backend + model + profile + cut)[:128]
+    return f"{summary.backend}{model}{profile}{cut} (fallback: {summary.fallback_reason})"[:128]
 
 
 async def compactions(db: AsyncSession, tenant: TenantId, session_id: str) -> list[CompactionRow]:

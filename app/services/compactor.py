@@ -6,7 +6,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import datetime
-from typing import Any
+from typing import Any, Protocol
 
 import anyio
 from sqlalchemy.ext.asyncio import AsyncEngine, AsyncSession
@@ -25,6 +25,7 @@ from app.domain.errors import Conflict
 from app.domain.models import Catalog
 from app.domain.providers import ProviderProfile
 from app.domain.sessions import SessionPk, TenantId
+from app.domain.summaries.profiles import SummarizerChoice
 from app.domain.tokens import TokenCounter
 from app.services import cpu, events, leases
 from app.services.compaction import (
@@ -76,6 +77,14 @@ async def _reported(
     return Report.of(found.usage, found.error_kind, where.output == "anthropic")
 
 
+class Chooser(Protocol):
+    """The deployment's summarisers by profile (``app.adapters.summarizers.profiles``)."""
+
+    names: frozenset[str]
+
+    def choose(self, choice: SummarizerChoice | None) -> Summarizer: ...
+
+
 class Busy(NotCompacted):
     """Another request holds the session's compaction lease (it is summarising now)."""
 
@@ -95,8 +104,10 @@ class Compactor:
         catalog: Catalog,
         lease_seconds: float = 30.0,
         on_compacted: Callable[[Done], None] | None = None,
+        summarizers: Chooser | None = None,
     ) -> None:
         self.db, self.counter, self.summarizer, self.now = db, counter, summarizer, now
+        self.summarizers = summarizers  # the profiles a policy may choose (else: summarizer)
         self.catalog = catalog
         self.lease_seconds = lease_seconds
         self.on_compacted = on_compacted  # told of each compaction written (metrics)
@@ -108,9 +119,23 @@ class Compactor:
             self.on_compacted(done)
         return done
 
-    async def run(self, session: SessionRow, plan: Plan, where: Where) -> Done:
-        """Summarise and persist ``plan``, announced; commits. ``NotCompacted`` when it wrote
-        nothing (then it called no summariser, unless the summary turned out no smaller)."""
+    @property
+    def profiles(self) -> frozenset[str] | None:
+        """The summariser profiles a request may name (None: any, there is only one)."""
+        return self.summarizers.names if self.summarizers is not None else None
+
+    def summarizer_for(self, choice: SummarizerChoice | None) -> Summarizer:
+        """The summariser a policy's ``choice`` asks for."""
+        if self.summarizers is None:
+            return self.summarizer
+        return self.summarizers.choose(choice)
+
+    async def run(
+        self, session: SessionRow, plan: Plan, where: Where, choice: SummarizerChoice | None = None
+    ) -> Done:
+        """Summarise and persist ``plan`` (with the summariser ``choice`` asks for), announced;
+        commits. ``NotCompacted`` when it wrote nothing (then it called no summariser, unless
+        the summary turned out no smaller)."""
         pk = SessionPk(session.pk)
         before: dict[str, Any] = {
             "kind": plan.kind, "reason": plan.reason, "tokens_before": plan.tokens_before,
@@ -128,7 +153,7 @@ class Compactor:
             assert isinstance(engine, AsyncEngine)
             async with leases.kept(engine, lease):
                 encoder = self.counter.encoder(where.encoding)
-                summary = await within_budget(self.summarizer, plan, encoder)
+                summary = await within_budget(self.summarizer_for(choice), plan, encoder)
             done = await apply_plan(self.db, self.counter, session, plan, summary, where, lease)
         except LeaseLost:
             await self.db.commit()  # only the lock was taken; the new holder ended the start
@@ -194,13 +219,13 @@ class Compactor:
         if tokens[where.encoding] > policy.trigger_tokens and count >= policy.min_messages:
             plan = plan_session(await self._items(pk, where), policy)
             if plan is not None:
-                done += await self._attempt(session, plan, where)
+                done += await self._attempt(session, plan, where, policy.summarizer)
         report = await _reported(self.db, pk, report, where)
         prompt, too_long = (report.prompt_tokens, report.too_long) if report else (None, False)
         for _ in range(policy.max_reactive_compactions_per_request):
             kind = reactive_kind(prompt, where.context_window, too_long, policy)
             plan = PLANS[kind](await self._items(pk, where), policy) if kind else None
-            found = await self._attempt(session, plan, where) if plan else []
+            found = await self._attempt(session, plan, where, policy.summarizer) if plan else []
             if not found:
                 break
             done += found
@@ -212,10 +237,12 @@ class Compactor:
         rows = await queries.all_messages(self.db, pk)
         return await cpu.run_sync(stored_items, rows, where.encoding)
 
-    async def _attempt(self, session: SessionRow, plan: Plan, where: Where) -> list[Done]:
+    async def _attempt(
+        self, session: SessionRow, plan: Plan, where: Where, choice: SummarizerChoice | None
+    ) -> list[Done]:
         """``run``, where a compaction that wrote nothing is no error (the compile goes on)."""
         try:
-            return [await self.run(session, plan, where)]
+            return [await self.run(session, plan, where, choice)]
         except Busy:
             self.notes.append("a compaction of this session is running in another request: "
                               "compiled without waiting for it")  # fmt: skip
@@ -247,7 +274,8 @@ async def compact_now(
     db = compactor.db
     session = await require_session(db, tenant, session_id)
     profile = session_profile(session, compactor.catalog)
-    policy = policy_of(session.compaction_policy, override, "policy") or CompactionPolicy()
+    stored = session.compaction_policy
+    policy = policy_of(stored, override, "policy", compactor.profiles) or CompactionPolicy()
     rows = await queries.all_messages(db, SessionPk(session.pk))
     items = stored_items(rows, profile.encoding)
     plan = (
@@ -257,7 +285,7 @@ async def compact_now(
         raise Conflict("nothing to compact: no API round may be summarised (recent, pinned, "
                        "the current prompt, or too few messages)")  # fmt: skip
     where = Where.of(session, profile)
-    return await compactor.run(session, plan, where)
+    return await compactor.run(session, plan, where, policy.summarizer)
 
 
 async def compact_due(
@@ -269,7 +297,7 @@ async def compact_due(
     report: Report | None,
 ) -> list[Done]:
     """The compactions a compile of ``session`` is due (none without an enabled policy)."""
-    policy = policy_of(session.compaction_policy, override)
+    policy = policy_of(session.compaction_policy, override, profiles=compactor.profiles)
     if policy is None or not policy.enabled:
         return []
     where = Where.of(session, profile, context_window)

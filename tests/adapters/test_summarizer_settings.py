@@ -3,14 +3,20 @@ builds what they name."""
 
 from __future__ import annotations
 
+import asyncio
+import json
+
 import pytest
 from pydantic import ValidationError
 
-from app.adapters.summarizers import summarizer_from_settings
+from app.adapters.summarizers import Summary, summarizer_from_settings
 from app.adapters.summarizers.extractive import Extractive
+from app.adapters.summarizers.factory import summarizers_from_settings
 from app.adapters.summarizers.resilient import Resilient
+from app.domain.summaries.profiles import SummarizerChoice
 from app.settings import Settings
 from tests.adapters.helpers import COUNTER, summarize
+from tests.adapters.stubs import StubServer
 from tests.unit.test_extractive_summary import build_failure
 
 
@@ -61,3 +67,79 @@ def test_a_remote_summariser_is_wrapped_to_fall_back() -> None:
     summarizer = summarizer_from_settings(settings, COUNTER)
     assert isinstance(summarizer, Resilient) and summarizer.name == "anthropic"
     summarize(summarizer, [])  # closes its HTTP client
+
+
+def _profiles(**declared: dict[str, object]) -> Settings:
+    return Settings(summarizer_profiles=json.dumps(declared))
+
+
+@pytest.mark.parametrize(
+    ("declared", "problem"),
+    [
+        ({"a": {"kind": "openai", "model": "m"}},
+         "CTXC_SUMMARIZER_PROFILES['a']: kind openai needs url"),
+        ({"a": {"kind": "webhook", "url": "ftp://h/x", "webhook_secret": "s"}},
+         "CTXC_SUMMARIZER_PROFILES['a']: url must be an http(s) URL, not 'ftp://h/x'"),
+        ({"default": {"kind": "extractive"}},
+         "CTXC_SUMMARIZER_PROFILES['default']: the name 'default' is reserved"),
+        ({"a": {"kind": "extractive", "fallback": "b"}},
+         "CTXC_SUMMARIZER_PROFILES: profile 'a': fallback 'b' is not a profile"),
+        ({"a": {"kind": "extractive", "fallback": "b"},
+          "b": {"kind": "extractive", "fallback": "a"}},
+         "CTXC_SUMMARIZER_PROFILES: profile 'a': the fallbacks loop (a -> b -> a)"),
+        ({"a": {"kind": "extractive", "window_tokens": 2_000}},
+         "CTXC_SUMMARIZER_PROFILES['a']: window_tokens must be at least 3 x max_tokens + 1024"),
+        ({"a": {"kind": "anthropic", "model": "m", "api_key": "sk-hidden", "colour": "red"}},
+         "CTXC_SUMMARIZER_PROFILES['a']['colour']: Extra inputs are not permitted"),
+    ],
+)  # fmt: skip
+def test_unusable_summarizer_profiles_are_refused_at_start_up(
+    declared: dict[str, dict[str, object]], problem: str
+) -> None:
+    with pytest.raises(ValidationError) as caught:
+        _profiles(**declared)
+    [error] = caught.value.errors()
+    assert error["msg"].startswith("Value error, " + problem), error["msg"]
+    assert "sk-hidden" not in str(caught.value)
+
+
+def test_profiles_take_the_default_limits_and_are_built_once_each() -> None:
+    settings = _profiles(
+        fast={"kind": "anthropic", "model": "m", "api_key": "k", "timeout_seconds": 5},
+        hook={"kind": "webhook", "url": "http://127.0.0.1:9/h", "webhook_secret": "s",
+              "fallback": "fast"},
+    )  # fmt: skip
+    fast = settings.profiles["fast"]
+    assert (fast.timeout_seconds, fast.retries, fast.max_tokens) == (5, 2, 2_000)
+    assert set(settings.profiles) == {"default", "extractive", "fast", "hook"}
+    built = summarizers_from_settings(settings, COUNTER)
+    assert built.names == frozenset(settings.profiles)
+    assert isinstance(built.default, Extractive)
+    assert built.kind(SummarizerChoice(profile="hook")) == "webhook"
+    assert built.kind(SummarizerChoice(profile="removed-since")) == "extractive"  # the default
+    chosen = built.choose(SummarizerChoice(profile="fast", model="other"))
+    assert isinstance(chosen, Resilient) and chosen.model == "other"
+    asyncio.run(built.aclose())
+
+
+def test_a_sessions_time_limit_replaces_the_profiles() -> None:
+    """A real endpoint that never answers: the profile waits 30 s a request, the session 0.3 s."""
+    with StubServer(lambda _: None) as stub:
+        settings = _profiles(
+            slow={"kind": "openai", "url": f"{stub.url}/v1", "model": "m", "retries": 0,
+                  "timeout_seconds": 30},
+        )  # fmt: skip
+        built = summarizers_from_settings(settings, COUNTER)
+        chosen = built.choose(SummarizerChoice(profile="slow", timeout_seconds=0.3))
+
+        async def run() -> Summary:
+            try:
+                return await chosen.summarize(build_failure(), "session_compaction", 300)
+            finally:
+                await built.aclose()
+
+        summary = asyncio.run(run())
+    assert (summary.backend, summary.fallback_reason) == (
+        "extractive",
+        "openai: no answer within 0.3 s (1 attempt)",
+    )

@@ -24,9 +24,11 @@ class AnthropicMessages:
         self._headers = {"x-api-key": api_key, "anthropic-version": ANTHROPIC_VERSION}
 
     async def complete(self, request: Request) -> str:
-        prompt = build_prompt(request.messages, request.reason, request.max_tokens, request.part)
+        prompt = build_prompt(
+            request.messages, request.reason, request.max_tokens, request.part, request.extra
+        )
         body = {
-            "model": self._model,
+            "model": request.model or self._model,
             "max_tokens": request.max_tokens,
             "system": prompt.system,
             "messages": [{"role": "user", "content": prompt.user}],

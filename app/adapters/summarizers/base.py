@@ -13,13 +13,16 @@ from app.domain.summaries import Reason
 @dataclass(frozen=True)
 class Summary:
     """A summary's text, the backend that wrote it, why it fell back (if it did), how many
-    requests went to the configured backend for it, and whether it was cut to its budget."""
+    requests went to the configured backend for it, whether it was cut to its budget, and the
+    model and deployment profile that wrote it (when not the built-in summariser)."""
 
     text: str
     backend: str
     fallback_reason: str | None = None
     requests: int = 0
     cut: bool = False
+    model: str | None = None
+    profile: str | None = None
 
 
 class Summarizer(Protocol):
@@ -35,12 +38,15 @@ class Summarizer(Protocol):
 
 @dataclass(frozen=True)
 class Request:
-    """One request to a backend: a chunk of history (part ``k`` of ``n`` when cut)."""
+    """One request to a backend: a chunk of history (part ``k`` of ``n`` when cut), with the
+    model asked instead of the backend's and further instructions when a session chose them."""
 
     messages: tuple[Message, ...]
     reason: Reason
     max_tokens: int
     part: tuple[int, int] | None = None
+    model: str | None = None
+    extra: str | None = None
 
 
 class BackendError(Exception):

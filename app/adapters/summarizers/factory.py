@@ -1,4 +1,4 @@
-"""The summariser the settings ask for."""
+"""The summarisers the settings ask for: one per deployment profile, built once."""
 
 from __future__ import annotations
 
@@ -9,8 +9,11 @@ from app.adapters.summarizers.anthropic import AnthropicMessages
 from app.adapters.summarizers.base import Backend, Summarizer
 from app.adapters.summarizers.extractive import Extractive
 from app.adapters.summarizers.openai import OpenAIChat
-from app.adapters.summarizers.resilient import Policy, Resilient
+from app.adapters.summarizers.profiles import Summarizers
+from app.adapters.summarizers.resilient import Policy, Resilient, Tuning
 from app.adapters.summarizers.webhook import Webhook
+from app.domain.summaries.extractive import CountText
+from app.domain.summaries.profiles import DEFAULT_PROFILE, EXTRACTIVE_PROFILE, ProfileSpec
 from app.domain.tokens import TokenCounter
 from app.settings import ANTHROPIC_URL, Settings, summarizer_problems
 
@@ -18,36 +21,74 @@ ENCODING = "o200k_base"  # windows are counted with it, an estimate for non-Open
 
 
 def summarizer_from_settings(settings: Settings, counter: TokenCounter) -> Summarizer:
-    """The configured summariser: the extractive one, or a remote one that falls back to it."""
+    """The default profile's summariser: the extractive one, or a remote one that falls back
+    to it."""
     problems = summarizer_problems(settings)
     if problems:
         raise ValueError("; ".join(problems))
+    spec = settings.profiles[DEFAULT_PROFILE]
     count = counter.encoder(ENCODING).count
-    extractive = Extractive(count, settings.summarizer_max_tokens)
-    if settings.summarizer == "extractive":
+    return _summarizer(DEFAULT_PROFILE, spec, count, Extractive(count, spec.max_tokens or 0))
+
+
+def summarizers_from_settings(settings: Settings, counter: TokenCounter) -> Summarizers:
+    """A summariser for each profile (``default``, ``extractive`` and the declared ones), each
+    remote one falling back to its profile's fallback (the extractive one unless it names
+    another); a ValueError when the settings are unusable."""
+    problems = summarizer_problems(settings)
+    if problems:
+        raise ValueError("; ".join(problems))
+    specs = settings.profiles
+    count = counter.encoder(ENCODING).count
+    built: dict[str, Summarizer] = {}
+
+    def build(name: str) -> Summarizer:
+        # resolved_profiles() refused unknown fallbacks and loops: this ends.
+        if name not in built:
+            spec = specs[name]
+            remote = spec.kind != "extractive"
+            fallback = build(spec.fallback or EXTRACTIVE_PROFILE) if remote else None
+            built[name] = _summarizer(name, spec, count, fallback)
+        return built[name]
+
+    for name in specs:
+        build(name)
+    return Summarizers(built, {n: s.kind for n, s in specs.items()})
+
+
+def _summarizer(
+    name: str, spec: ProfileSpec, count: CountText, fallback: Summarizer | None
+) -> Summarizer:
+    # resolved_profiles() filled every limit in.
+    max_tokens = spec.max_tokens or 0
+    extractive = Extractive(count, max_tokens)
+    if spec.kind == "extractive" or fallback is None:
         return extractive
+    timeout = spec.timeout_seconds or 0.0
     policy = Policy(
-        timeout=settings.summarizer_timeout_seconds,
-        retries=settings.summarizer_retries,
-        deadline=settings.summarizer_deadline_seconds,
-        window_tokens=settings.summarizer_window_tokens,
-        max_tokens=settings.summarizer_max_tokens,
+        timeout=timeout,
+        retries=spec.retries or 0,
+        deadline=spec.deadline_seconds or 0.0,
+        window_tokens=spec.window_tokens or 0,
+        max_tokens=max_tokens,
     )
-    # Resilient times each request out; the client's own limit is only a backstop behind it.
-    client = httpx.AsyncClient(timeout=settings.summarizer_timeout_seconds + 1)
-    return Resilient(_backend(settings, client), extractive, count, policy)
+    # Resilient times each request out; the client's own limit is only a backstop behind it
+    # (a session may ask for a longer request time limit: at most 600 s).
+    client = httpx.AsyncClient(timeout=max(timeout, 600.0) + 1)
+    profile = None if name == DEFAULT_PROFILE else name
+    return Resilient(_backend(spec, client), fallback, count, policy, Tuning(profile), spec.model)
 
 
-def _backend(settings: Settings, client: httpx.AsyncClient) -> Backend:
-    # summarizer_problems() has checked that what each backend needs is there.
-    url = settings.summarizer_url or ""
-    model = settings.summarizer_model or ""
-    key = _secret(settings.summarizer_api_key)
-    if settings.summarizer == "openai":
+def _backend(spec: ProfileSpec, client: httpx.AsyncClient) -> Backend:
+    # The settings have checked that what each backend needs is there.
+    url = spec.url or ""
+    model = spec.model or ""
+    key = _secret(spec.api_key)
+    if spec.kind == "openai":
         return OpenAIChat(client, url, model, key or None)
-    if settings.summarizer == "anthropic":
+    if spec.kind == "anthropic":
         return AnthropicMessages(client, url or ANTHROPIC_URL, model, key)
-    return Webhook(client, url, _secret(settings.summarizer_webhook_secret).encode())
+    return Webhook(client, url, _secret(spec.webhook_secret).encode())
 
 
 def _secret(value: SecretStr | None) -> str:

@@ -25,9 +25,11 @@ class OpenAIChat:
         self._headers = {"authorization": f"Bearer {api_key}"} if api_key else {}
 
     async def complete(self, request: Request) -> str:
-        prompt = build_prompt(request.messages, request.reason, request.max_tokens, request.part)
+        prompt = build_prompt(
+            request.messages, request.reason, request.max_tokens, request.part, request.extra
+        )
         body = {
-            "model": self._model,
+            "model": request.model or self._model,
             "messages": [
                 {"role": "system", "content": prompt.system},
                 {"role": "user", "content": prompt.user},

@@ -13,9 +13,9 @@
 - A summary has a budget (the call's ``max_tokens``, else the policy's): each request asks the
   model for at most that much (and never more than the policy's ``max_tokens``), and an answer
   over the budget is refused (a model may ignore ``max_tokens``, a webhook has none).
-- When anything fails, the summary is the extractive one (within the same budget), and
-  ``fallback_reason`` says why. The history is only read, so nothing is lost; the caller keeps
-  the originals.
+- When anything fails, the summary is the fallback's (within the same budget): the extractive
+  one, or another profile's (itself falling back in turn), and ``fallback_reason`` says why.
+  The history is only read, so nothing is lost; the caller keeps the originals.
 """
 
 from __future__ import annotations
@@ -26,8 +26,7 @@ from dataclasses import dataclass, replace
 
 import anyio
 
-from app.adapters.summarizers.base import Backend, BackendError, Request, Summary
-from app.adapters.summarizers.extractive import Extractive
+from app.adapters.summarizers.base import Backend, BackendError, Request, Summarizer, Summary
 from app.domain.messages import Message, TextPart
 from app.domain.summaries import Reason
 from app.domain.summaries.chunking import chunk_messages
@@ -39,6 +38,7 @@ log = logging.getLogger("ctxc.summarizer")
 
 MAX_DEPTH = 3
 MARGIN_TOKENS = 64  # the chat format's overhead and the "part k of n" note
+MIN_INPUT_TOKENS = 256
 
 
 @dataclass(frozen=True)
@@ -59,24 +59,58 @@ class _Tally:
     requests: int = 0
 
 
+@dataclass(frozen=True)
+class Tuning:
+    """What a session changes of a profile: the model asked and further instructions."""
+
+    profile: str | None = None
+    model: str | None = None
+    extra: str | None = None
+
+
 class Resilient:
-    """``backend`` with time limits, retries, chunking and the extractive fallback."""
+    """``backend`` with time limits, retries, chunking and a fallback (the extractive summariser
+    or another profile's)."""
 
     def __init__(
         self,
         backend: Backend,
-        fallback: Extractive,
+        fallback: Summarizer,
         count: CountText,
         policy: Policy,
+        tuning: Tuning | None = None,
+        model: str | None = None,
     ) -> None:
         self._backend = backend
         self._fallback = fallback
         self._count = count
         self._policy = policy
+        self._tuning = tuning or Tuning()
+        self._model = model  # the backend's own
 
     @property
     def name(self) -> str:
         return self._backend.name
+
+    @property
+    def model(self) -> str | None:
+        """The model asked: the session's, else the backend's."""
+        return self._tuning.model or self._model
+
+    def tuned(
+        self,
+        model: str | None = None,
+        extra: str | None = None,
+        timeout: float | None = None,
+        fallback: Summarizer | None = None,
+    ) -> Resilient:
+        """This summariser with a session's changes; it shares the backend (and its HTTP
+        client), so closing it is the original's business."""
+        tuning = Tuning(self._tuning.profile, model or self._tuning.model, extra)
+        policy = self._policy if timeout is None else replace(self._policy, timeout=timeout)
+        return Resilient(
+            self._backend, fallback or self._fallback, self._count, policy, tuning, self._model
+        )
 
     async def summarize(
         self, messages: Sequence[Message], reason: Reason, max_tokens: int | None = None
@@ -95,7 +129,10 @@ class Resilient:
             if size > budget:
                 raise BackendError(f"the summary has {size} tokens, over its budget of {budget}",
                                    retryable=False)  # fmt: skip
-            return Summary(text, self.name, None, tally.requests)
+            return Summary(
+                text, self.name, None, tally.requests, model=self.model,
+                profile=self._tuning.profile,
+            )  # fmt: skip
         except BackendError as exc:
             why = str(exc)
         except TimeoutError:
@@ -103,9 +140,12 @@ class Resilient:
         except Exception as exc:  # an odd answer or a bug must not fail the compile
             log.exception("summariser %s failed unexpectedly", self.name)
             why = f"unexpected {type(exc).__name__}"
-        log.warning("summariser %s failed (%s); using the extractive summary", self.name, why)
+        log.warning("summariser %s failed (%s); using its fallback", self.name, why)
         summary = await self._fallback.summarize(history, reason, budget)
-        return replace(summary, fallback_reason=f"{self.name}: {why}", requests=tally.requests)
+        reason_ = f"{self.name}: {why}"
+        if summary.fallback_reason is not None:  # the fallback profile failed too
+            reason_ = f"{reason_}; then {summary.fallback_reason}"
+        return replace(summary, fallback_reason=reason_, requests=tally.requests + summary.requests)
 
     async def aclose(self) -> None:
         await self._backend.aclose()
@@ -114,8 +154,9 @@ class Resilient:
         """Tokens of transcript one request asking for ``max_tokens`` may carry."""
         p = self._policy
         asked = p.max_tokens if max_tokens is None else min(max_tokens, p.max_tokens)
-        prompt = self._count(instructions(reason, asked))
-        return p.window_tokens - asked - prompt - MARGIN_TOKENS
+        prompt = self._count(instructions(reason, asked, self._tuning.extra))
+        # A session's instructions are bounded, but may leave little room in a small window.
+        return max(MIN_INPUT_TOKENS, p.window_tokens - asked - prompt - MARGIN_TOKENS)
 
     async def _summarize(
         self, history: tuple[Message, ...], reason: Reason, depth: int, tally: _Tally, limit: int
@@ -127,16 +168,26 @@ class Resilient:
             chunk_messages, history, budget, self._count_message
         )
         if len(chunks) == 1:
-            return await self._call(Request(chunks[0], reason, max_tokens), tally)
+            return await self._call(self._request(chunks[0], reason, max_tokens), tally)
         n = len(chunks)
         partials = [
-            await self._call(Request(chunk, reason, max_tokens, (k, n)), tally)
+            await self._call(self._request(chunk, reason, max_tokens, (k, n)), tally)
             for k, chunk in enumerate(chunks, 1)
         ]
         if depth == MAX_DEPTH:
             return SEPARATOR.join(partials)
         folded = tuple(_partial(text, k, n) for k, text in enumerate(partials, 1))
         return await self._summarize(folded, reason, depth + 1, tally, limit)
+
+    def _request(
+        self,
+        chunk: tuple[Message, ...],
+        reason: Reason,
+        max_tokens: int,
+        part: tuple[int, int] | None = None,
+    ) -> Request:
+        t = self._tuning
+        return Request(chunk, reason, max_tokens, part, t.model, t.extra)
 
     def _count_message(self, message: Message) -> int:
         return self._count(render_message(message) + SEPARATOR)

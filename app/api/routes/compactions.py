@@ -82,8 +82,7 @@ async def compact_session(
         raise invalid([FieldError(path=f"body.{stray[0]}", message=f"not for kind {body.kind}")])
     compactor = metered_compactor(
         db, state.counter, state.summarizer, datetime.now(UTC), state.settings.catalog,
-        state.metrics, trigger="request", backend=state.settings.summarizer,
-        lease_seconds=state.settings.compaction_lease_seconds,
+        state.metrics, trigger="request", lease_seconds=state.settings.compaction_lease_seconds,
     )  # fmt: skip
     if body.kind == "tool_payloads":
         done = await persisted_steps.compact_payloads_now(compactor, tenant, session_id, body.steps)

@@ -15,7 +15,7 @@ from app.domain.compilers.spec import parse_spec
 from app.domain.models import Catalog
 from app.domain.sessions import PromptFragment
 from app.services import sessions
-from app.services.compaction import policy_of
+from app.services.compaction import check_profiles, policy_of
 from app.services.sessions import SessionView
 
 router = APIRouter(prefix="/v1/sessions", tags=["sessions"])
@@ -47,12 +47,16 @@ def session_read(view: SessionView, catalog: Catalog) -> SessionRead:
     )
 
 
-def check_settings(body: SessionCreate | SessionUpdate, registry: Registry) -> None:
-    """A session's compiler spec and compaction policy are checked before they are stored: a
-    bad one is a 422 now, not on every compile."""
+def check_settings(
+    body: SessionCreate | SessionUpdate, registry: Registry, profiles: frozenset[str]
+) -> None:
+    """A session's compiler spec and compaction policy (with the summariser ``profiles`` it may
+    name) are checked before they are stored: a bad one is a 422 now, not on every compile."""
     if body.compiler is not None:
         build(parse_spec(body.compiler), registry)
-    policy_of(body.compaction, None)
+    policy = policy_of(body.compaction, None)
+    if policy is not None:
+        check_profiles(policy, profiles, "compaction")
 
 
 @router.post(
@@ -66,7 +70,7 @@ async def create_session(
 ) -> SessionRead:
     """Create a session, with your own id or a generated one."""
     check_body(body)
-    check_settings(body, state.registry)
+    check_settings(body, state.registry, state.summarizer.names)
     fields = body.model_dump(mode="json", exclude={"id"})
     fields["provider"] = body.provider or state.settings.default_provider
     catalog = state.settings.catalog
@@ -110,7 +114,7 @@ async def update_session(
 ) -> SessionRead:
     """Change the fields you send; a new `resume_key` ends the provider session."""
     check_body(body)
-    check_settings(body, state.registry)
+    check_settings(body, state.registry, state.summarizer.names)
     changes = body.model_dump(mode="json", exclude_unset=True)
     catalog = state.settings.catalog
     view = await sessions.update_session(

@@ -141,7 +141,6 @@ async def _compile(
     async with state.sessionmaker() as db:
         compactor = metered_compactor(
             db, state.counter, state.summarizer, now, catalog, state.metrics, trigger="compile",
-            backend=state.settings.summarizer,
             lease_seconds=state.settings.compaction_lease_seconds,
         )  # fmt: skip
         return await compiling.compile_session(

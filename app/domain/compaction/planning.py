@@ -27,6 +27,7 @@ from pydantic import BaseModel, ConfigDict, Field, model_validator
 from app.domain.compilers.base import Item, api_rounds, is_prompt, must_keep, opening_task
 from app.domain.messages import DEFAULT_SECTION, SUMMARY_SECTION
 from app.domain.summaries import Reason
+from app.domain.summaries.profiles import SummarizerChoice
 
 Kind = Literal["session", "micro", "full"]
 REASONS: dict[Kind, Reason] = {
@@ -58,6 +59,10 @@ class CompactionPolicy(BaseModel):
     keep_task: bool = Field(
         True, description="The opening task (the conversation's first user prompt) stays as "
         "it was, never summarised."
+    )  # fmt: skip
+    summarizer: SummarizerChoice | None = Field(
+        None, description="The summariser: a deployment profile, and what changes of it (a "
+        "request's `summarizer` replaces the session's whole)."
     )  # fmt: skip
 
     @model_validator(mode="after")

@@ -55,9 +55,11 @@ class Prompt:
     user: str
 
 
-def instructions(reason: Reason, max_tokens: int) -> str:
-    """The system prompt for ``reason``."""
-    return f"{PURPOSES[reason]}\n\n{KEEP.format(max_tokens=max_tokens)}"
+def instructions(reason: Reason, max_tokens: int, extra: str | None = None) -> str:
+    """The system prompt for ``reason``, with ``extra`` (a session's own instructions) after
+    it."""
+    text = f"{PURPOSES[reason]}\n\n{KEEP.format(max_tokens=max_tokens)}"
+    return text if not extra else f"{text}\n\nFurther instructions for this summary:\n{extra}"
 
 
 def build_prompt(
@@ -65,10 +67,11 @@ def build_prompt(
     reason: Reason,
     max_tokens: int,
     part: tuple[int, int] | None = None,
+    extra: str | None = None,
 ) -> Prompt:
     """The prompt that asks for a summary of ``messages`` (part ``k`` of ``n`` when given)."""
     note = ""
     if part is not None:
         note = f"This is part {part[0]} of {part[1]} of the history; summarise this part.\n\n"
     user = f"{note}<transcript>\n{render_transcript(messages)}\n</transcript>"
-    return Prompt(instructions(reason, max_tokens), user)
+    return Prompt(instructions(reason, max_tokens, extra), user)
