@@ -111,7 +111,7 @@ def test_the_lifespan_builds_the_configured_summarizer(database_url: str) -> Non
         summarizer_webhook_secret="s",
     )
     with TestClient(create_app(settings)) as client:
-        summarizer = client.app_state["ctxc"].summarizer
+        summarizer = client.app_state["ctxc"].summarizer.default
         assert client.get("/readyz").status_code == 200
     assert isinstance(summarizer, Resilient)
     assert summarizer.name == "webhook"
