@@ -119,12 +119,9 @@ async def tool_call(
     )  # fmt: skip
 
 
-async def message_at(
-    db: AsyncSession, tenant: TenantId, session_id: str, seq: int
-) -> Message | None:
+async def message_at(db: AsyncSession, pk: SessionPk, seq: int) -> Message | None:
     """The message as first stored at ``seq`` (archived by a compaction or not), if any."""
-    row = await require_session(db, tenant, session_id)
-    return (await _stored(db, SessionPk(row.pk), [seq])).get(seq)
+    return (await _stored(db, pk, [seq])).get(seq)
 
 
 async def _stored(db: AsyncSession, pk: SessionPk, seqs: Sequence[int]) -> dict[int, Message]:

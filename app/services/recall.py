@@ -27,7 +27,7 @@ from app.domain.recall import (
     parse_arguments,
     tool_result,
 )
-from app.domain.sessions import TenantId
+from app.domain.sessions import SessionPk, TenantId
 from app.domain.tokens import TokenCounter
 from app.services import cpu, originals
 from app.services.sessions import require_session, session_profile
@@ -78,6 +78,7 @@ async def _text(
     db: AsyncSession,
     tenant: TenantId,
     session_id: str,
+    pk: SessionPk,
     pointer: Pointer,
     pending: Sequence[tuple[int, Message]],
 ) -> str:
@@ -93,7 +94,7 @@ async def _text(
         return row.value if isinstance(row.value, str) else payload_json(row.value)
     if pointer.call_id is None:
         assert pointer.seq is not None
-        return await _message_text(db, tenant, session_id, pointer.seq, pending)
+        return await _message_text(db, pk, pointer.seq, pending)
     where = f"tool call {pointer.call_id!r}" + (f" at seq {pointer.seq}" if pointer.seq else "")
     try:
         found = await originals.tool_call(db, tenant, session_id, pointer.call_id, pointer.seq)
@@ -109,13 +110,12 @@ async def _text(
 
 async def _message_text(
     db: AsyncSession,
-    tenant: TenantId,
-    session_id: str,
+    pk: SessionPk,
     seq: int,
     pending: Sequence[tuple[int, Message]],
 ) -> str:
     """The text of the message at ``seq`` as first stored (archived or not), or pending."""
-    message = dict(pending).get(seq) or await originals.message_at(db, tenant, session_id, seq)
+    message = dict(pending).get(seq) or await originals.message_at(db, pk, seq)
     if message is None:
         raise _Missing(f"no message at seq {seq} in this session")
     if not message.text:
@@ -145,7 +145,7 @@ async def recall(
 
     try:
         pointer = parse_arguments(call.arguments)
-        text = await _text(db, tenant, session_id, pointer, placed)
+        text = await _text(db, tenant, session_id, SessionPk(row.pk), pointer, placed)
     except (BadArguments, _Missing) as err:
         return Recalled(shape, answer(f"{call.name}: {err}", True), True)
     if pointer.offset > len(text):

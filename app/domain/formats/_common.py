@@ -7,7 +7,7 @@ from collections.abc import Collection
 from typing import Any, TypeVar
 
 from app.domain.errors import FormatError, Path
-from app.domain.messages import PROVIDER_KEYS, JSONObject
+from app.domain.messages import PROVIDER_KEYS, JSONObject, Message, TextPart
 
 T = TypeVar("T")
 
@@ -91,3 +91,10 @@ def without_nulls(value: Any, data: Collection[str] = ("input",)) -> Any:
     if isinstance(value, list):
         return [without_nulls(item, data) for item in value]
     return value
+
+
+def string_system(text: str, provider: str) -> Message:
+    """A system prompt given as a plain string: one text part, the string form remembered under
+    ``metadata[provider]["content"]`` so it is written back as a string."""
+    metadata = {provider: {"content": "string"}}
+    return Message(role="system", content=(TextPart(text=text),), metadata=metadata)

@@ -30,6 +30,7 @@ from app.domain.formats._common import (
     expect_object,
     extra_fields,
     hints,
+    string_system,
 )
 from app.domain.formats._foreign import (
     OPENAI_MESSAGE_FIELDS,
@@ -63,8 +64,7 @@ def from_anthropic(messages: Any, system: Any = None) -> list[Message]:
 def _read_system(system: Any) -> Message:
     """The system prompt; paths of its errors start with ``"system"``."""
     if isinstance(system, str):
-        metadata = {PROVIDER: {"content": "string"}}
-        return Message(role="system", content=(TextPart(text=system),), metadata=metadata)
+        return string_system(system, PROVIDER)
     if not isinstance(system, list):
         raise FormatError(("system",), "system must be a string or a list of text blocks")
     blocks = (read_block(raw, ("system", i), SYSTEM_READERS) for i, raw in enumerate(system))

@@ -24,6 +24,7 @@ from app.domain.formats._common import (
     expect_object,
     extra_fields,
     hints,
+    string_system,
 )
 from app.domain.formats._gemini_parts import PROVIDER, TurnIds, read_part, write_part
 from app.domain.messages import (
@@ -53,8 +54,7 @@ def from_gemini(contents: Any, system_instruction: Any = None) -> list[Message]:
 def _read_system(value: Any) -> Message:
     """The system instruction; paths of its errors start with ``"system"``."""
     if isinstance(value, str):
-        metadata = {PROVIDER: {"content": "string"}}
-        return Message(role="system", content=(TextPart(text=value),), metadata=metadata)
+        return string_system(value, PROVIDER)
     found = expect_object(value, ("system",), "a Content object {parts: [{text}]} or a string")
     raw_parts = found.get("parts")
     if not isinstance(raw_parts, list):
