@@ -8,13 +8,15 @@ from typing import Protocol
 
 from app.domain.messages import Message
 from app.domain.summaries import Reason
+from app.domain.summaries.loss import Loss
 
 
 @dataclass(frozen=True)
 class Summary:
     """A summary's text, the backend that wrote it, why it fell back (if it did), how many
-    requests went to the configured backend for it, whether it was cut to its budget, and the
-    model and deployment profile that wrote it (when not the built-in summariser)."""
+    requests went to the configured backend for it, whether it was cut to its budget, the
+    model and deployment profile that wrote it (when not the built-in summariser), and what it
+    kept and lost (``loss``, when the summariser knows: a ledger summary)."""
 
     text: str
     backend: str
@@ -23,6 +25,7 @@ class Summary:
     cut: bool = False
     model: str | None = None
     profile: str | None = None
+    loss: Loss | None = None
 
 
 class Summarizer(Protocol):
