@@ -19,6 +19,7 @@ from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metri
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from app.adapters.summarizers import Summarizer, Summary
+from app.adapters.summarizers.base import Source as SummarySource
 from app.adapters.summarizers.profiles import Summarizers
 from app.api.problems import problem_slug
 from app.domain.messages import Message
@@ -155,12 +156,16 @@ class MeteredSummarizer:
         self.summarizer, self.backend, self.metrics = summarizer, backend, metrics
 
     async def summarize(
-        self, messages: Sequence[Message], reason: Reason, max_tokens: int | None = None
+        self,
+        messages: Sequence[Message],
+        reason: Reason,
+        max_tokens: int | None = None,
+        source: SummarySource | None = None,
     ) -> Summary:
         start = time.perf_counter()
         outcome = "error"
         try:
-            summary = await self.summarizer.summarize(messages, reason, max_tokens)
+            summary = await self.summarizer.summarize(messages, reason, max_tokens, source)
             outcome = "ok" if summary.fallback_reason is None else "fallback"
             self.metrics.summarizer_requests.labels(self.backend).inc(summary.requests)
             return summary

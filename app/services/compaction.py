@@ -21,6 +21,7 @@ from pydantic import ValidationError
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from app.adapters.summarizers import Summarizer, Summary
+from app.adapters.summarizers.base import Source
 from app.domain.compaction.planning import (
     CompactionPolicy,
     Plan,
@@ -191,12 +192,25 @@ def summary_message(text: str) -> Message:
     return Message(role="user", content=(TextPart(text=SUMMARY_HEADER + text),))
 
 
-async def within_budget(summarizer: Summarizer, plan: Plan, encoder: Encoder) -> Summary:
+def source_of(plan: Plan, target: str | None = None) -> Source:
+    """Where ``plan``'s taken messages stand: their seqs, and the system messages left ahead of
+    them (the conversation's system prompt, never summarised)."""
+    first = plan.taken[0].seq if plan.taken else 0
+    system = tuple(i.message for i in plan.left if i.seq < first and i.message.role == "system")
+    return Source(tuple(i.seq for i in plan.taken), system, target)
+
+
+async def within_budget(
+    summarizer: Summarizer, plan: Plan, encoder: Encoder, target: str | None = None
+) -> Summary:
     """The summary of ``plan`` as a message of at most ``plan.summary_tokens`` tokens: the
-    summariser is asked for that less the header's tokens, and whatever it wrote is cut to fit."""
+    summariser is asked for that less the header's tokens, and whatever it wrote is cut to fit.
+    ``target``: the shape the session's prompts are sent in."""
     header = count_message(summary_message(""), encoder)
     asked = max(1, plan.summary_tokens - header)
-    summary = await summarizer.summarize([i.message for i in plan.taken], plan.reason, asked)
+    summary = await summarizer.summarize(
+        [i.message for i in plan.taken], plan.reason, asked, source_of(plan, target)
+    )
 
     def count(text: str) -> int:
         return count_message(summary_message(text), encoder)

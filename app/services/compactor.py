@@ -153,7 +153,8 @@ class Compactor:
             assert isinstance(engine, AsyncEngine)
             async with leases.kept(engine, lease):
                 encoder = self.counter.encoder(where.encoding)
-                summary = await within_budget(self.summarizer_for(choice), plan, encoder)
+                chosen = self.summarizer_for(choice)
+                summary = await within_budget(chosen, plan, encoder, where.output)
             done = await apply_plan(self.db, self.counter, session, plan, summary, where, lease)
         except LeaseLost:
             await self.db.commit()  # only the lock was taken; the new holder ended the start

@@ -14,6 +14,7 @@ import httpx
 import pytest
 
 from app.adapters.summarizers import Summary
+from app.adapters.summarizers.base import Source
 from app.adapters.summarizers.extractive import Extractive
 from app.adapters.tokenizers import load_counter
 from app.domain.compilers.registry import BUILTINS
@@ -358,7 +359,11 @@ class HeldSummarizer:
         self.release = asyncio.Event()
 
     async def summarize(
-        self, messages: Sequence[Message], reason: Reason, max_tokens: int | None = None
+        self,
+        messages: Sequence[Message],
+        reason: Reason,
+        max_tokens: int | None = None,
+        source: Source | None = None,
     ) -> Summary:
         self.waiting.set()
         await self.release.wait()
@@ -376,10 +381,14 @@ class CountingSummarizer:
         self.calls = 0
 
     async def summarize(
-        self, messages: Sequence[Message], reason: Reason, max_tokens: int | None = None
+        self,
+        messages: Sequence[Message],
+        reason: Reason,
+        max_tokens: int | None = None,
+        source: Source | None = None,
     ) -> Summary:
         self.calls += 1
-        return await self.inner.summarize(messages, reason, max_tokens)
+        return await self.inner.summarize(messages, reason, max_tokens, source)
 
     async def aclose(self) -> None:
         return None

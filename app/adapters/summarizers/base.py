@@ -28,12 +28,29 @@ class Summary:
     loss: Loss | None = None
 
 
+@dataclass(frozen=True)
+class Source:
+    """Where the messages to summarise stand in their session: the seq of each (a summary's
+    pointers into the history and the compaction's archive), the messages that lead the
+    conversation ahead of them and stay (its system prompt), and the shape the session's
+    prompts are sent in (its profile's ``output``). Empty when unknown."""
+
+    seqs: tuple[int, ...] = ()
+    system: tuple[Message, ...] = ()
+    target: str | None = None
+
+
 class Summarizer(Protocol):
     """Summarises old history within ``max_tokens`` (the compaction policy's budget; None: the
-    summariser's own default). Backend failures never raise: the summary falls back."""
+    summariser's own default), knowing where it stands (``source``) when the caller does.
+    Backend failures never raise: the summary falls back."""
 
     async def summarize(
-        self, messages: Sequence[Message], reason: Reason, max_tokens: int | None = None
+        self,
+        messages: Sequence[Message],
+        reason: Reason,
+        max_tokens: int | None = None,
+        source: Source | None = None,
     ) -> Summary: ...
 
     async def aclose(self) -> None: ...

@@ -6,7 +6,7 @@ from collections.abc import Sequence
 
 import anyio
 
-from app.adapters.summarizers.base import Summary
+from app.adapters.summarizers.base import Source, Summary
 from app.domain.messages import Message
 from app.domain.summaries import Reason
 from app.domain.summaries.extractive import CountText, summarize_extractive
@@ -23,7 +23,11 @@ class Extractive:
         self._max_tokens = max_tokens
 
     async def summarize(
-        self, messages: Sequence[Message], reason: Reason, max_tokens: int | None = None
+        self,
+        messages: Sequence[Message],
+        reason: Reason,
+        max_tokens: int | None = None,
+        source: Source | None = None,
     ) -> Summary:
         history = tuple(messages)
         budget = self._max_tokens if max_tokens is None else max_tokens

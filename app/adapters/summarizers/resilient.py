@@ -26,7 +26,14 @@ from dataclasses import dataclass, replace
 
 import anyio
 
-from app.adapters.summarizers.base import Backend, BackendError, Request, Summarizer, Summary
+from app.adapters.summarizers.base import (
+    Backend,
+    BackendError,
+    Request,
+    Source,
+    Summarizer,
+    Summary,
+)
 from app.domain.messages import Message, TextPart
 from app.domain.summaries import Reason
 from app.domain.summaries.chunking import chunk_messages
@@ -113,14 +120,18 @@ class Resilient:
         )
 
     async def summarize(
-        self, messages: Sequence[Message], reason: Reason, max_tokens: int | None = None
+        self,
+        messages: Sequence[Message],
+        reason: Reason,
+        max_tokens: int | None = None,
+        source: Source | None = None,
     ) -> Summary:
         """The backend's summary of ``messages`` within ``max_tokens``, or the extractive one
         saying why not."""
         history = tuple(messages)
         budget = self._policy.max_tokens if max_tokens is None else max_tokens
         if not history:
-            return await self._fallback.summarize(history, reason, budget)
+            return await self._fallback.summarize(history, reason, budget, source)
         tally = _Tally()
         try:
             with anyio.fail_after(self._policy.deadline):
@@ -141,7 +152,7 @@ class Resilient:
             log.exception("summariser %s failed unexpectedly", self.name)
             why = f"unexpected {type(exc).__name__}"
         log.warning("summariser %s failed (%s); using its fallback", self.name, why)
-        summary = await self._fallback.summarize(history, reason, budget)
+        summary = await self._fallback.summarize(history, reason, budget, source)
         reason_ = f"{self.name}: {why}"
         if summary.fallback_reason is not None:  # the fallback profile failed too
             reason_ = f"{reason_}; then {summary.fallback_reason}"
