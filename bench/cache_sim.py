@@ -19,7 +19,6 @@ from __future__ import annotations
 
 import hashlib
 import json
-import threading
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any, Literal
@@ -103,15 +102,13 @@ def _chain(blocks: Sequence[Block]) -> list[bytes]:
 
 
 class PrefixCache:
-    """One account's prompt cache in one provider's mode (thread-safe: a summariser stub
-    serving in another thread bills through the same account)."""
+    """One account's prompt cache in one provider's mode."""
 
     def __init__(self, mode: Mode, ttl_s: float = 300.0, min_tokens: int = 1_024) -> None:
         self.mode = mode
         self.ttl_s = ttl_s
         self.min_tokens = min_tokens
         self._expiry: dict[bytes, float] = {}
-        self._lock = threading.Lock()
 
     def send(self, blocks: Sequence[Block], now: float) -> Bill:
         """Bill one request sent at simulated time ``now`` (seconds), and cache what it caches."""
@@ -119,10 +116,9 @@ class PrefixCache:
         ends = [0]
         for block in blocks:
             ends.append(ends[-1] + block.tokens)
-        with self._lock:
-            if self.mode == "openai":
-                return self._automatic(ids, ends, now)
-            return self._explicit(blocks, ids, ends, now)
+        if self.mode == "openai":
+            return self._automatic(ids, ends, now)
+        return self._explicit(blocks, ids, ends, now)
 
     def _live(self, key: bytes, now: float) -> bool:
         return self._expiry.get(key, -1.0) >= now

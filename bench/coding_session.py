@@ -14,11 +14,12 @@ import random
 from dataclasses import dataclass
 from typing import Any
 
-WORDS = (
-    "def return self value import class for in if else await async None True result "
-    "session message tokens request config path items count error raise yield with "
-    "assert test fixture client response status json data cache prefix summary"
-).split()
+WORDS = [
+    "def", "return", "self", "value", "import", "class", "for", "in", "if", "else", "await",
+    "async", "None", "True", "result", "session", "message", "tokens", "request", "config",
+    "path", "items", "count", "error", "raise", "yield", "with", "assert", "test", "fixture",
+    "client", "response", "status", "json", "data", "cache", "prefix", "summary",
+]  # fmt: skip
 PATHS = [f"src/app/{name}.py" for name in (
     "service", "models", "cli", "routes", "storage", "cache", "tokens", "compiler", "events",
 )] + [f"tests/test_{name}.py" for name in ("service", "routes", "cache", "compiler")]  # fmt: skip

@@ -13,7 +13,8 @@ they arrive. Tool definitions are not part of the simulated prompts.
 Every request is then billed twice, by an Anthropic-mode cache and an OpenAI-mode cache, each
 a fresh account per arm. The raw agent sends its whole history every turn; when that would
 exceed the 200,000-token window it drops its oldest tasks (asks and all that answers them)
-down to half the window, a naive client's truncation. Figures are shares and ratios: the
+down to half the window, a naive client's truncation (its "compactions"; the request after one
+is its compaction turn). Figures are shares and ratios: the
 share of prompt tokens read from cache overall and on compaction turns (each summariser
 request, and the agent's first request after a compaction), and billed input against the raw
 agent and, when the build has them, against the same arm with the cache-economic gate and the
@@ -25,7 +26,7 @@ from __future__ import annotations
 import argparse
 import functools
 import json
-from collections.abc import Callable
+import math
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -45,6 +46,7 @@ POLICY = {"trigger_tokens": 50_000, "target_tokens": 25_000, "summary_tokens": 2
 QUICK_POLICY = {"trigger_tokens": 20_000, "target_tokens": 10_000, "summary_tokens": 1_000}
 WINDOW = 200_000
 MODES: tuple[Mode, ...] = ("anthropic", "openai")
+SHARES = ("overall", "compaction_turns", "summariser", "after")
 ENCODER = load_counter().encoder("o200k_base")
 
 
@@ -109,20 +111,23 @@ def policy_for(base: dict[str, Any], llm: bool, off: bool) -> dict[str, Any]:
 
 def run_raw(session: list[Turn]) -> Arm:
     """The agent without ctxc: its whole history each turn, truncated as the docstring says."""
-    arm, history, starts, at = Arm("raw agent (no ctxc)"), [], [], 0.0
+    arm, at = Arm("raw agent (no ctxc)"), 0.0
+    history: list[dict[str, Any]] = []
+    starts: list[int] = []
     for turn in session:
         at += turn.gap_s
         if turn.task_start:
             starts.append(len(history))
         history.append(turn.incoming)
         blocks = prompt_blocks(SYSTEM, history, count)
+        kind = "agent"
         if sum(b.tokens for b in blocks) > WINDOW:
-            arm.compactions += 1
+            arm.compactions, kind = arm.compactions + 1, "after"
             while sum(b.tokens for b in blocks) > WINDOW // 2 and len(starts) > 1:
                 cut = starts.pop(1) - starts[0]
                 history, starts = history[cut:], [s - cut for s in starts]
                 blocks = prompt_blocks(SYSTEM, history, count)
-        arm.sent.append(Sent("agent", at, with_breakpoint_at_end(blocks)))
+        arm.sent.append(Sent(kind, at, with_breakpoint_at_end(blocks)))
         history.append(turn.reply)
     return arm
 
@@ -131,7 +136,8 @@ def run_ctxc(client: httpx.Client, stub: Stub, arm: Arm, policy: dict[str, Any],
              session: list[Turn]) -> Arm:  # fmt: skip
     """The agent through ctxc: append, compile, send; the stub's requests as they come."""
     clock = [0.0]
-    stub.clock, _ = (lambda: clock[0]), stub.take()
+    stub.clock = lambda: clock[0]
+    stub.take()
     fields = {"provider": "anthropic", "compaction": policy}
     sid = client.post("/v1/sessions", json=fields).raise_for_status().json()["id"]
     previous: dict[str, Any] | None = None
@@ -166,9 +172,9 @@ def bill(arm: Arm, mode: Mode) -> dict[str, float]:
     cache = PrefixCache(mode)
     sums: dict[str, list[float]] = {k: [0, 0, 0] for k in ("agent", "after", "summariser")}
     for sent in arm.sent:
-        got = cache.send(sent.blocks, sent.at)
-        sums[sent.kind] = [a + b for a, b in zip(sums[sent.kind], (got.prompt, got.read,
-                                                                     got.billed), strict=True)]  # fmt: skip
+        got, tally = cache.send(sent.blocks, sent.at), sums[sent.kind]
+        for n, value in enumerate((got.prompt, got.read, got.billed)):
+            tally[n] += value
     total = [sum(v[i] for v in sums.values()) for i in range(3)]
 
     def share(*kinds: str) -> float:
@@ -201,12 +207,17 @@ def measure(quick: bool) -> dict[str, Any]:
     raw = {mode: bill(arms[0], mode) for mode in MODES}
     out: dict[str, Any] = {"turns": len(session), "policy": base, "features": found, "arms": {}}
     for arm in arms:
-        figures = {mode: bill(arm, mode) for mode in MODES}
+        figures: dict[str, dict[str, float]] = {mode: bill(arm, mode) for mode in MODES}
         for mode in MODES:
             figures[mode]["vs_raw"] = figures[mode]["billed"] / raw[mode]["billed"]
-        out["arms"][arm.name] = {"compactions": arm.compactions,
-                                 "summarizers": sorted(arm.summarizers), **figures}  # fmt: skip
+        row: dict[str, Any] = {"compactions": arm.compactions,
+                               "summarizers": sorted(arm.summarizers), **figures}  # fmt: skip
+        out["arms"][arm.name] = row
     return out
+
+
+def _pct(share: float) -> str:
+    return "     -" if math.isnan(share) else f"{share:6.1%}"
 
 
 def report(out: dict[str, Any]) -> None:
@@ -214,13 +225,13 @@ def report(out: dict[str, Any]) -> None:
           f"issue 16 features in this build: {out['features']}")  # fmt: skip
     for mode in MODES:
         print(f"  {mode} mode: cache-read share of prompt tokens (overall | compaction turns: "
-              "summariser requests, first agent request after) and billed input vs raw")  # fmt: skip
+              "summariser requests, first agent request after), billed input vs raw")  # fmt: skip
         for name, arm in out["arms"].items():
-            f = arm[mode]
-            print(f"    {name:40} compactions {arm['compactions']:3} | overall {f['overall']:6.1%} "
-                  f"| compaction turns {f['compaction_turns']:6.1%} (summariser "
-                  f"{f['summariser']:6.1%}, after {f['after']:6.1%}) | billed "
-                  f"{f['billed']:12,.0f} = {f['vs_raw']:5.2f} x raw")  # fmt: skip
+            f = {k: _pct(arm[mode][k]) for k in SHARES}
+            print(f"    {name:40} compactions {arm['compactions']:3} | overall {f['overall']} "
+                  f"| compaction turns {f['compaction_turns']} (summariser {f['summariser']}, "
+                  f"after {f['after']}) | billed {arm[mode]['billed']:12,.0f} = "
+                  f"{arm[mode]['vs_raw']:5.2f} x raw")  # fmt: skip
     for name, arm in out["arms"].items():
         if arm["summarizers"]:
             print(f"    {name}: summaries written by {arm['summarizers']}")
@@ -231,12 +242,12 @@ def run(quick: bool | None = None, as_json: bool = False) -> None:
     print(json.dumps(out, indent=2)) if as_json else report(out)
 
 
-def main(argv: list[str] | None = None, go: Callable[..., None] = run) -> None:
+def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(prog="python -m bench.prefix_cache")
     parser.add_argument("--quick", action="store_true", default=None)
     parser.add_argument("--json", action="store_true")
     args = parser.parse_args(argv)
-    go(args.quick, args.json)
+    run(args.quick, args.json)
 
 
 if __name__ == "__main__":

@@ -20,7 +20,6 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse
 from starlette.routing import Route
 
-
 SUMMARY = (
     "Goal: make the test suite pass. Decisions: keep the public API; fix the import cycle in "
     "src/app/service.py. Files: src/app/service.py, src/app/models.py, tests/test_service.py. "
