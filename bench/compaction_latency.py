@@ -26,7 +26,7 @@ from typing import Any
 import httpx
 
 from app.domain.compaction.planning import CompactionPolicy
-from bench.common import _ctxc, database, percentile, quick_run, serving
+from bench.common import _ctxc, database, percentile, quick_run, serving, to_json
 from bench.prefix_cache import features
 from bench.summariser_stub import Stub, serving_stub, stub_profiles
 
@@ -160,7 +160,7 @@ def run(quick: bool | None = None, db: str = "both", as_json: bool = False) -> N
         for kind in kinds:
             out["databases"][kind] = measure_db(kind, stub, quick)
     if as_json:
-        print(json.dumps(out, indent=2))
+        print(to_json(out))
         return
     print(f"compile latency at {out['messages']:,} messages: compaction turns against ordinary "
           f"turns (one message appended, then a compile); features: {out['features']}")  # fmt: skip

@@ -25,7 +25,6 @@ from __future__ import annotations
 
 import argparse
 import functools
-import json
 import math
 from dataclasses import dataclass, field
 from typing import Any
@@ -37,7 +36,7 @@ from app.domain.compaction.planning import CompactionPolicy
 from app.domain.summaries.profiles import SummarizerChoice
 from bench.cache_sim import Block, Mode, PrefixCache, prompt_blocks, with_breakpoint_at_end
 from bench.coding_session import SYSTEM, Turn, coding_session
-from bench.common import _ctxc, database, quick_run, serving
+from bench.common import _ctxc, database, quick_run, serving, to_json
 from bench.summariser_stub import Stub, serving_stub, stub_profiles
 
 SEED = 16
@@ -239,7 +238,10 @@ def report(out: dict[str, Any]) -> None:
 
 def run(quick: bool | None = None, as_json: bool = False) -> None:
     out = measure(quick_run(quick))
-    print(json.dumps(out, indent=2)) if as_json else report(out)
+    if as_json:
+        print(to_json(out))
+    else:
+        report(out)
 
 
 def main(argv: list[str] | None = None) -> None:
