@@ -6,10 +6,12 @@ from bench import (
     budget_fill,
     compaction,
     compaction_kit,
+    compaction_latency,
     compile,
     delta,
     events,
     load,
+    prefix_cache,
     proxy,
     redact,
     session_compile,
@@ -21,7 +23,8 @@ from bench import (
 
 for module in (
     append, bodies, compile, budget_fill, session_compile, session_read, delta, compaction,
-    summarising, compaction_kit, events, redact, tenancy, transfer, load, proxy,
+    summarising, compaction_kit, prefix_cache, compaction_latency, events, redact, tenancy,
+    transfer, load, proxy,
 ):  # fmt: skip
     module.run()
     print()

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import asyncio
+import json
+import math
 import os
 import socket
 import statistics
@@ -14,6 +16,7 @@ import uuid
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
+from typing import Any
 
 import asyncpg
 import httpx
@@ -155,3 +158,18 @@ def quick_run(quick: bool | None) -> bool:
     if quick is None:
         return os.environ.get("CTXC_BENCH_QUICK", "") not in ("", "0")
     return quick
+
+
+def to_json(value: Any) -> str:
+    """``value`` as indented JSON, a NaN (a share of nothing) as null."""
+
+    def finite(item: Any) -> Any:
+        if isinstance(item, float) and math.isnan(item):
+            return None
+        if isinstance(item, dict):
+            return {k: finite(v) for k, v in item.items()}
+        if isinstance(item, list | tuple):
+            return [finite(v) for v in item]
+        return item
+
+    return json.dumps(finite(value), indent=2)

@@ -58,5 +58,7 @@ def test_benchmarks_still_import() -> None:
         "bench.redact",
         "bench.tenancy",
         "bench.proxy",
+        "bench.prefix_cache",
+        "bench.compaction_latency",
     ):
         importlib.import_module(module)
