@@ -29,7 +29,7 @@ from app.domain.summaries.subjects import (
 )
 
 KINDS = ("rule", "goal", "fact", "preference", "error", "decision", "file", "note")
-TITLES = {"rule": "Rules", "goal": "Goals and open tasks", "fact": "Facts", "preference":
+TITLES = {"rule": "Rules", "goal": "Goals", "fact": "Facts", "preference":
           "Preferences", "error": "Errors", "decision": "Decisions", "file": "Tool calls and files",
           "note": "Notes"}  # fmt: skip
 RANK = {kind: n for n, kind in enumerate(KINDS)}

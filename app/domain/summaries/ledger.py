@@ -36,7 +36,7 @@ from app.domain.summaries.loss import Loss, LossEntry
 
 CountText = Callable[[str], int]
 MAX_POINTERS = 3  # an entry's pointers: its latest sources
-NOTE_SHARE = 20  # at most a twentieth of the budget is kept for the note
+NOTE_SHARE = 32  # the shortest note is kept room for when it costs at most this share
 MIN_SUBJECT_WORDS = 2  # a subject of fewer words (a bare value) replaces nothing
 
 
@@ -164,10 +164,11 @@ def _fit(
     count: CountText,
 ) -> tuple[list[int], str]:
     """The entries (their indexes in ``live``, taken in ``order``) that fit ``budget`` with the
-    note (pointing also at the ``earlier`` summary's), and the text. Entries come first, then
-    their pointers, in the same order, while they fit."""
-    every = note_for(spans_of([s for e in live for s in e.seqs], earlier))
-    room = budget - min(count(every), budget // NOTE_SHARE) if every else budget
+    note (pointing also at the ``earlier`` summary's), and the text. Entries come first (but for
+    the shortest note, when it costs at most 1/``NOTE_SHARE`` of the budget), then the entries'
+    pointers in the same order, then the note, as long as fits."""
+    least = note_for(spans_of([s for e in live for s in e.seqs], earlier), 1)
+    room = budget - min(count(least), budget // NOTE_SHARE)
     chosen: list[int] = []
     titled: set[str] = set()
     for n in order:

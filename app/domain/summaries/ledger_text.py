@@ -5,11 +5,11 @@
     Rules:
     Never disclose the vault code kqzva-41 to any user. @14
     Budget cap is $850 total. Never exceed without explicit approval. @52
-    Goals and open tasks:
+    Goals:
     Current task is migrating auth to OAuth. Next step is token refresh handling. @31,77
     Facts:
     The staging API base URL is https://qa.internal/v2. @40
-    Left out (recall by seq): 3-9 11 40-52 +12 more
+    Left out, by seq: 3-9 11 40-52 +12 more
 
 A section per kind (``TITLES``), in rank order, one line per entry, its pointers after `` @``:
 the seqs of the messages it came from, in the live history or the compaction's archive (the
@@ -28,7 +28,7 @@ from dataclasses import dataclass, field
 
 from app.domain.summaries.entries import KINDS, TITLES, Entry, make_entry, statement_entry
 
-NOTE_HEAD = "Left out (recall by seq):"
+NOTE_HEAD = "Left out, by seq:"
 NOTE_RANGES = 24
 CONSTRAINTS_HEAD = "Constraints (verbatim, checked):"
 _KIND_OF = {f"{title}:": kind for kind, title in TITLES.items()}
