@@ -308,8 +308,8 @@ def summarizer_problems(settings: Settings) -> list[str]:
 
 
 def resolved_profiles(settings: Settings) -> dict[str, ProfileSpec]:
-    """``default``, ``ledger``, ``extractive`` and the declared profiles with the default limits filled in
-    (ValueError when one is unusable)."""
+    """``default``, ``ledger``, ``extractive`` and the declared profiles with the default limits
+    filled in (ValueError when one is unusable)."""
     limits = {
         "timeout_seconds": settings.summarizer_timeout_seconds,
         "retries": settings.summarizer_retries,

@@ -111,14 +111,14 @@ def classify(text: str, valued: bool) -> str:
 
 
 def _cued(text: str) -> str | None:
-    padded = f" {' '.join(words(text.replace(chr(8217), chr(39)))) } "
+    padded = f" {' '.join(words(text.replace(chr(8217), chr(39))))} "
     lower = f" {text.lower()} "
     first = next(iter(words(text)), "")
 
     def says(cues: Sequence[str]) -> bool:
         return any(f" {cue} " in padded or f" {cue} " in lower for cue in cues)
 
-    if says(ERRORS) and not says(NO_ERRORS) or any(w.endswith("error") for w in text.split()):
+    if (says(ERRORS) and not says(NO_ERRORS)) or any(w.endswith("error") for w in text.split()):
         return "error"
     if says(RULES) or first in ("only", "always"):
         return "rule"

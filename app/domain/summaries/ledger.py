@@ -59,20 +59,18 @@ def summarize_ledger(
     merged = merge(entries)
     ranked = sorted(range(len(merged.live)), key=lambda n: _rank(merged.live[n], n))
     chosen, text = _fit(ranked, merged.live, earlier, budget, count)
-    kept_ids = set(chosen)
-    entries = [(n, e) for n, e in enumerate(merged.live)]
+    kept = set(chosen)
+    live = list(enumerate(merged.live))
     loss = Loss(
-        kept=_report(e for n, e in entries if n in kept_ids and n not in merged.folded),
-        merged=_report(e for n, e in entries if n in kept_ids and n in merged.folded),
+        kept=_report(e for n, e in live if n in kept and n not in merged.folded),
+        merged=_report(e for n, e in live if n in kept and n in merged.folded),
         replaced=_report(merged.replaced),
-        dropped=_report(e for n, e in entries if n not in kept_ids),
+        dropped=_report(e for n, e in live if n not in kept),
     )
     return Ledger(text, loss)
 
 
-def gather(
-    messages: Sequence[Message], seqs: Sequence[int] = ()
-) -> tuple[list[Entry], list[Span]]:
+def gather(messages: Sequence[Message], seqs: Sequence[int] = ()) -> tuple[list[Entry], list[Span]]:
     """Every entry of ``messages`` in history order, a previous summary's read back, and the
     spans a previous summary's note pointed at."""
     out: list[Entry] = []
@@ -134,7 +132,8 @@ def merge(entries: Sequence[Entry]) -> Merged:
             by_subject[entry.subject] = n
         if entry.slot:
             by_slot[entry.slot] = n
-    live, remap = [], {}
+    live: list[Entry] = []
+    remap: dict[int, int] = {}
     for n, found in enumerate(slots):
         if found is not None:
             remap[n] = len(live)

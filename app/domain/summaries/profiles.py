@@ -2,9 +2,10 @@
 
 A profile (``CTXC_SUMMARIZER_PROFILES``) holds everything a backend needs, credentials
 included; ``default`` is the one the ``CTXC_SUMMARIZER*`` settings describe, ``ledger`` and
-``extractive`` the built-in summarisers (``ledger`` the default and every fallback). A session's compaction policy (or one request's override) chooses a
-profile by name and may change its model, add instructions, shorten or lengthen its request time
-limit and name another profile to fall back to: never a URL or a credential.
+``extractive`` the built-in summarisers (``ledger`` the default and every fallback). A session's
+compaction policy (or one request's override) chooses a profile by name and may change its
+model, add instructions, shorten or lengthen its request time limit and name another profile to
+fall back to: never a URL or a credential.
 """
 
 from __future__ import annotations

@@ -15,25 +15,31 @@ from __future__ import annotations
 
 import re
 from collections.abc import Sequence
+from itertools import pairwise
 
-MONTHS = frozenset(
-    "january february march april may june july august september october november december".split()
+
+def _lexicon(text: str) -> frozenset[str]:
+    return frozenset(text.split())
+
+
+MONTHS = _lexicon(
+    "january february march april may june july august september october november december"
 )
-ACKS = frozenset("acknowledged noted done ok okay thanks thank sure recorded continuing got".split())
+ACKS = _lexicon("acknowledged noted done ok okay thanks thank sure recorded continuing got")
 _WORD = re.compile(r"[a-z0-9]+")
-MONEY_WORDS = frozenset("dollars dollar euros euro usd eur gbp pounds".split())
+MONEY_WORDS = _lexicon("dollars dollar euros euro usd eur gbp pounds")
 SCOPES = (
     "project", "trip", "travel", "conference", "team", "marketing", "hardware", "cloud", "event",
     "launch", "release", "documentation", "docs", "beta", "milestone", "production", "staging",
 )  # fmt: skip
 ROLES = (("on-call", "oncall"), ("oncall", "oncall"), ("pager", "oncall"), ("support", "support"),
          ("approver", "approver"), ("reviewer", "reviewer"), ("owner", "owner"))  # fmt: skip
-BUDGET = frozenset("budget spend spending expenses expense costs cost ceiling cap".split())
-DATES = frozenset("deadline launch release ship ships shipping freeze due".split())
-NAMES = frozenset("codename codenamed designated label calling called renamed".split())
-BRANCHES = frozenset("branch rebased checkout".split())
-CLOCKS = frozenset("timezone utc pacific eastern gmt clock clocks timestamp timestamps".split())
-STYLES = frozenset("answers replies responses tone".split())
+BUDGET = _lexicon("budget spend spending expenses expense costs cost ceiling cap")
+DATES = _lexicon("deadline launch release ship ships shipping freeze due")
+NAMES = _lexicon("codename codenamed designated label calling called renamed")
+BRANCHES = _lexicon("branch rebased checkout")
+CLOCKS = _lexicon("timezone utc pacific eastern gmt clock clocks timestamp timestamps")
+STYLES = _lexicon("answers replies responses tone")
 CODES = ("vault", "access")
 
 
@@ -68,7 +74,7 @@ def _core(token: str) -> str:
 def names_in(tokens: Sequence[str]) -> int:
     """How many pairs of adjacent capitalised words (a person's or a product's name)."""
     found = 0
-    for first, second in zip(tokens, tokens[1:], strict=False):
+    for first, second in pairwise(tokens):
         if _title(first) and _title(second.rstrip(".,;:!?")):
             found += 1
     return found
@@ -84,8 +90,8 @@ def subject_of(text: str) -> str:
     out: list[str] = []
     for n, token in enumerate(tokens):
         start = n == 0 or tokens[n - 1].endswith((".", ":", ";", "!", "?"))
-        numeric = any(c.isdigit() for c in token)
-        if numeric or is_value(token) or is_reference(token) or (not start and _title(token.rstrip(".,;:!?)"))):
+        named = not start and _title(token.rstrip(".,;:!?)"))
+        if any(c.isdigit() for c in token) or is_value(token) or is_reference(token) or named:
             if not out or out[-1] != "#":
                 out.append("#")
             continue
@@ -111,10 +117,10 @@ def slot_of(text: str) -> str | None:
     lower = words(text)
     found = set(lower)
     valued = any(is_value(t) for t in tokens)
-    for first, second in zip(lower, lower[1:], strict=False):
+    for first, second in pairwise(lower):
         if second == "code" and first in CODES:
             return f"code:{first}"
-    if found & BUDGET and (valued and "$" in text or found & MONEY_WORDS):
+    if found & BUDGET and ((valued and "$" in text) or found & MONEY_WORDS):
         return f"budget:{_scope(lower)}"
     if found & NAMES and valued:
         return "name"
