@@ -36,7 +36,7 @@ from app.domain.summaries.loss import Loss, LossEntry
 
 CountText = Callable[[str], int]
 MAX_POINTERS = 3  # an entry's pointers: its latest sources
-NOTE_SHARE = 32  # the shortest note is kept room for when it costs at most this share
+NOTE_SHARE = 64  # the shortest note is kept room for when it costs at most this share
 MIN_SUBJECT_WORDS = 2  # a subject of fewer words (a bare value) replaces nothing
 
 
