@@ -105,7 +105,7 @@ def test_a_full_compaction_archives_exactly_what_it_summarised(client: httpx.Cli
     )
     assert record["summary_tokens"] == summary["tokens"]
     assert record["cache_rewrite_tokens"] == sum(m["tokens"] for m in after[1:])
-    assert record["summarizer"] == "extractive"
+    assert record["summarizer"] == "ledger"
     listed = client.get(f"/v1/sessions/{sid}/compactions").json()["items"]
     assert [c["id"] for c in listed] == [record["id"]]
     # The compiled view opens with the summary, then the task, and stays provider-valid.
@@ -136,7 +136,7 @@ def test_session_kind_compacts_down_to_the_low_water_mark(client: httpx.Client) 
     record = compact(client, sid, kind="session").json()
     assert record["reason"] == "session_compaction"
     # What stays is down to the low-water mark, with room reserved for the summary (its real
-    # size is the summariser's: the extractive one keeps every path and identifier).
+    # size is the summariser's).
     left = sum(m["tokens"] for m in canonical(client, sid) if m["section"] != "summary")
     assert left + POLICY["summary_tokens"] <= POLICY["target_tokens"]
     assert record["tokens_after"] == left + record["summary_tokens"] < record["tokens_before"]

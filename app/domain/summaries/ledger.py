@@ -24,6 +24,7 @@ from dataclasses import dataclass
 from app.domain.messages import Message
 from app.domain.summaries.entries import RANK, TITLES, Entry, message_entries
 from app.domain.summaries.ledger_text import (
+    NOTE_HEAD,
     NOTE_RANGES,
     Span,
     entry_line,
@@ -167,7 +168,8 @@ def _fit(
     the shortest note, when it costs at most 1/``NOTE_SHARE`` of the budget), then the entries'
     pointers in the same order, then the note, as long as fits."""
     least = note_for(spans_of([s for e in live for s in e.seqs], earlier), 1)
-    room = budget - min(count(least), budget // NOTE_SHARE)
+    noted = bool(least) and count(least) <= budget // NOTE_SHARE
+    room = budget - count(least) if noted else budget
     chosen: list[int] = []
     titled: set[str] = set()
     for n in order:
@@ -186,13 +188,19 @@ def _fit(
             room -= extra
             pointed.append(n)
     text = _text(chosen, set(pointed), live, earlier, budget, count)
-    while count(text) > budget and chosen:  # counts are not quite additive
+    # Counts are not quite additive: what is over gives way, pointers first, then entries.
+    while (count(text) > budget or _unnoted(text, noted, chosen, live)) and chosen:
         if pointed:
             pointed.pop()
         else:
             chosen.pop()
         text = _text(chosen, set(pointed), live, earlier, budget, count)
     return chosen, text
+
+
+def _unnoted(text: str, noted: bool, chosen: Sequence[int], live: Sequence[Entry]) -> bool:
+    """The note was kept room for, entries were left out, and it is not there."""
+    return noted and len(chosen) < len(live) and NOTE_HEAD not in text
 
 
 def _text(
