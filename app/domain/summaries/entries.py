@@ -54,7 +54,7 @@ PREFERENCES = ("prefer", "prefers", "preferred", "would rather", "wants", "i lik
 DECISIONS = ("i'll", "i will", "we'll", "we will", "let's", "decided", "going to", "chose")
 ERRORS = ("error", "errors", "exception", "traceback", "failed", "failure", "fatal", "panic",
           "denied", "refused", "timed out", "not found", "unable to")  # fmt: skip
-NO_ERRORS = ("no error", "0 error", "no failure", "0 failed")
+NO_ERRORS = ("no error", "no errors", "0 errors", "no failures", "0 failed")
 
 
 @dataclass(frozen=True)
