@@ -11,8 +11,8 @@ from pydantic import ValidationError
 
 from app.adapters.summarizers import Summary, summarizer_from_settings
 from app.adapters.summarizers.extractive import Extractive
-from app.adapters.summarizers.ledger import LedgerSummarizer
 from app.adapters.summarizers.factory import summarizers_from_settings
+from app.adapters.summarizers.ledger import LedgerSummarizer
 from app.adapters.summarizers.resilient import Resilient
 from app.domain.summaries.profiles import SummarizerChoice
 from app.settings import Settings
