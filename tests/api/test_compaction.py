@@ -316,7 +316,9 @@ def test_a_summary_no_smaller_than_what_it_replaces_is_not_written(
                                            {"role": "assistant", "content": "ok"})]  # fmt: skip
     client.post(f"/v1/sessions/{sid}/messages", json={"messages": tiny}).raise_for_status()
     before = row_counts(api.database_url)
-    refused = compact(client, sid, kind="full", policy={"preserve_recent_api_rounds": 1})
+    # The extractive summariser's header alone outweighs these (the ledger's would not).
+    extractive = {"preserve_recent_api_rounds": 1, "summarizer": {"profile": "extractive"}}
+    refused = compact(client, sid, kind="full", policy=extractive)
     assert refused.status_code == 409 and "would not be smaller" in refused.json()["detail"]
     assert row_counts(api.database_url)["messages"] == before["messages"]
     assert row_counts(api.database_url)["compactions"] == before["compactions"]
