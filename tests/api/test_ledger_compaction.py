@@ -4,6 +4,7 @@ its counts in the events."""
 
 from __future__ import annotations
 
+import uuid
 from typing import Any
 
 import httpx
@@ -91,3 +92,22 @@ def test_the_ledger_keeps_to_a_small_budget_and_points_at_what_it_left_out(
     dropped = detail["loss"]["dropped"][0]["seqs"][0]
     archived = {a["seq"] for a in detail["archived"]}
     assert dropped in archived  # reachable in the compaction's archive
+
+
+def test_the_loss_report_is_carried_by_export_and_import(client: httpx.Client) -> None:
+    sid = new_session(client, id=f"x-{uuid.uuid4().hex}", provider="gpt-4o", compaction=POLICY)
+    append(client, sid, turns(
+        "Let us work on the parser.", "Sure.",
+        "FACT: Budget cap is $400 total.", "Noted.", "FACT: Budget cap is $850 total.",
+        "Noted.", "Looking at the logs.", "Done.",
+    ))  # fmt: skip
+    done = client.post(f"/v1/sessions/{sid}/compact", json={"kind": "full"})
+    assert done.status_code == 201, done.text
+    url = f"/v1/sessions/{sid}/compactions/{done.json()['id']}"
+    loss = client.get(url).json()["loss"]
+    exported = client.get(f"/v1/sessions/{sid}/export").json()
+    [record] = exported["compactions"]
+    assert record["loss"] == loss and loss["counts"]["replaced"] == 1
+    assert client.delete(f"/v1/sessions/{sid}").status_code == 204
+    assert client.post("/v1/sessions/import", json=exported).status_code == 201
+    assert client.get(url).json()["loss"] == loss
