@@ -25,6 +25,7 @@ from app.domain.models import BUILTIN_CATALOG, Catalog, ModelDeclaration, build_
 from app.domain.summaries.profiles import (
     DEFAULT_PROFILE,
     EXTRACTIVE_PROFILE,
+    LEDGER_PROFILE,
     BackendKind,
     ProfileSpec,
     fallback_chain_problem,
@@ -151,8 +152,10 @@ class Settings(BaseSettings):
     )
     log_level: str = Field("info", description="Log level of the service.")
     summarizer: SummarizerKind = Field(
-        "extractive",
-        description="Who writes summaries: the built-in `extractive` summariser (offline), an "
+        "ledger",
+        description="Who writes summaries: the built-in `ledger` summariser (offline, "
+        "deterministic: typed entries merged across compactions), the older built-in "
+        "`extractive` one, an "
         "`openai`-compatible chat endpoint, the `anthropic` Messages API or your `webhook`.",
     )
     summarizer_url: str | None = Field(
@@ -183,17 +186,18 @@ class Settings(BaseSettings):
     summarizer_max_tokens: int = Field(
         2_000,
         ge=64,
-        description="Length of a summary: the model's max_tokens, the extractive "
-        "summariser's budget (file paths, URLs and identifiers are kept beyond it).",
+        description="Length of a summary: the model's max_tokens, the built-in summarisers' "
+        "budget (the ledger's is exact; the extractive one keeps references beyond it).",
     )
     summarizer_profiles: str | None = Field(
         None,
         description="Named summariser profiles a session's compaction policy may choose, as a "
         'JSON object or the path of a JSON file: {"name": {"kind": "openai" | "anthropic" | '
-        '"webhook" | "extractive", "url", "model", "api_key", "webhook_secret", '
+        '"webhook" | "ledger" | "extractive", "url", "model", "api_key", "webhook_secret", '
         '"timeout_seconds", "retries", "deadline_seconds", "window_tokens", "max_tokens", '
-        '"fallback": "<profile or extractive>"}}; limits left out are the CTXC_SUMMARIZER_* ones. '
-        "`default` (the CTXC_SUMMARIZER* settings) and `extractive` are always there.",
+        '"fallback": "<profile, ledger or extractive>"}}; limits left out are the '
+        "CTXC_SUMMARIZER_* ones. `default` (the CTXC_SUMMARIZER* settings), `ledger` and "
+        "`extractive` are always there.",
     )
     openai_upstream: str = Field(
         "https://api.openai.com/v1",
@@ -231,7 +235,7 @@ class Settings(BaseSettings):
     @property
     def profiles(self) -> dict[str, ProfileSpec]:
         """The summariser profiles, every limit filled in: ``default`` (``CTXC_SUMMARIZER*``),
-        ``extractive`` and those of ``CTXC_SUMMARIZER_PROFILES``."""
+        ``ledger``, ``extractive`` and those of ``CTXC_SUMMARIZER_PROFILES``."""
         return self._profiles
 
     @field_validator("database_url")
@@ -279,7 +283,7 @@ LOCAL_TENANT = "local"
 def summarizer_problems(settings: Settings) -> list[str]:
     """What the configured summariser lacks (empty when it is complete)."""
     kind = settings.summarizer
-    if kind == "extractive":
+    if kind in ("ledger", "extractive"):
         return []
     needs = {
         "openai": ("url", "model"),
@@ -304,8 +308,8 @@ def summarizer_problems(settings: Settings) -> list[str]:
 
 
 def resolved_profiles(settings: Settings) -> dict[str, ProfileSpec]:
-    """``default``, ``extractive`` and the declared profiles with the default limits filled in
-    (ValueError when one is unusable)."""
+    """``default``, ``ledger``, ``extractive`` and the declared profiles with the default limits
+    filled in (ValueError when one is unusable)."""
     limits = {
         "timeout_seconds": settings.summarizer_timeout_seconds,
         "retries": settings.summarizer_retries,
@@ -318,8 +322,11 @@ def resolved_profiles(settings: Settings) -> dict[str, ProfileSpec]:
         api_key=settings.summarizer_api_key, webhook_secret=settings.summarizer_webhook_secret,
         **limits,
     )  # fmt: skip
-    extractive = ProfileSpec(kind="extractive", **limits)
-    profiles = {DEFAULT_PROFILE: default, EXTRACTIVE_PROFILE: extractive}
+    profiles = {
+        DEFAULT_PROFILE: default,
+        LEDGER_PROFILE: ProfileSpec(kind="ledger", **limits),
+        EXTRACTIVE_PROFILE: ProfileSpec(kind="extractive", **limits),
+    }
     problems: list[str] = []
     for name, spec in declared_profiles(settings.summarizer_profiles).items():
         given = spec.model_dump(exclude_none=True)

@@ -14,6 +14,7 @@ from app.domain.summaries.profiles import NAME_PATTERN, RESERVED, ProfileSpec
 
 ENV = "CTXC_SUMMARIZER_PROFILES"
 NEEDS = {
+    "ledger": (),
     "extractive": (),
     "openai": ("url", "model"),
     "anthropic": ("model", "api_key"),

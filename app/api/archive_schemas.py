@@ -31,8 +31,34 @@ class ArchivedDocument(BaseModel):
     seqs: list[int]
 
 
+class LossEntryRead(BaseModel):
+    kind: str = Field(
+        max_length=32, description="goal, rule, fact, preference, error, decision, file or note."
+    )
+    text: str = Field(max_length=4_000, description="The head of the entry's text.")
+    seqs: list[int] = Field(
+        max_length=64,
+        description="The messages it came from: `ctxc_recall` and the archive read them.",
+    )
+
+
+class LossRead(BaseModel):
+    """What a ledger summary kept, merged (folded with an entry saying the same), replaced (by a
+    later value of the same subject) and dropped (for want of room), entry by entry."""
+
+    kept: list[LossEntryRead]
+    merged: list[LossEntryRead]
+    replaced: list[LossEntryRead]
+    dropped: list[LossEntryRead]
+    counts: dict[Literal["kept", "merged", "replaced", "dropped"], int]
+    notes: list[str] = Field(default_factory=list)
+
+
 class CompactionDocument(CompactionRead):
     archived: ArchivedDocument
+    loss: LossRead | None = Field(
+        None, description="The loss report, when the summariser gave one (the ledger does)."
+    )
 
 
 class ToolCallShapes(BaseModel):
@@ -102,6 +128,9 @@ class ArchivedMessage(BaseModel):
 
 class CompactionDetail(CompactionRead):
     archived: list[ArchivedMessage]
+    loss: LossRead | None = Field(
+        None, description="The loss report, when the summariser gave one (the ledger does)."
+    )
 
 
 class CompactionList(BaseModel):

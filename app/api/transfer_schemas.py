@@ -14,6 +14,7 @@ from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, TypeAdapter
 
+from app.api.archive_schemas import LossRead
 from app.api.schemas import ExportedMessage, ExportedSession, JSONObject, SessionExport
 from app.api.timestamps import StorableTime
 
@@ -61,6 +62,7 @@ class ExportedCompaction(_Body):
     summarizer: str | None = Field(None, max_length=128, pattern=r"^[^\x00]*$")
     created_at: StorableTime
     archived: list[ArchivedEntry] = Field(min_length=1)
+    loss: LossRead | None = None
 
 
 class ExportedPayload(_Body):
@@ -156,4 +158,5 @@ def _fields(item: BaseModel) -> JSONObject:
         fields["archived"] = [
             e.model_dump() | {"created_at": e.created_at.isoformat()} for e in item.archived
         ]
+        fields["loss"] = item.loss.model_dump() if item.loss is not None else None
     return fields

@@ -176,6 +176,7 @@ async def apply_plan(
         tokens_after=plan.tokens_before - plan.tokens_taken + summary_tokens,
         summary_tokens=summary_tokens, cache_rewrite_tokens=rewrite,
         resets_provider_session=resets, summarizer=_written_by(summary), created_at=now(),
+        loss=summary.loss.as_json() if summary.loss is not None else None,
     )  # fmt: skip
     db.add(record)
     before = len(plan.taken) + len(plan.left)

@@ -260,7 +260,14 @@ def _outcome(done: Done, where: Where) -> dict[str, Any]:
         "summary_tokens": row.summary_tokens, "messages_after": done.messages_after,
         "budget_used_pct": where.pct(row.tokens_after),
         "resets_provider_session": row.resets_provider_session,
+        "loss": _loss_counts(row.loss),
     }  # fmt: skip
+
+
+def _loss_counts(loss: dict[str, Any] | None) -> dict[str, int] | None:
+    """How many entries the summary kept, merged, replaced and dropped (a ledger summary's)."""
+    counts = loss.get("counts") if loss is not None else None
+    return dict(counts) if isinstance(counts, dict) else None
 
 
 async def compact_now(

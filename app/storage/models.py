@@ -294,6 +294,7 @@ class CompactionRow(Base):
     cache_rewrite_tokens: Mapped[int] = mapped_column(Integer)
     resets_provider_session: Mapped[bool] = mapped_column(Boolean, default=False)
     summarizer: Mapped[str | None] = mapped_column(String(128))  # which one wrote the summary
+    loss: Mapped[dict[str, Any] | None] = mapped_column(Json, nullable=True)  # Loss.as_json()
     created_at: Mapped[datetime] = mapped_column(UTCDateTime())
 
 

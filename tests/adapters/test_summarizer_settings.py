@@ -12,6 +12,7 @@ from pydantic import ValidationError
 from app.adapters.summarizers import Summary, summarizer_from_settings
 from app.adapters.summarizers.extractive import Extractive
 from app.adapters.summarizers.factory import summarizers_from_settings
+from app.adapters.summarizers.ledger import LedgerSummarizer
 from app.adapters.summarizers.resilient import Resilient
 from app.domain.summaries.profiles import SummarizerChoice
 from app.settings import Settings
@@ -54,11 +55,18 @@ def test_a_configuration_error_never_shows_the_secrets() -> None:
     assert "sk-very-secret" not in repr(settings)
 
 
-def test_the_default_summariser_is_the_extractive_one() -> None:
+def test_the_default_summariser_is_the_ledger_one() -> None:
     summarizer = summarizer_from_settings(Settings(), COUNTER)
+    assert isinstance(summarizer, LedgerSummarizer)
+    summary = summarize(summarizer, build_failure())
+    assert (summary.backend, summary.fallback_reason, summary.requests) == ("ledger", None, 0)
+    assert summary.loss is not None and summary.loss.kept
+
+
+def test_the_extractive_summariser_stays_selectable() -> None:
+    summarizer = summarizer_from_settings(Settings(summarizer="extractive"), COUNTER)
     assert isinstance(summarizer, Extractive)
     summary = summarize(summarizer, build_failure())
-    assert (summary.backend, summary.fallback_reason, summary.requests) == ("extractive", None, 0)
     assert summary.text.startswith("[ctxc extractive summary of 6 messages")
 
 
@@ -111,12 +119,12 @@ def test_profiles_take_the_default_limits_and_are_built_once_each() -> None:
     )  # fmt: skip
     fast = settings.profiles["fast"]
     assert (fast.timeout_seconds, fast.retries, fast.max_tokens) == (5, 2, 2_000)
-    assert set(settings.profiles) == {"default", "extractive", "fast", "hook"}
+    assert set(settings.profiles) == {"default", "ledger", "extractive", "fast", "hook"}
     built = summarizers_from_settings(settings, COUNTER)
     assert built.names == frozenset(settings.profiles)
-    assert isinstance(built.default, Extractive)
+    assert isinstance(built.default, LedgerSummarizer)
     assert built.kind(SummarizerChoice(profile="hook")) == "webhook"
-    assert built.kind(SummarizerChoice(profile="removed-since")) == "extractive"  # the default
+    assert built.kind(SummarizerChoice(profile="removed-since")) == "ledger"  # the default
     chosen = built.choose(SummarizerChoice(profile="fast", model="other"))
     assert isinstance(chosen, Resilient) and chosen.model == "other"
     asyncio.run(built.aclose())
@@ -140,6 +148,6 @@ def test_a_sessions_time_limit_replaces_the_profiles() -> None:
 
         summary = asyncio.run(run())
     assert (summary.backend, summary.fallback_reason) == (
-        "extractive",
+        "ledger",
         "openai: no answer within 0.3 s (1 attempt)",
     )

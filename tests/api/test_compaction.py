@@ -105,7 +105,7 @@ def test_a_full_compaction_archives_exactly_what_it_summarised(client: httpx.Cli
     )
     assert record["summary_tokens"] == summary["tokens"]
     assert record["cache_rewrite_tokens"] == sum(m["tokens"] for m in after[1:])
-    assert record["summarizer"] == "extractive"
+    assert record["summarizer"] == "ledger"
     listed = client.get(f"/v1/sessions/{sid}/compactions").json()["items"]
     assert [c["id"] for c in listed] == [record["id"]]
     # The compiled view opens with the summary, then the task, and stays provider-valid.
@@ -136,7 +136,7 @@ def test_session_kind_compacts_down_to_the_low_water_mark(client: httpx.Client) 
     record = compact(client, sid, kind="session").json()
     assert record["reason"] == "session_compaction"
     # What stays is down to the low-water mark, with room reserved for the summary (its real
-    # size is the summariser's: the extractive one keeps every path and identifier).
+    # size is the summariser's).
     left = sum(m["tokens"] for m in canonical(client, sid) if m["section"] != "summary")
     assert left + POLICY["summary_tokens"] <= POLICY["target_tokens"]
     assert record["tokens_after"] == left + record["summary_tokens"] < record["tokens_before"]
@@ -316,7 +316,9 @@ def test_a_summary_no_smaller_than_what_it_replaces_is_not_written(
                                            {"role": "assistant", "content": "ok"})]  # fmt: skip
     client.post(f"/v1/sessions/{sid}/messages", json={"messages": tiny}).raise_for_status()
     before = row_counts(api.database_url)
-    refused = compact(client, sid, kind="full", policy={"preserve_recent_api_rounds": 1})
+    # The extractive summariser's header alone outweighs these (the ledger's would not).
+    extractive = {"preserve_recent_api_rounds": 1, "summarizer": {"profile": "extractive"}}
+    refused = compact(client, sid, kind="full", policy=extractive)
     assert refused.status_code == 409 and "would not be smaller" in refused.json()["detail"]
     assert row_counts(api.database_url)["messages"] == before["messages"]
     assert row_counts(api.database_url)["compactions"] == before["compactions"]

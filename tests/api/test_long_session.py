@@ -178,5 +178,5 @@ def test_a_model_that_ignores_the_budget_cannot_wedge_the_session(database_url: 
         assert record["summary_tokens"] <= 1_000
         asked = request.json()["max_tokens"]
         assert 900 < asked < 1_000  # the budget less the summary's header
-        assert record["summarizer"].startswith("extractive (fallback: openai: the summary has ")
+        assert record["summarizer"].startswith("ledger (fallback: openai: the summary has ")
         assert record["summarizer"].endswith(f"over its budget of {asked})")

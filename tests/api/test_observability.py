@@ -133,8 +133,8 @@ def test_compactions_and_summaries_are_counted_and_timed(client: httpx.Client) -
     boundary = delta(before, after, compactions, kind="session", reason="session_compaction",
                      trigger="compile")  # fmt: skip
     assert boundary == 1
-    assert delta(before, after, "ctxc_summaries_total", backend="extractive", outcome="ok") == 2
-    timed = delta(before, after, "ctxc_summary_duration_seconds_count", backend="extractive")
+    assert delta(before, after, "ctxc_summaries_total", backend="ledger", outcome="ok") == 2
+    timed = delta(before, after, "ctxc_summary_duration_seconds_count", backend="ledger")
     assert timed == 2
 
 

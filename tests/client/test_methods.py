@@ -218,7 +218,7 @@ def test_compactions_run_list_read_and_announce_themselves(ctxc: Any) -> None:
     ctxc.append_messages(name, turns)
     done = ctxc.compact(name, "full")
     assert isinstance(done, Compaction)
-    assert done.kind == "full" and done.messages > 0 and done.summarizer == "extractive"
+    assert done.kind == "full" and done.messages > 0 and done.summarizer == "ledger"
     assert ctxc.list_compactions(name) == [done]
     detail = ctxc.get_compaction(name, done.id)
     assert isinstance(detail, CompactionDetail) and detail.id == done.id

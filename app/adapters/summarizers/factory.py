@@ -8,12 +8,13 @@ from pydantic import SecretStr
 from app.adapters.summarizers.anthropic import AnthropicMessages
 from app.adapters.summarizers.base import Backend, Summarizer
 from app.adapters.summarizers.extractive import Extractive
+from app.adapters.summarizers.ledger import LedgerSummarizer
 from app.adapters.summarizers.openai import OpenAIChat
 from app.adapters.summarizers.profiles import Summarizers
 from app.adapters.summarizers.resilient import Policy, Resilient, Tuning
 from app.adapters.summarizers.webhook import Webhook
 from app.domain.summaries.extractive import CountText
-from app.domain.summaries.profiles import DEFAULT_PROFILE, EXTRACTIVE_PROFILE, ProfileSpec
+from app.domain.summaries.profiles import BUILT_IN, DEFAULT_PROFILE, LEDGER_PROFILE, ProfileSpec
 from app.domain.tokens import TokenCounter
 from app.settings import ANTHROPIC_URL, Settings, summarizer_problems
 
@@ -21,19 +22,19 @@ ENCODING = "o200k_base"  # windows are counted with it, an estimate for non-Open
 
 
 def summarizer_from_settings(settings: Settings, counter: TokenCounter) -> Summarizer:
-    """The default profile's summariser: the extractive one, or a remote one that falls back
-    to it."""
+    """The default profile's summariser: the ledger (or extractive) one, or a remote one that
+    falls back to the ledger."""
     problems = summarizer_problems(settings)
     if problems:
         raise ValueError("; ".join(problems))
     spec = settings.profiles[DEFAULT_PROFILE]
     count = counter.encoder(ENCODING).count
-    return _summarizer(DEFAULT_PROFILE, spec, count, Extractive(count, spec.max_tokens or 0))
+    return _summarizer(DEFAULT_PROFILE, spec, count, LedgerSummarizer(count, spec.max_tokens or 0))
 
 
 def summarizers_from_settings(settings: Settings, counter: TokenCounter) -> Summarizers:
-    """A summariser for each profile (``default``, ``extractive`` and the declared ones), each
-    remote one falling back to its profile's fallback (the extractive one unless it names
+    """A summariser for each profile (``default``, ``ledger``, ``extractive`` and the declared
+    ones), each remote one falling back to its profile's fallback (the ledger unless it names
     another); a ValueError when the settings are unusable."""
     problems = summarizer_problems(settings)
     if problems:
@@ -46,8 +47,8 @@ def summarizers_from_settings(settings: Settings, counter: TokenCounter) -> Summ
         # resolved_profiles() refused unknown fallbacks and loops: this ends.
         if name not in built:
             spec = specs[name]
-            remote = spec.kind != "extractive"
-            fallback = build(spec.fallback or EXTRACTIVE_PROFILE) if remote else None
+            remote = spec.kind not in BUILT_IN
+            fallback = build(spec.fallback or LEDGER_PROFILE) if remote else None
             built[name] = _summarizer(name, spec, count, fallback)
         return built[name]
 
@@ -61,9 +62,10 @@ def _summarizer(
 ) -> Summarizer:
     # resolved_profiles() filled every limit in.
     max_tokens = spec.max_tokens or 0
-    extractive = Extractive(count, max_tokens)
-    if spec.kind == "extractive" or fallback is None:
-        return extractive
+    if spec.kind == "extractive":
+        return Extractive(count, max_tokens)
+    if spec.kind == "ledger" or fallback is None:
+        return LedgerSummarizer(count, max_tokens)
     timeout = spec.timeout_seconds or 0.0
     policy = Policy(
         timeout=timeout,

@@ -13,7 +13,7 @@
 - A summary has a budget (the call's ``max_tokens``, else the policy's): each request asks the
   model for at most that much (and never more than the policy's ``max_tokens``), and an answer
   over the budget is refused (a model may ignore ``max_tokens``, a webhook has none).
-- When anything fails, the summary is the fallback's (within the same budget): the extractive
+- When anything fails, the summary is the fallback's (within the same budget): the ledger
   one, or another profile's (itself falling back in turn), and ``fallback_reason`` says why.
   The history is only read, so nothing is lost; the caller keeps the originals.
 """
@@ -76,7 +76,7 @@ class Tuning:
 
 
 class Resilient:
-    """``backend`` with time limits, retries, chunking and a fallback (the extractive summariser
+    """``backend`` with time limits, retries, chunking and a fallback (the ledger summariser
     or another profile's)."""
 
     def __init__(
@@ -126,7 +126,7 @@ class Resilient:
         max_tokens: int | None = None,
         source: Source | None = None,
     ) -> Summary:
-        """The backend's summary of ``messages`` within ``max_tokens``, or the extractive one
+        """The backend's summary of ``messages`` within ``max_tokens``, or the fallback's one
         saying why not."""
         history = tuple(messages)
         budget = self._policy.max_tokens if max_tokens is None else max_tokens

@@ -115,7 +115,8 @@ async def get_compaction(
     row = await service.compaction(db, tenant, session_id, compaction_id)
     read = compaction_read(row)
     if format == "canonical":
-        return CompactionDetail(**read.model_dump(), archived=[_archived(e) for e in row.archived])
+        archived = [_archived(e) for e in row.archived]
+        return CompactionDetail(**read.model_dump(), archived=archived, loss=row.loss)
     # Converting a large archive is CPU work: off the event loop.
     document = await cpu.run_sync(_document, format, list(row.archived))
-    return CompactionDocument(**read.model_dump(), archived=document)
+    return CompactionDocument(**read.model_dump(), archived=document, loss=row.loss)

@@ -1,10 +1,11 @@
 """Summariser profiles: the deployment's named summarisers, and a session's choice among them.
 
 A profile (``CTXC_SUMMARIZER_PROFILES``) holds everything a backend needs, credentials
-included; ``default`` is the one the ``CTXC_SUMMARIZER*`` settings describe and ``extractive``
-the built-in summariser. A session's compaction policy (or one request's override) chooses a
-profile by name and may change its model, add instructions, shorten or lengthen its request time
-limit and name another profile to fall back to: never a URL or a credential.
+included; ``default`` is the one the ``CTXC_SUMMARIZER*`` settings describe, ``ledger`` and
+``extractive`` the built-in summarisers (``ledger`` the default and every fallback). A session's
+compaction policy (or one request's override) chooses a profile by name and may change its
+model, add instructions, shorten or lengthen its request time limit and name another profile to
+fall back to: never a URL or a credential.
 """
 
 from __future__ import annotations
@@ -13,10 +14,12 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field, SecretStr
 
-BackendKind = Literal["extractive", "openai", "anthropic", "webhook"]
+BackendKind = Literal["ledger", "extractive", "openai", "anthropic", "webhook"]
 DEFAULT_PROFILE = "default"
 EXTRACTIVE_PROFILE = "extractive"
-RESERVED = frozenset({DEFAULT_PROFILE, EXTRACTIVE_PROFILE})
+LEDGER_PROFILE = "ledger"
+BUILT_IN = frozenset({LEDGER_PROFILE, EXTRACTIVE_PROFILE})
+RESERVED = frozenset({DEFAULT_PROFILE, *BUILT_IN})
 MAX_INSTRUCTIONS_CHARS = 2_000
 NAME_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$"
 
@@ -38,7 +41,7 @@ class ProfileSpec(BaseModel):
     window_tokens: int | None = Field(None, ge=1_024)
     max_tokens: int | None = Field(None, ge=64)
     fallback: str | None = Field(
-        None, description="The profile used when this one fails (default: extractive)."
+        None, description="The profile used when this one fails (default: ledger)."
     )
 
 
@@ -64,7 +67,8 @@ class SummarizerChoice(BaseModel):
     )
     fallback: str | None = Field(
         None, pattern=NAME_PATTERN,
-        description="The profile used when this one fails (`extractive`, or another profile).",
+        description="The profile used when this one fails (`ledger`, `extractive`, or another "
+        "profile).",
     )  # fmt: skip
 
     def names(self) -> list[tuple[str, str]]:
@@ -74,11 +78,11 @@ class SummarizerChoice(BaseModel):
 
 def fallback_chain_problem(specs: dict[str, ProfileSpec]) -> str | None:
     """Why the profiles' fallbacks are unusable (an unknown name or a loop), or None."""
-    known = set(specs) | {EXTRACTIVE_PROFILE}
+    known = set(specs) | BUILT_IN
     for name, spec in specs.items():
         seen = [name]
         current = spec.fallback
-        while current is not None and current != EXTRACTIVE_PROFILE:
+        while current is not None and current not in BUILT_IN:
             if current not in known:
                 return f"profile {name!r}: fallback {current!r} is not a profile"
             if current in seen:
