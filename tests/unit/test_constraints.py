@@ -91,7 +91,11 @@ Files and identifiers:
 
 
 def test_the_ledgers_sections_pass_with_their_entry_counts() -> None:
-    assert check_sections(LEDGER) == {"Goals:": 1, "Current values:": 1, "Files and identifiers:": 1}
+    assert check_sections(LEDGER) == {
+        "Goals:": 1,
+        "Current values:": 1,
+        "Files and identifiers:": 1,
+    }
     assert check_sections("**Goals:**\n- a\n## Errors:\n- b") == {"Goals:": 1, "Errors:": 1}
     echoed = marks.block([marks.Constraint("No sudo.")]) + LEDGER
     assert sum(check_sections(echoed).values()) == 3
