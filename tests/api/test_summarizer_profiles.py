@@ -78,7 +78,7 @@ def test_a_session_chooses_a_profile_with_its_model_and_instructions(
     [request] = d.fast.requests[before:]
     body = request.json()
     assert body["model"] == "large-2"
-    assert body["messages"][0]["content"].endswith(
+    assert body["messages"][-1]["content"].endswith(  # the instruction turn, last
         f"Further instructions for this summary:\n{asked}"
     )
     assert request.headers["authorization"] == "Bearer fast-key"  # the deployment's credential
