@@ -32,6 +32,7 @@ from app.domain.errors import Conflict, InvalidInput, NotFound
 from app.domain.messages import SUMMARY_SECTION, Message, TextPart
 from app.domain.providers import ProviderProfile
 from app.domain.sessions import SessionPk, TenantId
+from app.domain.summaries import constraints as marks
 from app.domain.summaries.budget import cut_to_budget
 from app.domain.tokens import Encoder, TokenCounter, count_message
 from app.services import cpu, leases
@@ -41,6 +42,7 @@ from app.storage import queries
 from app.storage.models import CompactionRow, MessageRow, SessionRow
 
 SUMMARY_HEADER = "[Summary of the earlier conversation]\n"
+CARRIED_KEY = "carried_constraints"  # a summary message's metadata: the checksums it carries
 
 
 @dataclass(frozen=True)
@@ -50,6 +52,7 @@ class Done:
     row: CompactionRow
     messages_before: int
     messages_after: int
+    summary: Summary | None = None
 
 
 def policy_of(
@@ -122,6 +125,15 @@ class NotCompacted(Conflict):
     not be smaller than what it replaces."""
 
 
+class ConstraintLost(NotCompacted):
+    """A compaction refused because its summary would not carry every constraint it took
+    verbatim (``checksums``: which, ``sha256:<12 hex>``)."""
+
+    def __init__(self, message: str, checksums: Sequence[str]) -> None:
+        super().__init__(message)
+        self.checksums = tuple(checksums)
+
+
 class LeaseLost(NotCompacted):
     """The lease expired while the summariser ran and another took it over (and closed this
     compaction's start as abandoned)."""
@@ -141,7 +153,9 @@ async def apply_plan(
     pk = SessionPk(session.pk)
     seqs = [i.seq for i in plan.taken]
     cid = str(uuid.uuid4())
-    metadata = {"compaction_id": cid, "summarized_seqs": [seqs[0], seqs[-1]]}
+    metadata: dict[str, Any] = {"compaction_id": cid, "summarized_seqs": [seqs[0], seqs[-1]]}
+    if summary.constraints:
+        metadata[CARRIED_KEY] = list(summary.constraints)
     message = summary_message(summary.text).model_copy(update={"metadata": metadata})
     counts = counter.count_all(message)
     summary_tokens = counts[where.encoding]
@@ -180,7 +194,7 @@ async def apply_plan(
     )  # fmt: skip
     db.add(record)
     before = len(plan.taken) + len(plan.left)
-    return Done(record, before, len(plan.left) + 1)
+    return Done(record, before, len(plan.left) + 1, summary)
 
 
 def stored_counts(row: MessageRow) -> dict[str, int]:
@@ -194,30 +208,50 @@ def summary_message(text: str) -> Message:
 
 
 def source_of(plan: Plan, target: str | None = None) -> Source:
-    """Where ``plan``'s taken messages stand: their seqs, and the system messages left ahead of
-    them (the conversation's system prompt, never summarised)."""
+    """Where ``plan``'s taken messages stand: their seqs, the system messages left ahead of
+    them (the conversation's system prompt, never summarised) and every message left ahead."""
     first = plan.taken[0].seq if plan.taken else 0
-    system = tuple(i.message for i in plan.left if i.seq < first and i.message.role == "system")
-    return Source(tuple(i.seq for i in plan.taken), system, target)
+    lead = tuple(i.message for i in plan.left if i.seq < first)
+    system = tuple(m for m in lead if m.role == "system")
+    return Source(tuple(i.seq for i in plan.taken), system, target, lead=lead)
 
 
 async def within_budget(
     summarizer: Summarizer, plan: Plan, encoder: Encoder, target: str | None = None
 ) -> Summary:
-    """The summary of ``plan`` as a message of at most ``plan.summary_tokens`` tokens: the
-    summariser is asked for that less the header's tokens, and whatever it wrote is cut to fit.
-    ``target``: the shape the session's prompts are sent in."""
-    header = count_message(summary_message(""), encoder)
-    asked = max(1, plan.summary_tokens - header)
-    summary = await summarizer.summarize(
-        [i.message for i in plan.taken], plan.reason, asked, source_of(plan, target)
-    )
+    """The summary of ``plan`` as a message of at most ``plan.summary_tokens`` tokens, opening
+    with the constraints it took (marked messages and earlier summaries' blocks) verbatim: the
+    summariser is asked for the budget less the header's and the block's tokens, and whatever
+    it wrote is cut to fit (never the block). ``ConstraintLost`` when the block does not fit or
+    a constraint would not be carried as it was. ``target``: the shape the session's prompts are
+    sent in."""
+    taken = [i.message for i in plan.taken]
+    try:
+        constraints = marks.gather(taken, SUMMARY_HEADER)
+    except marks.Lost as err:
+        raise ConstraintLost(f"refused: {err}", err.checksums) from None
+    opening = marks.block(constraints)
 
     def count(text: str) -> int:
-        return count_message(summary_message(text), encoder)
+        return count_message(summary_message(opening + text), encoder)
 
+    fixed = count("")
+    if constraints and fixed >= plan.summary_tokens:
+        named = [c.checksum for c in constraints]
+        raise ConstraintLost(
+            f"refused: the constraints {', '.join(named)} ({fixed} tokens with the summary "
+            f"header) do not fit the summary budget of {plan.summary_tokens} tokens", named,
+        )  # fmt: skip
+    asked = max(1, plan.summary_tokens - fixed)
+    source = replace(source_of(plan, target), carried=len(constraints))
+    summary = await summarizer.summarize(taken, plan.reason, asked, source)
     cut = await cpu.run_sync(cut_to_budget, summary.text, plan.summary_tokens, count)
-    return summary if cut is None else replace(summary, text=cut, cut=True)
+    text = opening + (summary.text if cut is None else cut)
+    lost = marks.missing(text, constraints) if constraints else []
+    if lost:
+        raise ConstraintLost(f"refused: the summary lost constraint {', '.join(lost)}", lost)
+    checksums = tuple(c.checksum for c in constraints)
+    return replace(summary, text=text, cut=summary.cut or cut is not None, constraints=checksums)
 
 
 def now() -> datetime:

@@ -29,6 +29,7 @@ from app.domain.summaries.profiles import SummarizerChoice
 from app.domain.tokens import TokenCounter
 from app.services import cpu, events, leases
 from app.services.compaction import (
+    ConstraintLost,
     Done,
     LeaseLost,
     NotCompacted,
@@ -154,10 +155,25 @@ class Compactor:
             async with leases.kept(engine, lease):
                 encoder = self.counter.encoder(where.encoding)
                 chosen = self.summarizer_for(choice)
-                summary = await within_budget(chosen, plan, encoder, where.output)
+                try:
+                    summary = await within_budget(chosen, plan, encoder, where.output)
+                except ConstraintLost as err:  # raised out of the lease's task group, below
+                    refused: ConstraintLost | None = err
+                else:
+                    refused = None
+            if refused is not None:
+                raise refused
             done = await apply_plan(self.db, self.counter, session, plan, summary, where, lease)
         except LeaseLost:
             await self.db.commit()  # only the lock was taken; the new holder ended the start
+            raise
+        except ConstraintLost as err:
+            kind = events.COMPACTION_END if boundary else events.COMPACTION
+            data = {**before, "compaction_id": None, "outcome": "refused", "refused": str(err),
+                    "constraints": list(err.checksums)}  # fmt: skip
+            await events.emit(self.db, pk, kind, data, self.now)
+            await leases.release(self.db, lease)
+            await self.db.commit()
             raise
         except NotCompacted as err:
             if boundary:
@@ -248,19 +264,25 @@ class Compactor:
             self.notes.append("a compaction of this session is running in another request: "
                               "compiled without waiting for it")  # fmt: skip
             return []
+        except ConstraintLost as err:
+            self.notes.append(f"compaction {err}; compiled without it")
+            return []
         except NotCompacted:
             return []
 
 
 def _outcome(done: Done, where: Where) -> dict[str, Any]:
     """The figures of a compaction for its event."""
-    row = done.row
+    row, summary = done.row, done.summary
+    usage = summary.usage if summary is not None else None
     return {
         "compaction_id": row.id, "tokens_after": row.tokens_after,
         "summary_tokens": row.summary_tokens, "messages_after": done.messages_after,
         "budget_used_pct": where.pct(row.tokens_after),
         "resets_provider_session": row.resets_provider_session,
         "loss": _loss_counts(row.loss),
+        "constraints": len(summary.constraints) if summary is not None else 0,
+        "summarizer_usage": usage.as_json() if usage is not None else None,
     }  # fmt: skip
 
 

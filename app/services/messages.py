@@ -12,11 +12,12 @@ from typing import Any
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.ext.asyncio import AsyncSession
 
-from app.domain.errors import Conflict, NotFound
+from app.domain.errors import Conflict, InvalidInput, NotFound
 from app.domain.formats.convert import Format, parse_messages
 from app.domain.messages import Message, ToolCallPart, ToolResultPart
 from app.domain.models import Catalog
 from app.domain.sessions import SessionPk, TenantId
+from app.domain.summaries.constraints import marking_problems
 from app.domain.tokens import TokenCounter
 from app.services import cpu
 from app.services.sessions import readable_profile, require_session, session_profile
@@ -88,7 +89,21 @@ def prepare(counter: TokenCounter, batch: Batch) -> tuple[list[Message], list[di
     parsed = parse_messages(batch.format, batch.messages, batch.system)
     if batch.metadata:
         parsed = [m.model_copy(update={"metadata": batch.metadata | m.metadata}) for m in parsed]
+    check_marks(parsed, len(parsed) - len(batch.messages))
     return parsed, [counter.count_all(m) for m in parsed]
+
+
+def check_marks(messages: list[Message], lead: int) -> None:
+    """InvalidInput naming each bad constraint mark (``[i, "metadata", "constraints", j]``);
+    ``lead``: messages ahead of the body's (a separate system prompt)."""
+    problems = [
+        ((max(0, i - lead), *path), message)
+        for i, m in enumerate(messages)
+        if "constraint" in m.metadata or "constraints" in m.metadata
+        for path, message in marking_problems(m)
+    ]  # fmt: skip
+    if problems:
+        raise InvalidInput(problems)
 
 
 async def append_messages(

@@ -43,6 +43,12 @@ def summarize(
     return asyncio.run(run())
 
 
+def ledger(text: str) -> str:
+    """``text`` as the one entry of a summary with the ledger's sections (what LLM summarisers
+    are asked for, and checked on)."""
+    return f"Decisions:\n- {text}"
+
+
 def chat_completion(text: str) -> Answer:
     """An OpenAI chat completion answer."""
     body: dict[str, Any] = {

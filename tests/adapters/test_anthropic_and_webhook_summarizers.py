@@ -15,7 +15,7 @@ from app.adapters.summarizers import summarizer_from_settings
 from app.adapters.summarizers.webhook import Webhook, sign
 from app.domain.messages import Message
 from app.settings import Settings
-from tests.adapters.helpers import COUNTER, POLICY, resilient, summarize
+from tests.adapters.helpers import COUNTER, POLICY, ledger, resilient, summarize
 from tests.adapters.stubs import Answer, Handler, Received, StubServer
 from tests.unit.test_extractive_summary import build_failure
 
@@ -27,8 +27,10 @@ TOLERANCE_SECONDS = 300
 def test_the_anthropic_messages_api_writes_the_summary() -> None:
     answer = {
         "id": "msg_1", "type": "message", "role": "assistant", "model": "claude-x",
-        "content": [{"type": "text", "text": "Port default "}, {"type": "text", "text": "fixed."}],
-        "stop_reason": "end_turn", "usage": {"input_tokens": 10, "output_tokens": 4},
+        "content": [{"type": "text", "text": "Decisions:\n- Port default "},
+                    {"type": "text", "text": "fixed."}],
+        "stop_reason": "end_turn", "usage": {"input_tokens": 10, "output_tokens": 4,
+                                             "cache_read_input_tokens": 0},
     }  # fmt: skip
     with StubServer(lambda _: Answer(200, answer)) as stub:
         settings = Settings(
@@ -38,8 +40,9 @@ def test_the_anthropic_messages_api_writes_the_summary() -> None:
             summarizer_api_key="sk-ant",
         )
         summary = summarize(summarizer_from_settings(settings, COUNTER), HISTORY, "reactive_micro")
-    assert (summary.text, summary.backend, summary.requests) == ("Port default fixed.",
+    assert (summary.text, summary.backend, summary.requests) == (ledger("Port default fixed."),
                                                                   "anthropic", 1)  # fmt: skip
+    assert summary.usage is not None and summary.usage.prompt_tokens == 10
     [request] = stub.requests
     assert request.path == "/v1/messages"
     assert request.headers["x-api-key"] == "sk-ant"
@@ -65,7 +68,8 @@ def receiver(secret: bytes) -> tuple[list[str], Handler]:
         if abs(time.time() - int(timestamp)) > TOLERANCE_SECONDS:
             refusals.append("timestamp")
             return Answer(401, {"error": "stale request"})
-        return Answer(200, {"summary": f"{len(request.json()['messages'])} messages summarised"})
+        count = len(request.json()["messages"])
+        return Answer(200, {"summary": ledger(f"{count} messages summarised")})
 
     return refusals, handle
 
@@ -85,7 +89,7 @@ def test_a_signed_webhook_receives_the_canonical_messages_and_answers_the_summar
         )
         summary = summarize(summarizer_from_settings(settings, COUNTER), HISTORY, "reactive_full")
     assert refusals == []
-    assert (summary.text, summary.backend, summary.requests) == ("6 messages summarised",
+    assert (summary.text, summary.backend, summary.requests) == (ledger("6 messages summarised"),
                                                                   "webhook", 1)  # fmt: skip
     [request] = stub.requests
     assert request.path == "/hooks/summarize"

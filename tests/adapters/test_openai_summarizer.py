@@ -12,7 +12,15 @@ from app.adapters.summarizers import summarizer_from_settings
 from app.adapters.summarizers.openai import OpenAIChat
 from app.domain.summaries.extractive import summarize_extractive
 from app.settings import Settings
-from tests.adapters.helpers import COUNT, COUNTER, POLICY, chat_completion, resilient, summarize
+from tests.adapters.helpers import (
+    COUNT,
+    COUNTER,
+    POLICY,
+    chat_completion,
+    ledger,
+    resilient,
+    summarize,
+)
 from tests.adapters.stubs import Answer, Received, StubServer
 from tests.conftest import free_port
 from tests.unit.compiler_builders import user
@@ -26,7 +34,9 @@ def openai(url: str, key: str | None = "sk-test") -> OpenAIChat:
 
 
 def test_the_endpoint_configured_in_the_settings_writes_the_summary() -> None:
-    with StubServer(lambda _: chat_completion("  Fixed the port default.\n")) as stub:
+    with StubServer(
+        lambda _: chat_completion("  " + ledger("Fixed the port default.") + "\n")
+    ) as stub:
         settings = Settings(
             summarizer="openai",
             summarizer_url=f"{stub.url}/v1",
@@ -35,7 +45,7 @@ def test_the_endpoint_configured_in_the_settings_writes_the_summary() -> None:
         )
         summary = summarize(summarizer_from_settings(settings, COUNTER), HISTORY)
     assert (summary.text, summary.backend, summary.fallback_reason) == (
-        "Fixed the port default.", "openai", None)  # fmt: skip
+        ledger("Fixed the port default."), "openai", None)  # fmt: skip
     [request] = stub.requests
     assert request.path == "/v1/chat/completions"
     assert request.headers["authorization"] == "Bearer sk-test"
@@ -50,7 +60,7 @@ def test_the_endpoint_configured_in_the_settings_writes_the_summary() -> None:
 
 def test_a_summary_over_its_budget_is_refused_for_the_extractive_one_within_it() -> None:
     # The model is asked for at most the budget, and ignores it.
-    wordy = " ".join(f"finding_{n} holds." for n in range(400))
+    wordy = ledger(" ".join(f"finding_{n} holds." for n in range(400)))
     with StubServer(lambda _: chat_completion(wordy)) as stub:
         summary = summarize(resilient(openai(stub.url)), HISTORY, "reactive_full", 120)
     assert stub.requests[0].json()["max_tokens"] == 120
@@ -63,14 +73,14 @@ def test_a_summary_over_its_budget_is_refused_for_the_extractive_one_within_it()
 
 
 def test_a_budget_over_the_configured_max_tokens_asks_for_that_much() -> None:
-    with StubServer(lambda _: chat_completion("short")) as stub:
+    with StubServer(lambda _: chat_completion(ledger("short"))) as stub:
         summary = summarize(resilient(openai(stub.url)), HISTORY, "reactive_full", 5_000)
     assert stub.requests[0].json()["max_tokens"] == POLICY.max_tokens
-    assert (summary.text, summary.backend) == ("short", "openai")
+    assert (summary.text, summary.backend) == (ledger("short"), "openai")
 
 
 def test_without_a_key_no_authorization_header_is_sent() -> None:
-    with StubServer(lambda _: chat_completion("ok")) as stub:
+    with StubServer(lambda _: chat_completion(ledger("ok"))) as stub:
         summary = summarize(resilient(openai(stub.url, key=None)), HISTORY)
     assert summary.backend == "openai"
     assert "authorization" not in stub.requests[0].headers
@@ -90,15 +100,23 @@ def test_a_500_is_retried_then_the_extractive_summary_is_used() -> None:
 
 def test_a_500_then_an_answer_is_a_summary_after_one_retry() -> None:
     def flaky(_: Received) -> Answer:
-        return Answer(503, "busy") if len(stub.requests) == 1 else chat_completion("second try")
+        return (
+            Answer(503, "busy")
+            if len(stub.requests) == 1
+            else chat_completion(ledger("second try"))
+        )
 
     with StubServer(flaky) as stub:
         summary = summarize(resilient(openai(stub.url)), HISTORY)
-    assert (summary.text, summary.backend, summary.requests) == ("second try", "openai", 2)
+    assert (summary.text, summary.backend, summary.requests) == (ledger("second try"), "openai", 2)
 
 
 def test_a_429_and_a_408_are_retried_honouring_retry_after() -> None:
-    answers = [Answer(429, {}, {"retry-after": "0.01"}), Answer(408, {}), chat_completion("ok")]
+    answers = [
+        Answer(429, {}, {"retry-after": "0.01"}),
+        Answer(408, {}),
+        chat_completion(ledger("ok")),
+    ]
     with StubServer(lambda _: answers[len(stub.requests) - 1]) as stub:
         summary = summarize(resilient(openai(stub.url)), HISTORY)
     assert (summary.backend, summary.requests) == ("openai", 3)
@@ -150,14 +168,14 @@ def test_a_history_over_the_window_is_summarised_in_parts_then_merged() -> None:
     log = "\n".join(f"step {n}: built module_{n}.py in {n % 7} ms" for n in range(300))
     history = [*HISTORY, user(log), user("And now the docs, please.")]
 
-    with StubServer(lambda _: chat_completion(f"summary {len(stub.requests)}")) as stub:
+    with StubServer(lambda _: chat_completion(ledger(f"summary {len(stub.requests)}"))) as stub:
         summarizer = resilient(openai(stub.url), policy)
         budget = summarizer.input_budget("session_compaction")
         summary = summarize(summarizer, history)
     prompts = [r.json()["messages"][1]["content"] for r in stub.requests]
     n = len(prompts) - 1  # the last request merges the partial summaries
     assert n > 2
-    assert summary.text == f"summary {n + 1}" and summary.requests == n + 1
+    assert summary.text == ledger(f"summary {n + 1}") and summary.requests == n + 1
     assert all(p.startswith(f"This is part {k} of {n} ") for k, p in enumerate(prompts[:n], 1))
     assert all(COUNT(p) <= budget + 64 for p in prompts)
     assert "[Summary of part 1 of" in prompts[-1] and f"summary {n}" in prompts[-1]

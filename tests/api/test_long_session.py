@@ -153,7 +153,7 @@ def test_a_result_over_the_newest_cap_is_previewed_by_compact_tool_results(
 
 def test_a_model_that_ignores_the_budget_cannot_wedge_the_session(database_url: str) -> None:
     """A real local OpenAI-compatible summariser answering 6,000 tokens, whatever it is asked."""
-    wordy = " ".join(f"finding_{n} was checked." for n in range(1_500))
+    wordy = "Decisions:\n- " + " ".join(f"finding_{n} was checked." for n in range(1_500))
 
     def model(_: Received) -> Answer:
         return chat_completion(wordy)

@@ -13,7 +13,7 @@ import httpx
 import pytest
 
 from app.settings import Settings
-from tests.adapters.helpers import chat_completion
+from tests.adapters.helpers import chat_completion, ledger
 from tests.adapters.stubs import Answer, Received, StubServer
 from tests.api.test_compaction import POLICY, compact, session_with
 from tests.conftest import LiveServer, row_counts
@@ -31,11 +31,13 @@ class Deployment:
 
 
 def _chat(received: Received) -> Answer:
-    return chat_completion(f"fast summary of {len(received.body)} bytes about src/pkg")
+    return chat_completion(ledger(f"fast summary of {len(received.body)} bytes about src/pkg"))
 
 
 def _hook(received: Received) -> Answer:
-    return Answer(200, {"summary": f"{len(received.json()['messages'])} messages about src/pkg"})
+    return Answer(
+        200, {"summary": ledger(f"{len(received.json()['messages'])} messages about src/pkg")}
+    )
 
 
 def _down(_: Received) -> Answer:
@@ -76,7 +78,7 @@ def test_a_session_chooses_a_profile_with_its_model_and_instructions(
     [request] = d.fast.requests[before:]
     body = request.json()
     assert body["model"] == "large-2"
-    assert body["messages"][0]["content"].endswith(
+    assert body["messages"][-1]["content"].endswith(  # the instruction turn, last
         f"Further instructions for this summary:\n{asked}"
     )
     assert request.headers["authorization"] == "Bearer fast-key"  # the deployment's credential

@@ -45,7 +45,9 @@ def webhook(delay: float) -> Iterator[Webhook]:
             while hook.hold.is_set() and not hook.closing.wait(0.05):
                 pass
             count = len(body["messages"])
-            answer = json.dumps({"summary": f"{count} messages about src/app.py"}).encode()
+            answer = json.dumps(
+                {"summary": f"Decisions:\n- {count} messages about src/app.py"}
+            ).encode()
             try:
                 self.send_response(200)
                 self.send_header("Content-Type", "application/json")

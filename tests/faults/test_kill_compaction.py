@@ -58,7 +58,9 @@ class Summariser:
         if self.delay:
             self.stub.stopping.wait(self.delay)
         count = len(request.json()["messages"])
-        return Answer(200, {"summary": f"Webhook summary of {count} messages: src/pkg."})
+        return Answer(
+            200, {"summary": f"Decisions:\n- Webhook summary of {count} messages: src/pkg."}
+        )
 
 
 def compact(server: Server, sid: str, kind: str) -> Any:

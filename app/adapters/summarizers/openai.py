@@ -4,15 +4,17 @@ from __future__ import annotations
 
 import httpx
 
-from app.adapters.summarizers.base import Request
+from app.adapters.summarizers.base import Answer, Request
 from app.adapters.summarizers.http import dig, post_json, summary_text
+from app.adapters.summarizers.prefix import conversation, openai_usage
 from app.domain.summaries.prompts import build_prompt
 
 
 class OpenAIChat:
-    """Posts ``{model, messages: [system, user], max_tokens}`` to ``{base_url}/chat/completions``
-    (with ``Authorization: Bearer <key>`` when a key is set) and reads
-    ``choices[0].message.content``."""
+    """Posts ``{model, messages, max_tokens}`` to ``{base_url}/chat/completions`` (with
+    ``Authorization: Bearer <key>`` when a key is set) and reads ``choices[0].message.content``
+    and ``usage``. ``messages``: the session's own messages then the instruction turn, when the
+    session speaks OpenAI chat (``prefix.conversation``), else ``[system, user transcript]``."""
 
     name = "openai"
 
@@ -24,20 +26,27 @@ class OpenAIChat:
         self._model = model
         self._headers = {"authorization": f"Bearer {api_key}"} if api_key else {}
 
-    async def complete(self, request: Request) -> str:
-        prompt = build_prompt(
-            request.messages, request.reason, request.max_tokens, request.part, request.extra
-        )
-        body = {
-            "model": request.model or self._model,
-            "messages": [
+    async def complete(self, request: Request) -> Answer:
+        found = conversation(request, "openai")
+        if found is not None:
+            messages = found[1]
+        else:
+            prompt = build_prompt(
+                request.messages, request.reason, request.max_tokens, request.part,
+                request.extra, request.carried,
+            )  # fmt: skip
+            messages = [
                 {"role": "system", "content": prompt.system},
                 {"role": "user", "content": prompt.user},
-            ],
+            ]
+        body = {
+            "model": request.model or self._model,
+            "messages": messages,
             "max_tokens": request.max_tokens,
         }
         answer = await post_json(self._client, self._url, body, self._headers)
-        return summary_text(dig(answer, "choices", 0, "message", "content"))
+        text = summary_text(dig(answer, "choices", 0, "message", "content"))
+        return Answer(text, openai_usage(answer))
 
     async def aclose(self) -> None:
         await self._client.aclose()

@@ -13,6 +13,11 @@
 - A summary has a budget (the call's ``max_tokens``, else the policy's): each request asks the
   model for at most that much (and never more than the policy's ``max_tokens``), and an answer
   over the budget is refused (a model may ignore ``max_tokens``, a webhook has none).
+- Every answer must have the ledger's sections (``domain.summaries.sections``); one without is
+  a final failure, so the fallback writes the summary and ``fallback_reason`` says what was
+  wrong with it. The usage providers report is summed over the requests (``Summary.usage``).
+- A history sent in one request is sent with its ``Source`` (the backend may then send it as
+  the conversation's own cached prefix); chunks and partial summaries are not.
 - When anything fails, the summary is the fallback's (within the same budget): the ledger
   one, or another profile's (itself falling back in turn), and ``fallback_reason`` says why.
   The history is only read, so nothing is lost; the caller keeps the originals.
@@ -27,18 +32,21 @@ from dataclasses import dataclass, replace
 import anyio
 
 from app.adapters.summarizers.base import (
+    Answer,
     Backend,
     BackendError,
     Request,
     Source,
     Summarizer,
     Summary,
+    Usage,
 )
 from app.domain.messages import Message, TextPart
 from app.domain.summaries import Reason
 from app.domain.summaries.chunking import chunk_messages
 from app.domain.summaries.extractive import CountText
 from app.domain.summaries.prompts import instructions
+from app.domain.summaries.sections import Unstructured, check_sections
 from app.domain.summaries.transcript import SEPARATOR, render_message
 
 log = logging.getLogger("ctxc.summarizer")
@@ -64,6 +72,8 @@ class Policy:
 @dataclass
 class _Tally:
     requests: int = 0
+    usage: Usage | None = None
+    source: Source | None = None
 
 
 @dataclass(frozen=True)
@@ -132,7 +142,7 @@ class Resilient:
         budget = self._policy.max_tokens if max_tokens is None else max_tokens
         if not history:
             return await self._fallback.summarize(history, reason, budget, source)
-        tally = _Tally()
+        tally = _Tally(source=source)
         try:
             with anyio.fail_after(self._policy.deadline):
                 text = await self._summarize(history, reason, 1, tally, budget)
@@ -142,7 +152,7 @@ class Resilient:
                                    retryable=False)  # fmt: skip
             return Summary(
                 text, self.name, None, tally.requests, model=self.model,
-                profile=self._tuning.profile,
+                profile=self._tuning.profile, usage=tally.usage,
             )  # fmt: skip
         except BackendError as exc:
             why = str(exc)
@@ -156,7 +166,8 @@ class Resilient:
         reason_ = f"{self.name}: {why}"
         if summary.fallback_reason is not None:  # the fallback profile failed too
             reason_ = f"{reason_}; then {summary.fallback_reason}"
-        return replace(summary, fallback_reason=reason_, requests=tally.requests + summary.requests)
+        requests = tally.requests + summary.requests
+        return replace(summary, fallback_reason=reason_, requests=requests, usage=tally.usage)
 
     async def aclose(self) -> None:
         await self._backend.aclose()
@@ -179,10 +190,12 @@ class Resilient:
             chunk_messages, history, budget, self._count_message
         )
         if len(chunks) == 1:
-            return await self._call(self._request(chunks[0], reason, max_tokens), tally)
+            whole = tally.source if depth == 1 else None
+            request = self._request(chunks[0], reason, max_tokens, tally, None, whole)
+            return await self._call(request, tally)
         n = len(chunks)
         partials = [
-            await self._call(self._request(chunk, reason, max_tokens, (k, n)), tally)
+            await self._call(self._request(chunk, reason, max_tokens, tally, (k, n)), tally)
             for k, chunk in enumerate(chunks, 1)
         ]
         if depth == MAX_DEPTH:
@@ -195,10 +208,13 @@ class Resilient:
         chunk: tuple[Message, ...],
         reason: Reason,
         max_tokens: int,
+        tally: _Tally,
         part: tuple[int, int] | None = None,
+        whole: Source | None = None,
     ) -> Request:
         t = self._tuning
-        return Request(chunk, reason, max_tokens, part, t.model, t.extra)
+        carried = tally.source.carried if tally.source is not None else 0
+        return Request(chunk, reason, max_tokens, part, t.model, t.extra, whole, carried)
 
     def _count_message(self, message: Message) -> int:
         return self._count(render_message(message) + SEPARATOR)
@@ -209,15 +225,26 @@ class Resilient:
         while True:
             tally.requests += 1
             try:
-                return await self._attempt(request)
+                answer = await self._attempt(request)
             except BackendError as exc:
                 if not exc.retryable or attempt >= self._policy.retries:
                     tries = f"{attempt + 1} attempt{'s' if attempt else ''}"
                     raise BackendError(f"{exc} ({tries})", retryable=False) from exc
                 await anyio.sleep(self._delay(attempt, exc))
                 attempt += 1
+                continue
+            if isinstance(answer, str):
+                answer = Answer(answer)
+            if answer.usage is not None:
+                tally.usage = answer.usage if tally.usage is None else tally.usage + answer.usage
+            try:
+                check_sections(answer.text)
+            except Unstructured as exc:
+                raise BackendError(f"the answer is not the ledger's sections: {exc}",
+                                   retryable=False) from None  # fmt: skip
+            return answer.text
 
-    async def _attempt(self, request: Request) -> str:
+    async def _attempt(self, request: Request) -> str | Answer:
         try:
             with anyio.fail_after(self._policy.timeout):
                 return await self._backend.complete(request)

@@ -55,7 +55,9 @@ class Webhook:
             "reason": request.reason,
             "part": {"index": part[0], "count": part[1]} if part else None,
             "max_tokens": request.max_tokens,
-            "instructions": instructions(request.reason, request.max_tokens, request.extra),
+            "instructions": instructions(
+                request.reason, request.max_tokens, request.extra, request.carried
+            ),
             "messages": [m.to_json() for m in request.messages],
         })  # fmt: skip
         timestamp = str(int(self._clock()))
