@@ -11,7 +11,7 @@ from typing import Any, Protocol
 import anyio
 from sqlalchemy.ext.asyncio import AsyncEngine, AsyncSession
 
-from app.adapters.summarizers import Summarizer
+from app.adapters.summarizers import Summarizer, Summary
 from app.domain.compaction.planning import (
     PLANS,
     CompactionPolicy,
@@ -27,11 +27,13 @@ from app.domain.providers import ProviderProfile
 from app.domain.sessions import SessionPk, TenantId
 from app.domain.summaries.profiles import SummarizerChoice
 from app.domain.tokens import TokenCounter
-from app.services import cpu, events, leases
+from app.services import boundary, cpu, events, leases
 from app.services.compaction import (
     Done,
+    Gate,
     LeaseLost,
     NotCompacted,
+    Refused,
     Where,
     apply_plan,
     now,
@@ -39,6 +41,7 @@ from app.services.compaction import (
     stored_items,
     within_budget,
 )
+from app.services.preparing import Prepared, Preparer
 from app.services.sessions import require_session, session_profile
 from app.storage import queries
 from app.storage.models import SessionRow
@@ -105,6 +108,7 @@ class Compactor:
         lease_seconds: float = 30.0,
         on_compacted: Callable[[Done], None] | None = None,
         summarizers: Chooser | None = None,
+        preparer: Preparer | None = None,
     ) -> None:
         self.db, self.counter, self.summarizer, self.now = db, counter, summarizer, now
         self.summarizers = summarizers  # the profiles a policy may choose (else: summarizer)
@@ -112,6 +116,7 @@ class Compactor:
         self.lease_seconds = lease_seconds
         self.on_compacted = on_compacted  # told of each compaction written (metrics)
         self.notes: list[str] = []  # for the compile's warnings
+        self.preparer = preparer  # prepares request-boundary compactions in the background
 
     def compacted(self, done: Done) -> Done:
         """``done``, once whoever asked to hear of compactions has."""
@@ -131,11 +136,18 @@ class Compactor:
         return self.summarizers.choose(choice)
 
     async def run(
-        self, session: SessionRow, plan: Plan, where: Where, choice: SummarizerChoice | None = None
+        self,
+        session: SessionRow,
+        plan: Plan,
+        where: Where,
+        choice: SummarizerChoice | None = None,
+        gate: Gate | None = None,
+        prepared: Prepared | None = None,
     ) -> Done:
         """Summarise and persist ``plan`` (with the summariser ``choice`` asks for), announced;
         commits. ``NotCompacted`` when it wrote nothing (then it called no summariser, unless
-        the summary turned out no smaller)."""
+        the summary turned out no smaller or the ``gate`` refused it). With a ``prepared``
+        summary, no summariser is called: it is swapped in, in one transaction."""
         pk = SessionPk(session.pk)
         before: dict[str, Any] = {
             "kind": plan.kind, "reason": plan.reason, "tokens_before": plan.tokens_before,
@@ -147,21 +159,25 @@ class Compactor:
             data = {**before, "budget_used_pct": where.pct(plan.tokens_before)}
             start = await events.emit(self.db, pk, events.COMPACTION_START, data, self.now)
             await leases.started(self.db, lease, start)
-        await self.db.commit()  # no transaction (nor connection) is held while it summarises
         try:
-            engine = self.db.bind
-            assert isinstance(engine, AsyncEngine)
-            async with leases.kept(engine, lease):
-                encoder = self.counter.encoder(where.encoding)
-                chosen = self.summarizer_for(choice)
-                summary = await within_budget(chosen, plan, encoder, where.output)
-            done = await apply_plan(self.db, self.counter, session, plan, summary, where, lease)
+            if gate is not None:
+                gate.ahead(plan)
+            if prepared is None:
+                summary = await self._summarize(plan, where, lease, choice)
+            else:
+                summary = prepared.summary
+            at = prepared.at if prepared else None
+            done = await apply_plan(
+                self.db, self.counter, session, plan, summary, where, lease, gate, at
+            )
         except LeaseLost:
             await self.db.commit()  # only the lock was taken; the new holder ended the start
             raise
         except NotCompacted as err:
             if boundary:
                 data = {**before, "compaction_id": None, "outcome": "skipped", "skipped": str(err)}
+                if isinstance(err, Refused):
+                    data["economics"] = err.economics.as_dict()
                 await events.emit(self.db, pk, events.COMPACTION_END, data, self.now)
             await leases.release(self.db, lease)
             await self.db.commit()
@@ -176,6 +192,17 @@ class Compactor:
         await leases.release(self.db, lease)
         await self.db.commit()
         return self.compacted(done)
+
+    async def _summarize(
+        self, plan: Plan, where: Where, lease: leases.Lease, choice: SummarizerChoice | None
+    ) -> Summary:
+        """The summary of ``plan``, with no transaction (nor connection) held meanwhile."""
+        await self.db.commit()
+        engine = self.db.bind
+        assert isinstance(engine, AsyncEngine)
+        async with leases.kept(engine, lease):
+            encoder = self.counter.encoder(where.encoding)
+            return await within_budget(self.summarizer_for(choice), plan, encoder, where.output)
 
     async def _lease(self, pk: SessionPk, plan: Plan) -> leases.Lease:
         """The session's compaction lease, in a transaction left open for the start event;
@@ -211,22 +238,24 @@ class Compactor:
     async def due(
         self, session: SessionRow, policy: CompactionPolicy, where: Where, report: Report | None
     ) -> list[Done]:
-        """Request-boundary compaction when the history is over the trigger, then the reactive
-        ones the report calls for (at most ``max_reactive_compactions_per_request``). The history
-        is read only when one may be due."""
+        """Request-boundary compaction (prepared in the background and swapped in, see
+        app/services/boundary.py; inline over the trigger without a preparer or with
+        ``background`` off), then the reactive ones the report calls for (at most
+        ``max_reactive_compactions_per_request``). The history is read only when one may be
+        due."""
         pk = SessionPk(session.pk)
-        done: list[Done] = []
         count, tokens = await queries.stored_totals(self.db, pk)
-        if tokens[where.encoding] > policy.trigger_tokens and count >= policy.min_messages:
-            plan = plan_session(await self._items(pk, where), policy)
-            if plan is not None:
-                done += await self._attempt(session, plan, where, policy.summarizer)
+        total = tokens[where.encoding]
+        if policy.background and self.preparer is not None:
+            done = await boundary.due(self, session, policy, where, count, total)
+        else:
+            done = await self._inline(session, policy, where, count, total)
         report = await _reported(self.db, pk, report, where)
         prompt, too_long = (report.prompt_tokens, report.too_long) if report else (None, False)
         for _ in range(policy.max_reactive_compactions_per_request):
             kind = reactive_kind(prompt, where.context_window, too_long, policy)
             plan = PLANS[kind](await self._items(pk, where), policy) if kind else None
-            found = await self._attempt(session, plan, where, policy.summarizer) if plan else []
+            found = await self.attempt(session, plan, where, policy.summarizer) if plan else []
             if not found:
                 break
             done += found
@@ -234,16 +263,34 @@ class Compactor:
             prompt, too_long = max(0, (prompt or 0) - removed), False
         return done
 
+    async def _inline(
+        self, session: SessionRow, policy: CompactionPolicy, where: Where, count: int, total: int
+    ) -> list[Done]:
+        """Request-boundary compaction in this request, when the history is over the trigger."""
+        if total <= policy.trigger_tokens or count < policy.min_messages:
+            return []
+        items = await self._items(SessionPk(session.pk), where)
+        plan = plan_session(items, policy)
+        if plan is None:
+            return []
+        gate = Gate.of(policy, where, items, forced=total > where.context_window)
+        return await self.attempt(session, plan, where, policy.summarizer, gate)
+
     async def _items(self, pk: SessionPk, where: Where) -> list[Item]:
         rows = await queries.all_messages(self.db, pk)
         return await cpu.run_sync(stored_items, rows, where.encoding)
 
-    async def _attempt(
-        self, session: SessionRow, plan: Plan, where: Where, choice: SummarizerChoice | None
+    async def attempt(
+        self,
+        session: SessionRow,
+        plan: Plan,
+        where: Where,
+        choice: SummarizerChoice | None,
+        gate: Gate | None = None,
     ) -> list[Done]:
         """``run``, where a compaction that wrote nothing is no error (the compile goes on)."""
         try:
-            return [await self.run(session, plan, where, choice)]
+            return [await self.run(session, plan, where, choice, gate)]
         except Busy:
             self.notes.append("a compaction of this session is running in another request: "
                               "compiled without waiting for it")  # fmt: skip
@@ -255,12 +302,17 @@ class Compactor:
 def _outcome(done: Done, where: Where) -> dict[str, Any]:
     """The figures of a compaction for its event."""
     row = done.row
-    return {
+    out = {
         "compaction_id": row.id, "tokens_after": row.tokens_after,
         "summary_tokens": row.summary_tokens, "messages_after": done.messages_after,
         "budget_used_pct": where.pct(row.tokens_after),
         "resets_provider_session": row.resets_provider_session,
     }  # fmt: skip
+    if row.economics is not None:
+        out["economics"] = row.economics
+    if row.prepared_at is not None:
+        out["prepared_at"] = row.prepared_at.isoformat()
+    return out
 
 
 async def compact_now(
