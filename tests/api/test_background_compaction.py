@@ -218,6 +218,7 @@ def test_a_compaction_that_sheds_too_little_is_not_applied(api: Api) -> None:
         with stream(client, sid, after=0) as events:
             assert compile_it(client, sid)["compactions"] == []
             start, end = events.read(2)
+        assert start.event == "context_compaction_start"
         assert end.data["outcome"] == "skipped" and "min_shed_pct" in end.data["skipped"]
         assert end.data["economics"]["applied"] is False
         assert hook.calls == 0  # refused before any summariser was called
@@ -269,3 +270,18 @@ def test_two_instances_on_one_database_prepare_a_compaction_once(api: Api) -> No
             compile_it(client, sid)
         time.sleep(0.5)  # a second preparation, had one been scheduled, would have called by now
         assert hook.calls == 1
+
+
+def test_shutdown_cancels_a_preparation_and_gives_its_lease_back(api: Api) -> None:
+    with webhook(delay=0) as hook:
+        hook.hold.set()  # the summariser never answers while this instance runs
+        with served(api, hook) as client:
+            sid, _ = session_past_the_mark(client)
+            compile_it(client, sid)
+            assert hook.called.wait(30)
+        assert prepared_row(api.database_url, sid) is None
+        hook.hold.clear()
+        with served(api, hook) as client:
+            # The lease is free at once (not left to expire): a compaction may run now.
+            done = client.post(f"/v1/sessions/{sid}/compact", json={"kind": "session"})
+            assert done.status_code == 201, done.text
