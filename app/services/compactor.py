@@ -4,7 +4,6 @@ compile is due or a caller asks for (app/services/compaction.py plans and persis
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass
 from datetime import datetime
 from typing import Any, Protocol
 
@@ -42,42 +41,10 @@ from app.services.compaction import (
     within_budget,
 )
 from app.services.preparing import Prepared, Preparer
+from app.services.reports import Report, reported
 from app.services.sessions import require_session, session_profile
 from app.storage import queries
 from app.storage.models import SessionRow
-
-
-@dataclass(frozen=True)
-class Report:
-    """How the caller's last model call went: the prompt tokens it used, or prompt-too-long."""
-
-    prompt_tokens: int | None = None
-    too_long: bool = False
-
-    @classmethod
-    def of(cls, usage: dict[str, Any] | None, error_kind: str | None, cache_apart: bool) -> Report:
-        """From reported usage. ``cache_apart``: the provider counts cached prompt tokens apart
-        from its input tokens (Anthropic), so the prompt is their sum."""
-        usage = usage or {}
-        prompt = usage.get("prompt_tokens")
-        if prompt is not None and cache_apart:
-            prompt += (usage.get("cache_read_tokens") or 0) + (usage.get("cache_write_tokens") or 0)
-        return cls(prompt, error_kind == "prompt_too_long")
-
-
-async def _reported(
-    db: AsyncSession, pk: SessionPk, given: Report | None, where: Where
-) -> Report | None:
-    """The report that drives reactive compaction: the request's own, else the last one made
-    with a cursor acknowledgement, acted on once: by the first compile after it."""
-    if given is not None:
-        return given
-    found = await queries.last_reported(db, pk)
-    if found is None or found.reported_at is None:
-        return None
-    if await queries.compiled_since(db, pk, found.reported_at):
-        return None
-    return Report.of(found.usage, found.error_kind, where.output == "anthropic")
 
 
 class Chooser(Protocol):
@@ -250,7 +217,7 @@ class Compactor:
             done = await boundary.due(self, session, policy, where, count, total)
         else:
             done = await self._inline(session, policy, where, count, total)
-        report = await _reported(self.db, pk, report, where)
+        report = await reported(self.db, pk, report, where.output == "anthropic")
         prompt, too_long = (report.prompt_tokens, report.too_long) if report else (None, False)
         for _ in range(policy.max_reactive_compactions_per_request):
             kind = reactive_kind(prompt, where.context_window, too_long, policy)
