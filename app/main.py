@@ -45,6 +45,7 @@ from app.services.digesting import Digester
 from app.services.events import EventReader
 from app.services.keys import KeyCache, local_tenant
 from app.services.plugins import load_registry
+from app.services.preparing import Preparer
 from app.settings import Settings
 from app.storage.db import create_engine, create_sessionmaker
 from app.storage.migrate import check_schema
@@ -94,10 +95,13 @@ def create_app(settings: Settings | None = None) -> FastAPI:
                 settings.upstream_timeout_seconds, settings.upstream_connect_timeout_seconds,
                 settings.upstream_connections,
             )  # fmt: skip
+            preparer = Preparer(
+                maker, settings.compaction_lease_seconds, settings.background_compactions
+            )
             state = AppState(
                 settings, engine, maker, counter, metrics, local, load_registry(), cache, answers,
                 summarizer, bus, EventReader(maker), KeyCache(settings.key_cache_seconds),
-                TenantLimiters(settings.tenant_cpu_concurrency), digester, upstreams,
+                TenantLimiters(settings.tenant_cpu_concurrency), digester, upstreams, preparer,
             )  # fmt: skip
             sweeper = asyncio.create_task(
                 leases.sweep_forever(maker, settings.compaction_lease_seconds)
@@ -105,6 +109,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
             try:
                 yield {"ctxc": state}
             finally:
+                await preparer.close()
                 await digester.close()
                 await upstreams.aclose()
                 sweeper.cancel()

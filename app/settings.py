@@ -143,6 +143,13 @@ class Settings(BaseSettings):
         description="Lifetime of a compaction lease: the request summarising a session renews "
         "it every third of this; one a stopped process leaves is taken over once it expires.",
     )
+    background_compactions: int = Field(
+        4,
+        ge=1,
+        le=64,
+        description="Compactions this process prepares in the background at once (one per "
+        "session; more wait their turn).",
+    )
     db_pool_size: int = Field(10, ge=1, description="Postgres connection pool size.")
     sqlite_busy_timeout_seconds: float = Field(
         30.0,

@@ -187,6 +187,17 @@ class StepRead(BaseModel):
     omitted: list[OmittedRead] = Field(description="Each field it took out of the view.")
 
 
+class CompactionEconomics(BaseModel):
+    """The cache-economic gate's figures, in units of the provider's input price per token."""
+
+    shed_tokens: int = Field(description="Tokens the compaction removes from every prompt.")
+    expected_turns: int = Field(description="Turns the session is expected to run on.")
+    rewrite_tokens: int = Field(description="Prompt tokens the provider's cache writes again.")
+    saved: float = Field(description="shed_tokens x expected_turns x the cache read price.")
+    cost: float = Field(description="rewrite_tokens x (cache write price - read price).")
+    applied: bool = Field(description="saved >= cost, or the window was exceeded.")
+
+
 class CompactionRead(BaseModel):
     id: str
     kind: Literal["session", "micro", "full", "tool_payloads"]
@@ -208,6 +219,14 @@ class CompactionRead(BaseModel):
     )
     summarizer: str | None
     created_at: datetime
+    prepared_at: datetime | None = Field(
+        None, description="When its summary was prepared in the background (null: by the "
+        "request that applied it)."
+    )  # fmt: skip
+    economics: CompactionEconomics | None = Field(
+        None, description="The cache-economic gate it passed (request-boundary compactions of "
+        "a compile)."
+    )  # fmt: skip
 
 
 class CompileResult(BaseModel):

@@ -22,6 +22,7 @@ from app.services import cpu, keys
 from app.services.cache import Lru, MessageCache
 from app.services.digesting import Digester
 from app.services.events import EventReader
+from app.services.preparing import Preparer
 from app.settings import Settings, is_loopback
 
 
@@ -45,6 +46,7 @@ class AppState:
     cpu: cpu.TenantLimiters  # CPU-heavy work's worker threads, a few per tenant
     digester: Digester  # digests of long histories, made after the compiles that need them
     upstreams: Upstreams  # the sidecar's pooled HTTP to the provider APIs
+    preparer: Preparer  # request-boundary compactions prepared in the background
 
 
 async def get_state(request: Request) -> AppState:

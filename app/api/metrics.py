@@ -30,6 +30,7 @@ from app.domain.tokens import TokenCounter
 from app.services.cache import Lru
 from app.services.compaction import Done
 from app.services.compactor import Compactor
+from app.services.preparing import Preparer
 
 Source = Literal["stateless", "session"]
 Trigger = Literal["compile", "request"]
@@ -192,12 +193,14 @@ class MeteredSummarizers:
 def metered_compactor(
     db: AsyncSession, counter: TokenCounter, summarizers: Summarizers, now: datetime,
     catalog: Catalog, metrics: Metrics, trigger: Trigger, lease_seconds: float = 30.0,
+    preparer: Preparer | None = None,
 ) -> Compactor:  # fmt: skip
     """A compactor whose compactions are counted and whose summaries are timed."""
     chooser = MeteredSummarizers(summarizers, metrics)
     return Compactor(
         db, counter, chooser.choose(None), now, catalog, lease_seconds,
         on_compacted=lambda done: metrics.compacted(done, trigger), summarizers=chooser,
+        preparer=preparer,
     )  # fmt: skip
 
 

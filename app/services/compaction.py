@@ -22,6 +22,14 @@ from sqlalchemy.ext.asyncio import AsyncSession
 
 from app.adapters.summarizers import Summarizer, Summary
 from app.adapters.summarizers.base import Source
+from app.domain.compaction.economics import (
+    Economics,
+    Prices,
+    expected_turns,
+    prices_of,
+    sheds_enough,
+    weigh,
+)
 from app.domain.compaction.planning import (
     CompactionPolicy,
     Plan,
@@ -107,6 +115,7 @@ class Where:
     context_window: int
     stateful: bool
     output: str = "openai"
+    prices: Prices | None = None  # the provider's prompt-cache prices (None: no cache)
 
     @classmethod
     def of(
@@ -114,7 +123,10 @@ class Where:
     ) -> Where:
         """For ``session`` compiled for ``profile`` (a request's context window first)."""
         window = context_window or session.context_window or profile.context_window
-        return cls(profile.encoding, window, profile.session_resumption, profile.output)
+        return cls(
+            profile.encoding, window, profile.session_resumption, profile.output,
+            prices_of(profile),
+        )  # fmt: skip
 
     def pct(self, tokens: int) -> float:
         return round(100 * tokens / self.context_window, 2)
@@ -134,6 +146,59 @@ class ConstraintLost(NotCompacted):
         self.checksums = tuple(checksums)
 
 
+class Refused(NotCompacted):
+    """A request-boundary compaction not applied: it would shed too little, or rewrite more of
+    the prompt cache than it saves (``economics``: the figures)."""
+
+    def __init__(self, detail: str, economics: Economics, too_little: bool = False) -> None:
+        super().__init__(detail)
+        self.economics, self.too_little = economics, too_little
+
+
+@dataclass(frozen=True)
+class Gate:
+    """What a request-boundary compaction must pay for (app/domain/compaction/economics.py):
+    the minimum shed, and the cache it rewrites over the ``turns`` expected at ``prices``
+    (None: no cache, or the policy's gate is off). ``forced``: the history does not fit the
+    context window, so the cache is no reason to wait."""
+
+    min_shed_pct: float
+    turns: int
+    prices: Prices | None
+    forced: bool = False
+
+    @classmethod
+    def of(
+        cls, policy: CompactionPolicy, where: Where, items: Sequence[Item], forced: bool = False
+    ) -> Gate:
+        prices = where.prices if policy.economic_gate else None
+        turns = expected_turns(items, policy.expected_turns)
+        return cls(policy.min_shed_pct, turns, prices, forced)
+
+    def ahead(self, plan: Plan) -> None:
+        """``Refused`` before any summariser is called when even a summary of no tokens would
+        shed too little."""
+        if not sheds_enough(plan.tokens_taken, plan.tokens_before, self.min_shed_pct):
+            self.judge(plan, 0, rewrite_tokens(plan, 0))
+
+    def judge(self, plan: Plan, summary_tokens: int, rewrite: int) -> Economics:
+        """The figures of applying ``plan`` with a summary of ``summary_tokens``; ``Refused``
+        when it may not be applied."""
+        shed = plan.tokens_taken - summary_tokens
+        economics = weigh(shed, rewrite, self.turns, self.prices, self.forced)
+        if not sheds_enough(shed, plan.tokens_before, self.min_shed_pct):
+            raise Refused(
+                f"it would shed {shed} of the history's {plan.tokens_before} tokens, less than "
+                f"min_shed_pct ({self.min_shed_pct}%)", replace(economics, applied=False), True,
+            )  # fmt: skip
+        if not economics.applied:
+            raise Refused(
+                f"the prompt cache it rewrites ({economics.cost} input-token units) outweighs "
+                f"what it sheds over {self.turns} turns ({economics.saved})", economics,
+            )  # fmt: skip
+        return economics
+
+
 class LeaseLost(NotCompacted):
     """The lease expired while the summariser ran and another took it over (and closed this
     compaction's start as abandoned)."""
@@ -147,9 +212,12 @@ async def apply_plan(
     summary: Summary,
     where: Where,
     lease: leases.Lease | None = None,
+    gate: Gate | None = None,
+    prepared_at: datetime | None = None,
 ) -> Done:
     """Persist ``plan`` with ``summary`` (the caller commits, also after ``NotCompacted``: then
-    nothing was written), if ``lease`` is still held."""
+    nothing was written), if ``lease`` is still held and ``gate`` lets it through.
+    ``prepared_at``: when the summary was made in the background."""
     pk = SessionPk(session.pk)
     seqs = [i.seq for i in plan.taken]
     cid = str(uuid.uuid4())
@@ -164,6 +232,8 @@ async def apply_plan(
             f"the summary ({summary_tokens} tokens) would not be smaller than the "
             f"{len(seqs)} messages it replaces ({plan.tokens_taken} tokens)"
         )
+    rewrite = rewrite_tokens(plan, summary_tokens)
+    economics = None if gate is None else gate.judge(plan, summary_tokens, rewrite).as_dict()
     if not await queries.lock_session(db, pk):
         raise NotFound("session", session.id)
     if lease is not None and not await leases.holds(db, lease):
@@ -181,8 +251,6 @@ async def apply_plan(
     resets = where.stateful and await queries.has_provider_session(db, pk)
     if resets:  # the provider session holds what was summarised: a new one starts
         await queries.end_provider_session(db, pk)
-    # A prompt cache holds the prompt up to the first change: all after it is written again.
-    rewrite = summary_tokens + sum(i.tokens for i in plan.left if i.seq > seqs[0])
     record = CompactionRow(
         id=cid, session_pk=pk, kind=plan.kind, reason=plan.reason, seq_from=seqs[0],
         seq_to=seqs[-1], summary_seq=seqs[-1], archived=archive,
@@ -191,10 +259,18 @@ async def apply_plan(
         summary_tokens=summary_tokens, cache_rewrite_tokens=rewrite,
         resets_provider_session=resets, summarizer=_written_by(summary), created_at=now(),
         loss=summary.loss.as_json() if summary.loss is not None else None,
+        prepared_at=prepared_at, economics=economics,
     )  # fmt: skip
     db.add(record)
     before = len(plan.taken) + len(plan.left)
     return Done(record, before, len(plan.left) + 1, summary)
+
+
+def rewrite_tokens(plan: Plan, summary_tokens: int) -> int:
+    """What a prompt cache writes again after ``plan``: it holds the prompt up to the first
+    change, so the summary and all kept after it."""
+    first = plan.taken[0].seq
+    return summary_tokens + sum(i.tokens for i in plan.left if i.seq > first)
 
 
 def stored_counts(row: MessageRow) -> dict[str, int]:

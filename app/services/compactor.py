@@ -4,14 +4,13 @@ compile is due or a caller asks for (app/services/compaction.py plans and persis
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass
 from datetime import datetime
 from typing import Any, Protocol
 
 import anyio
 from sqlalchemy.ext.asyncio import AsyncEngine, AsyncSession
 
-from app.adapters.summarizers import Summarizer
+from app.adapters.summarizers import Summarizer, Summary
 from app.domain.compaction.planning import (
     PLANS,
     CompactionPolicy,
@@ -27,12 +26,14 @@ from app.domain.providers import ProviderProfile
 from app.domain.sessions import SessionPk, TenantId
 from app.domain.summaries.profiles import SummarizerChoice
 from app.domain.tokens import TokenCounter
-from app.services import cpu, events, leases
+from app.services import boundary, cpu, events, leases
 from app.services.compaction import (
     ConstraintLost,
     Done,
+    Gate,
     LeaseLost,
     NotCompacted,
+    Refused,
     Where,
     apply_plan,
     now,
@@ -40,42 +41,11 @@ from app.services.compaction import (
     stored_items,
     within_budget,
 )
+from app.services.preparing import Prepared, Preparer
+from app.services.reports import Report, reported
 from app.services.sessions import require_session, session_profile
 from app.storage import queries
 from app.storage.models import SessionRow
-
-
-@dataclass(frozen=True)
-class Report:
-    """How the caller's last model call went: the prompt tokens it used, or prompt-too-long."""
-
-    prompt_tokens: int | None = None
-    too_long: bool = False
-
-    @classmethod
-    def of(cls, usage: dict[str, Any] | None, error_kind: str | None, cache_apart: bool) -> Report:
-        """From reported usage. ``cache_apart``: the provider counts cached prompt tokens apart
-        from its input tokens (Anthropic), so the prompt is their sum."""
-        usage = usage or {}
-        prompt = usage.get("prompt_tokens")
-        if prompt is not None and cache_apart:
-            prompt += (usage.get("cache_read_tokens") or 0) + (usage.get("cache_write_tokens") or 0)
-        return cls(prompt, error_kind == "prompt_too_long")
-
-
-async def _reported(
-    db: AsyncSession, pk: SessionPk, given: Report | None, where: Where
-) -> Report | None:
-    """The report that drives reactive compaction: the request's own, else the last one made
-    with a cursor acknowledgement, acted on once: by the first compile after it."""
-    if given is not None:
-        return given
-    found = await queries.last_reported(db, pk)
-    if found is None or found.reported_at is None:
-        return None
-    if await queries.compiled_since(db, pk, found.reported_at):
-        return None
-    return Report.of(found.usage, found.error_kind, where.output == "anthropic")
 
 
 class Chooser(Protocol):
@@ -106,6 +76,7 @@ class Compactor:
         lease_seconds: float = 30.0,
         on_compacted: Callable[[Done], None] | None = None,
         summarizers: Chooser | None = None,
+        preparer: Preparer | None = None,
     ) -> None:
         self.db, self.counter, self.summarizer, self.now = db, counter, summarizer, now
         self.summarizers = summarizers  # the profiles a policy may choose (else: summarizer)
@@ -113,6 +84,7 @@ class Compactor:
         self.lease_seconds = lease_seconds
         self.on_compacted = on_compacted  # told of each compaction written (metrics)
         self.notes: list[str] = []  # for the compile's warnings
+        self.preparer = preparer  # prepares request-boundary compactions in the background
 
     def compacted(self, done: Done) -> Done:
         """``done``, once whoever asked to hear of compactions has."""
@@ -132,11 +104,18 @@ class Compactor:
         return self.summarizers.choose(choice)
 
     async def run(
-        self, session: SessionRow, plan: Plan, where: Where, choice: SummarizerChoice | None = None
+        self,
+        session: SessionRow,
+        plan: Plan,
+        where: Where,
+        choice: SummarizerChoice | None = None,
+        gate: Gate | None = None,
+        prepared: Prepared | None = None,
     ) -> Done:
         """Summarise and persist ``plan`` (with the summariser ``choice`` asks for), announced;
         commits. ``NotCompacted`` when it wrote nothing (then it called no summariser, unless
-        the summary turned out no smaller)."""
+        the summary turned out no smaller or the ``gate`` refused it). With a ``prepared``
+        summary, no summariser is called: it is swapped in, in one transaction."""
         pk = SessionPk(session.pk)
         before: dict[str, Any] = {
             "kind": plan.kind, "reason": plan.reason, "tokens_before": plan.tokens_before,
@@ -148,22 +127,17 @@ class Compactor:
             data = {**before, "budget_used_pct": where.pct(plan.tokens_before)}
             start = await events.emit(self.db, pk, events.COMPACTION_START, data, self.now)
             await leases.started(self.db, lease, start)
-        await self.db.commit()  # no transaction (nor connection) is held while it summarises
         try:
-            engine = self.db.bind
-            assert isinstance(engine, AsyncEngine)
-            async with leases.kept(engine, lease):
-                encoder = self.counter.encoder(where.encoding)
-                chosen = self.summarizer_for(choice)
-                try:
-                    summary = await within_budget(chosen, plan, encoder, where.output)
-                except ConstraintLost as err:  # raised out of the lease's task group, below
-                    refused: ConstraintLost | None = err
-                else:
-                    refused = None
-            if refused is not None:
-                raise refused
-            done = await apply_plan(self.db, self.counter, session, plan, summary, where, lease)
+            if gate is not None:
+                gate.ahead(plan)
+            if prepared is None:
+                summary = await self._summarize(plan, where, lease, choice)
+            else:
+                summary = prepared.summary
+            at = prepared.at if prepared else None
+            done = await apply_plan(
+                self.db, self.counter, session, plan, summary, where, lease, gate, at
+            )
         except LeaseLost:
             await self.db.commit()  # only the lock was taken; the new holder ended the start
             raise
@@ -178,6 +152,8 @@ class Compactor:
         except NotCompacted as err:
             if boundary:
                 data = {**before, "compaction_id": None, "outcome": "skipped", "skipped": str(err)}
+                if isinstance(err, Refused):
+                    data["economics"] = err.economics.as_dict()
                 await events.emit(self.db, pk, events.COMPACTION_END, data, self.now)
             await leases.release(self.db, lease)
             await self.db.commit()
@@ -192,6 +168,26 @@ class Compactor:
         await leases.release(self.db, lease)
         await self.db.commit()
         return self.compacted(done)
+
+    async def _summarize(
+        self, plan: Plan, where: Where, lease: leases.Lease, choice: SummarizerChoice | None
+    ) -> Summary:
+        """The summary of ``plan``, with no transaction (nor connection) held meanwhile."""
+        await self.db.commit()
+        engine = self.db.bind
+        assert isinstance(engine, AsyncEngine)
+        async with leases.kept(engine, lease):
+            encoder = self.counter.encoder(where.encoding)
+            try:
+                summary = await within_budget(self.summarizer_for(choice), plan, encoder,
+                                              where.output)  # fmt: skip
+            except ConstraintLost as err:  # raised out of the lease's task group, below
+                refused: ConstraintLost | None = err
+            else:
+                refused = None
+        if refused is not None:
+            raise refused
+        return summary
 
     async def _lease(self, pk: SessionPk, plan: Plan) -> leases.Lease:
         """The session's compaction lease, in a transaction left open for the start event;
@@ -227,22 +223,24 @@ class Compactor:
     async def due(
         self, session: SessionRow, policy: CompactionPolicy, where: Where, report: Report | None
     ) -> list[Done]:
-        """Request-boundary compaction when the history is over the trigger, then the reactive
-        ones the report calls for (at most ``max_reactive_compactions_per_request``). The history
-        is read only when one may be due."""
+        """Request-boundary compaction (prepared in the background and swapped in, see
+        app/services/boundary.py; inline over the trigger without a preparer or with
+        ``background`` off), then the reactive ones the report calls for (at most
+        ``max_reactive_compactions_per_request``). The history is read only when one may be
+        due."""
         pk = SessionPk(session.pk)
-        done: list[Done] = []
         count, tokens = await queries.stored_totals(self.db, pk)
-        if tokens[where.encoding] > policy.trigger_tokens and count >= policy.min_messages:
-            plan = plan_session(await self._items(pk, where), policy)
-            if plan is not None:
-                done += await self._attempt(session, plan, where, policy.summarizer)
-        report = await _reported(self.db, pk, report, where)
+        total = tokens[where.encoding]
+        if policy.background and self.preparer is not None:
+            done = await boundary.due(self, session, policy, where, count, total)
+        else:
+            done = await self._inline(session, policy, where, count, total)
+        report = await reported(self.db, pk, report, where.output == "anthropic")
         prompt, too_long = (report.prompt_tokens, report.too_long) if report else (None, False)
         for _ in range(policy.max_reactive_compactions_per_request):
             kind = reactive_kind(prompt, where.context_window, too_long, policy)
             plan = PLANS[kind](await self._items(pk, where), policy) if kind else None
-            found = await self._attempt(session, plan, where, policy.summarizer) if plan else []
+            found = await self.attempt(session, plan, where, policy.summarizer) if plan else []
             if not found:
                 break
             done += found
@@ -250,16 +248,34 @@ class Compactor:
             prompt, too_long = max(0, (prompt or 0) - removed), False
         return done
 
+    async def _inline(
+        self, session: SessionRow, policy: CompactionPolicy, where: Where, count: int, total: int
+    ) -> list[Done]:
+        """Request-boundary compaction in this request, when the history is over the trigger."""
+        if total <= policy.trigger_tokens or count < policy.min_messages:
+            return []
+        items = await self._items(SessionPk(session.pk), where)
+        plan = plan_session(items, policy)
+        if plan is None:
+            return []
+        gate = Gate.of(policy, where, items, forced=total > where.context_window)
+        return await self.attempt(session, plan, where, policy.summarizer, gate)
+
     async def _items(self, pk: SessionPk, where: Where) -> list[Item]:
         rows = await queries.all_messages(self.db, pk)
         return await cpu.run_sync(stored_items, rows, where.encoding)
 
-    async def _attempt(
-        self, session: SessionRow, plan: Plan, where: Where, choice: SummarizerChoice | None
+    async def attempt(
+        self,
+        session: SessionRow,
+        plan: Plan,
+        where: Where,
+        choice: SummarizerChoice | None,
+        gate: Gate | None = None,
     ) -> list[Done]:
         """``run``, where a compaction that wrote nothing is no error (the compile goes on)."""
         try:
-            return [await self.run(session, plan, where, choice)]
+            return [await self.run(session, plan, where, choice, gate)]
         except Busy:
             self.notes.append("a compaction of this session is running in another request: "
                               "compiled without waiting for it")  # fmt: skip
@@ -275,7 +291,7 @@ def _outcome(done: Done, where: Where) -> dict[str, Any]:
     """The figures of a compaction for its event."""
     row, summary = done.row, done.summary
     usage = summary.usage if summary is not None else None
-    return {
+    out = {
         "compaction_id": row.id, "tokens_after": row.tokens_after,
         "summary_tokens": row.summary_tokens, "messages_after": done.messages_after,
         "budget_used_pct": where.pct(row.tokens_after),
@@ -284,6 +300,11 @@ def _outcome(done: Done, where: Where) -> dict[str, Any]:
         "constraints": len(summary.constraints) if summary is not None else 0,
         "summarizer_usage": usage.as_json() if usage is not None else None,
     }  # fmt: skip
+    if row.economics is not None:
+        out["economics"] = row.economics
+    if row.prepared_at is not None:
+        out["prepared_at"] = row.prepared_at.isoformat()
+    return out
 
 
 def _loss_counts(loss: dict[str, Any] | None) -> dict[str, int] | None:

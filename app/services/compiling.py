@@ -37,9 +37,10 @@ from app.services import cpu
 from app.services.cache import Entry, MessageCache
 from app.services.calibration import calibration_for, key_for
 from app.services.compaction import Done
-from app.services.compactor import Compactor, Report, compact_due
+from app.services.compactor import Compactor, compact_due
 from app.services.digesting import Digester, Tail, job_after, long_history, read_tail, view_of
 from app.services.originals import keep_originals
+from app.services.reports import Report
 from app.services.sessions import require_session_and_tenant_name, session_profile
 from app.storage import compiles
 from app.storage.db import autocommit

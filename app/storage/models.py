@@ -296,6 +296,24 @@ class CompactionRow(Base):
     summarizer: Mapped[str | None] = mapped_column(String(128))  # which one wrote the summary
     loss: Mapped[dict[str, Any] | None] = mapped_column(Json, nullable=True)  # Loss.as_json()
     created_at: Mapped[datetime] = mapped_column(UTCDateTime())
+    # When its summary was made in the background (None: by the request that applied it).
+    prepared_at: Mapped[datetime | None] = mapped_column(UTCDateTime(), nullable=True)
+    # The cache-economic gate's figures (request-boundary compactions of a compile).
+    economics: Mapped[dict[str, Any] | None] = mapped_column(Json, nullable=True)
+
+
+class PreparedCompactionRow(Base):
+    """A request-boundary compaction summarised in the background and not yet applied: the seqs
+    it takes, a digest of their stored content (swapped in only if both still hold) and the
+    summary. At most one per session; gone with every rewrite of the history."""
+
+    __tablename__ = "prepared_compactions"
+
+    session_pk: Mapped[str] = _session_fk()
+    seqs: Mapped[list[int]] = mapped_column(Json)
+    digest: Mapped[str] = mapped_column(String(64))
+    summary: Mapped[dict[str, Any]] = mapped_column(Json)
+    prepared_at: Mapped[datetime] = mapped_column(UTCDateTime())
 
 
 class EventRow(Base):

@@ -19,6 +19,7 @@ from app.storage.models import (
     IdempotencyKeyRow,
     MessageRow,
     PayloadRow,
+    PreparedCompactionRow,
     SessionRow,
     TenantRow,
     ToolPartRow,
@@ -276,12 +277,14 @@ async def last_reported(db: AsyncSession, pk: SessionPk) -> CompileRow | None:
 
 
 async def rewrite_history(db: AsyncSession, pk: SessionPk) -> None:
-    """Count a rewrite of the history (a compaction): digests of it before are no longer used."""
+    """Count a rewrite of the history (a compaction): digests of it before are no longer used,
+    and a compaction prepared of it is dropped."""
     await db.execute(
         update(SessionRow)
         .where(SessionRow.pk == pk)
         .values(history_version=SessionRow.history_version + 1)
     )
+    await db.execute(delete(PreparedCompactionRow).where(PreparedCompactionRow.session_pk == pk))
 
 
 async def end_provider_session(db: AsyncSession, pk: SessionPk) -> None:

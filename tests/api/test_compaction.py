@@ -32,8 +32,10 @@ from tests.api.sse import stream
 from tests.api.test_compile import valid
 from tests.conftest import Api, new_session, row_counts
 
+# Compaction itself, inline in the compile over the trigger (not prepared in the background:
+# tests/api/test_background_compaction.py covers that).
 POLICY = {"trigger_tokens": 2_000, "target_tokens": 800, "min_messages": 10,
-          "summary_tokens": 300}  # fmt: skip
+          "summary_tokens": 300, "background": False}  # fmt: skip
 
 
 def work_history(rounds: int) -> list[dict[str, Any]]:

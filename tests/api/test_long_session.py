@@ -164,7 +164,9 @@ def test_a_model_that_ignores_the_budget_cannot_wedge_the_session(database_url: 
             summarizer_model="m", summarizer_retries=0,
         )  # fmt: skip
         with LiveServer(settings) as server, httpx.Client(base_url=server.url) as client:
-            policy = {"trigger_tokens": 8_000, "summary_tokens": 1_000}
+            # Inline (not prepared in the background): each compile's summariser request pairs
+            # with the compaction it made.
+            policy = {"trigger_tokens": 8_000, "summary_tokens": 1_000, "background": False}
             sid = new_session(client, provider="gpt-4o", context_window=WINDOW, compaction=policy)
             append(client, sid, [{"role": "user", "content": "Map every handler."}])
             statuses = []

@@ -15,7 +15,7 @@ from app.api.archive_schemas import (
     CompactionList,
     CompactRequest,
 )
-from app.api.compile_schemas import CompactionRead
+from app.api.compile_schemas import CompactionEconomics, CompactionRead
 from app.api.deps import DbDep, StateDep, TenantDep
 from app.api.metrics import metered_compactor
 from app.api.problems import FieldError, check_body, invalid, responses
@@ -38,7 +38,8 @@ def compaction_read(row: CompactionRow) -> CompactionRead:
         tokens_removed=row.tokens_before - row.tokens_after + row.summary_tokens,
         summary_tokens=row.summary_tokens, cache_rewrite_tokens=row.cache_rewrite_tokens,
         resets_provider_session=row.resets_provider_session, summarizer=row.summarizer,
-        created_at=row.created_at,
+        created_at=row.created_at, prepared_at=row.prepared_at,
+        economics=None if row.economics is None else CompactionEconomics(**row.economics),
     )  # fmt: skip
 
 

@@ -186,7 +186,7 @@ async def compile_session(
     catalog = state.settings.catalog
     compactor = metered_compactor(
         db, state.counter, state.summarizer, now, catalog, state.metrics, trigger="compile",
-        lease_seconds=state.settings.compaction_lease_seconds,
+        lease_seconds=state.settings.compaction_lease_seconds, preparer=state.preparer,
     )  # fmt: skip
     with counted(state.metrics, "session") as tally:
         done = await compiling.compile_session(

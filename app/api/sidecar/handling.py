@@ -141,7 +141,7 @@ async def _compile(
     async with state.sessionmaker() as db:
         compactor = metered_compactor(
             db, state.counter, state.summarizer, now, catalog, state.metrics, trigger="compile",
-            lease_seconds=state.settings.compaction_lease_seconds,
+            lease_seconds=state.settings.compaction_lease_seconds, preparer=state.preparer,
         )  # fmt: skip
         return await compiling.compile_session(
             db, state.cache, state.registry, turn.tenant, opened.session_id, options, now,

@@ -60,6 +60,27 @@ class CompactionPolicy(BaseModel):
         True, description="The opening task (the conversation's first user prompt) stays as "
         "it was, never summarised."
     )  # fmt: skip
+    background: bool = Field(
+        True, description="Request-boundary compaction is prepared in the background from "
+        "`prepare_pct` of the trigger and swapped in by a compile over the trigger; a compile "
+        "compacts inline only when the history does not fit the context window. False: the "
+        "compile over the trigger compacts inline."
+    )  # fmt: skip
+    prepare_pct: Pct = Field(70, description="Percent of `trigger_tokens` from which a "
+                             "compaction is prepared in the background.")  # fmt: skip
+    min_shed_pct: float = Field(
+        10, ge=0, le=100, description="A request-boundary compaction that would shed less than "
+        "this percent of the history's tokens is not applied."
+    )  # fmt: skip
+    economic_gate: bool = Field(
+        True, description="A request-boundary compaction is applied only when the tokens it "
+        "sheds over the expected turns outweigh the prompt cache it rewrites (overridden when "
+        "the history does not fit the context window)."
+    )  # fmt: skip
+    expected_turns: int | None = Field(
+        None, ge=1, le=10_000, description="Turns the session is expected to run on, for the "
+        "gate (default: its API rounds so far, 1 to 100)."
+    )  # fmt: skip
     summarizer: SummarizerChoice | None = Field(
         None, description="The summariser: a deployment profile, and what changes of it (a "
         "request's `summarizer` replaces the session's whole)."
@@ -76,6 +97,11 @@ class CompactionPolicy(BaseModel):
     @property
     def low_water(self) -> int:
         return self.target_tokens if self.target_tokens is not None else self.trigger_tokens // 2
+
+    @property
+    def prepare_tokens(self) -> int:
+        """The early mark: past it a compaction is prepared in the background."""
+        return int(self.trigger_tokens * self.prepare_pct / 100)
 
 
 @dataclass(frozen=True)

@@ -1,0 +1,130 @@
+"""Request-boundary compaction off the request path: what a compile does about it.
+
+Past the early mark (``prepare_pct`` of ``trigger_tokens``) with nothing prepared, a compile
+schedules a preparation (app/services/preparing.py) and goes on. Over the trigger, it swaps in
+the prepared one, in one transaction, if the messages it takes are all still stored and
+unchanged (else it is discarded and another prepared), and if the gate lets it through (a
+refused one stays for a later compile, when more turns may make it pay). With nothing to swap
+in, it schedules one and compiles without compacting (a warning says so). Only when the stored
+history does not fit the context window does the compile compact inline, the gate then
+overridden.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import TYPE_CHECKING
+
+from app.domain.compaction.planning import CompactionPolicy, Plan, plan_session
+from app.domain.compilers.base import Item
+from app.domain.sessions import SessionPk
+from app.services import cpu
+from app.services.compaction import Done, Gate, NotCompacted, Refused, Where, stored_items
+from app.services.preparing import Preparation, Prepared, content_digest, summary_of
+from app.storage import prepared as store
+from app.storage import queries
+from app.storage.models import MessageRow, PreparedCompactionRow, SessionRow
+
+if TYPE_CHECKING:
+    from app.services.compactor import Compactor
+
+PREPARING = ("the history is over trigger_tokens: a compaction is being prepared in the "
+             "background; compiled without it")  # fmt: skip
+
+
+async def due(
+    compactor: Compactor,
+    session: SessionRow,
+    policy: CompactionPolicy,
+    where: Where,
+    count: int,
+    total: int,
+) -> list[Done]:
+    """What the compile does about request-boundary compaction of a history of ``count``
+    messages and ``total`` tokens."""
+    exceeded = total > where.context_window
+    if count < policy.min_messages or (total <= policy.prepare_tokens and not exceeded):
+        return []
+    db, pk = compactor.db, SessionPk(session.pk)
+    found = await store.load(db, pk)
+    over = total > policy.trigger_tokens
+    if not (over or exceeded):
+        if found is None:
+            _schedule(compactor, pk, policy, where)
+        return []
+    rows = await queries.all_messages(db, pk)
+    items = await cpu.run_sync(stored_items, rows, where.encoding)
+    if found is not None:
+        plan = await cpu.run_sync(_still_valid, found, rows, items, policy)
+        if plan is not None:
+            swapped = await _swap(compactor, session, plan, found, policy, where, items, exceeded)
+            if swapped is not None:
+                return swapped
+        await store.drop(db, pk)
+        await db.commit()
+    if exceeded:
+        plan = plan_session(items, policy, now=True)
+        if plan is None:
+            return []
+        gate = Gate.of(policy, where, items, forced=True)
+        return await compactor.attempt(session, plan, where, policy.summarizer, gate)
+    if _schedule(compactor, pk, policy, where) or _preparing(compactor, pk):
+        compactor.notes.append(PREPARING)
+    return []
+
+
+def _still_valid(
+    found: PreparedCompactionRow,
+    rows: Sequence[MessageRow],
+    items: list[Item],
+    policy: CompactionPolicy,
+) -> Plan | None:
+    """The prepared compaction as a plan of the history now, if the messages it takes are all
+    still stored and unchanged."""
+    seqs = set(found.seqs)
+    taken = [r for r in rows if r.seq in seqs]
+    if len(taken) != len(seqs) or content_digest(taken) != found.digest:
+        return None
+    return Plan(
+        "session",
+        tuple(i for i in items if i.seq in seqs),
+        tuple(i for i in items if i.seq not in seqs),
+        policy.summary_tokens,
+    )
+
+
+async def _swap(
+    compactor: Compactor,
+    session: SessionRow,
+    plan: Plan,
+    found: PreparedCompactionRow,
+    policy: CompactionPolicy,
+    where: Where,
+    items: list[Item],
+    exceeded: bool,
+) -> list[Done] | None:
+    """Apply the prepared compaction; None when it is to be discarded (it would shed too
+    little of the history now)."""
+    gate = Gate.of(policy, where, items, forced=exceeded)
+    prepared = Prepared(summary_of(found.summary), found.prepared_at)
+    try:
+        return [await compactor.run(session, plan, where, policy.summarizer, gate, prepared)]
+    except Refused as err:
+        if err.too_little:
+            return None
+        compactor.notes.append(f"the prepared compaction was not applied: {err}")
+        return []
+    except NotCompacted:  # busy, or another compaction took its messages (and dropped it)
+        return []
+
+
+def _schedule(compactor: Compactor, pk: SessionPk, policy: CompactionPolicy, where: Where) -> bool:
+    preparer = compactor.preparer
+    if preparer is None:
+        return False
+    summarizer = compactor.summarizer_for(policy.summarizer)
+    return preparer.schedule(Preparation(pk, policy, where, summarizer, compactor.counter))
+
+
+def _preparing(compactor: Compactor, pk: SessionPk) -> bool:
+    return compactor.preparer is not None and compactor.preparer.running(pk)

@@ -1,0 +1,211 @@
+"""Request-boundary compactions prepared in the background (issue 16, part 5).
+
+A compile that finds the history past the policy's early mark (``prepare_pct`` of the trigger)
+schedules a preparation and does not wait for it: under the session's compaction lease (one at
+a time across replicas), it plans as a compaction asked for now would, calls the summariser
+with no transaction held, and stores the summary with the seqs it takes and a digest of their
+stored content, without applying it. A later compile over the trigger swaps it in
+(app/services/boundary.py) if those messages are all still there, unchanged.
+
+One task per session in this process, at most ``background_compactions`` summarising at once,
+and at most ``MAX_WAITING`` sessions waiting: more are not scheduled (a later compile schedules
+them again). Shutdown cancels them all. A process that stops mid-way leaves at most an expired
+lease (taken over as usual) and nothing stored, or a stored preparation a later compile checks.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import hashlib
+import logging
+from collections.abc import Callable, Sequence
+from dataclasses import asdict, dataclass
+from datetime import UTC, datetime
+from typing import Any, Literal
+
+import anyio
+from sqlalchemy.ext.asyncio import AsyncEngine, AsyncSession, async_sessionmaker
+
+from app.adapters.summarizers import Summarizer, Summary
+from app.adapters.summarizers.base import Usage
+from app.domain.compaction.economics import sheds_enough
+from app.domain.compaction.planning import CompactionPolicy, plan_session
+from app.domain.errors import NotFound
+from app.domain.sessions import SessionPk
+from app.domain.summaries.loss import OUTCOMES, Loss, LossEntry
+from app.domain.tokens import TokenCounter
+from app.services import cpu, leases
+from app.services.cache import canonical_json
+from app.services.compaction import Where, stored_items, within_budget
+from app.storage import prepared as store
+from app.storage import queries
+from app.storage.models import MessageRow
+
+log = logging.getLogger(__name__)
+MAX_WAITING = 1024
+Outcome = Literal["prepared", "busy", "exists", "none", "stale", "gone", "failed"]
+
+
+@dataclass(frozen=True)
+class Prepared:
+    """A summary made in the background, and when."""
+
+    summary: Summary
+    at: datetime
+
+
+@dataclass(frozen=True)
+class Preparation:
+    """A compaction to prepare: the session, its policy and where it is measured, and the
+    summariser its policy chose."""
+
+    pk: SessionPk
+    policy: CompactionPolicy
+    where: Where
+    summarizer: Summarizer
+    counter: TokenCounter
+
+
+def content_digest(rows: Sequence[MessageRow]) -> str:
+    """A digest of stored messages as they are now (seq, section, role, name, content and
+    metadata): equal only if none of them changed."""
+    hashed = hashlib.sha256()
+    for r in rows:
+        hashed.update(canonical_json([r.seq, r.section, r.role, r.name, r.content, r.meta]))
+    return hashed.hexdigest()
+
+
+def summary_json(summary: Summary) -> dict[str, Any]:
+    """A summary as stored with its preparation."""
+    out = asdict(summary)
+    out["loss"] = None if summary.loss is None else summary.loss.as_json()
+    return out
+
+
+def summary_of(stored: dict[str, Any]) -> Summary:
+    """A stored summary back (a loss report keeps each entry's head, as records do; the
+    constraints its block carries and the summariser's usage as they were)."""
+    loss = stored.get("loss")
+    fields = {k: v for k, v in stored.items() if k in Summary.__dataclass_fields__}
+    fields["constraints"] = tuple(stored.get("constraints") or ())
+    usage = stored.get("usage")
+    fields["usage"] = Usage(**usage) if isinstance(usage, dict) else None
+    if loss is not None:
+        outcome = {n: tuple(LossEntry(e["kind"], e["text"], tuple(e["seqs"])) for e in loss[n])
+                   for n in OUTCOMES}  # fmt: skip
+        fields["loss"] = Loss(**outcome, notes=tuple(loss.get("notes", ())))
+    return Summary(**fields)
+
+
+class Preparer:
+    """Prepares compactions in the background, one task per session at a time."""
+
+    def __init__(
+        self,
+        maker: async_sessionmaker[AsyncSession],
+        lease_seconds: float,
+        concurrency: int,
+        on_done: Callable[[Outcome], None] = lambda _: None,
+    ) -> None:
+        self.maker, self.lease_seconds, self.on_done = maker, lease_seconds, on_done
+        self._running: dict[str, asyncio.Task[None]] = {}
+        self._slots = asyncio.Semaphore(concurrency)
+
+    def schedule(self, job: Preparation) -> bool:
+        """Start preparing ``job`` unless one of its session runs or too many wait."""
+        if job.pk in self._running or len(self._running) >= MAX_WAITING:
+            return False
+        task = asyncio.create_task(self._run(job))
+        self._running[job.pk] = task
+        task.add_done_callback(lambda _: self._running.pop(job.pk, None))
+        return True
+
+    def running(self, pk: SessionPk) -> bool:
+        return pk in self._running
+
+    async def _run(self, job: Preparation) -> None:
+        outcome: Outcome = "failed"
+        try:
+            async with self._slots:
+                outcome = await self._prepare(job)
+        except NotFound:
+            outcome = "gone"
+        except Exception:  # a background task: nothing waits for it to fail
+            log.warning("a compaction of session %s could not be prepared", job.pk, exc_info=True)
+        finally:
+            self.on_done(outcome)
+
+    async def _prepare(self, job: Preparation) -> Outcome:
+        async with self.maker() as db:
+            lease = await leases.take(db, job.pk, self.lease_seconds)
+            if lease is None:
+                await db.commit()
+                return "busy"
+            try:
+                outcome = await self._under(db, job, lease)
+            except BaseException:
+                with anyio.CancelScope(shield=True):
+                    await _give_back(db, lease)
+                raise
+            return outcome
+
+    async def _under(self, db: AsyncSession, job: Preparation, lease: leases.Lease) -> Outcome:
+        """Plan, summarise and store, holding ``lease`` (given back in the last transaction)."""
+        if await store.load(db, job.pk) is not None:
+            await _give_back(db, lease)
+            return "exists"
+        rows = await queries.all_messages(db, job.pk)
+        items = await cpu.run_sync(stored_items, rows, job.where.encoding)
+        plan = plan_session(items, job.policy, now=True)
+        if plan is None or not sheds_enough(
+            plan.tokens_taken, plan.tokens_before, job.policy.min_shed_pct
+        ):
+            await _give_back(db, lease)
+            return "none"
+        seqs = [i.seq for i in plan.taken]
+        digest = content_digest([r for r in rows if r.seq in set(seqs)])
+        del rows, items
+        await db.commit()  # no transaction (nor connection) is held while it summarises
+        async with leases.kept(_engine(db), lease):
+            encoder = job.counter.encoder(job.where.encoding)
+            summary = await within_budget(job.summarizer, plan, encoder, job.where.output)
+        if not await queries.lock_session(db, job.pk):
+            return "gone"
+        if not await leases.holds(db, lease):
+            await db.rollback()
+            return "busy"
+        if content_digest(await queries.messages_at(db, job.pk, seqs)) != digest:
+            await _give_back(db, lease)
+            return "stale"
+        await store.save(db, job.pk, seqs, digest, summary_json(summary), datetime.now(UTC))
+        await leases.release(db, lease)
+        await db.commit()
+        return "prepared"
+
+    async def idle(self) -> None:
+        """Wait for the preparations running now (tests; shutdown)."""
+        while self._running:
+            await asyncio.gather(*self._running.values(), return_exceptions=True)
+
+    async def close(self) -> None:
+        for task in self._running.values():
+            task.cancel()
+        await self.idle()
+
+
+def _engine(db: AsyncSession) -> AsyncEngine:
+    engine = db.bind
+    assert isinstance(engine, AsyncEngine)
+    return engine
+
+
+async def _give_back(db: AsyncSession, lease: leases.Lease) -> None:
+    """Give the lease back (unless another took it over) and end the transaction; a failing
+    database leaves it to expire."""
+    try:
+        await db.rollback()
+        if await leases.holds(db, lease):
+            await leases.release(db, lease)
+        await db.commit()
+    except Exception:
+        await db.rollback()

@@ -1,0 +1,287 @@
+"""Request-boundary compaction off the request path (issue 16, parts 5 and 6), over HTTP on both
+databases with a real webhook summariser: prepared in the background past the early mark (the
+compile does not wait for it), swapped in by a compile over the trigger, discarded when the
+history changed under it; inline only when the window is exceeded; a minimum shed and a
+cache-economic gate, both reported."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections.abc import Iterator
+from contextlib import ExitStack, contextmanager
+from typing import Any
+
+import httpx
+import pytest
+from sqlalchemy import select, update
+
+from app.settings import Settings
+from app.storage.db import create_engine
+from app.storage.models import PreparedCompactionRow, SessionRow
+from tests.api.sse import stream
+from tests.api.test_compaction import work_history
+from tests.api.webhook_summarizer import SECRET, Webhook, webhook
+from tests.conftest import Api, LiveServer, new_session
+
+PREPARING = "a compaction is being prepared in the background"
+
+
+@contextmanager
+def served(api: Api, hook: Webhook) -> Iterator[httpx.Client]:
+    """An app instance on the test database whose summariser is ``hook``, and a client of it."""
+    settings = Settings(
+        database_url=api.database_url, auth="keys", summarizer="webhook",
+        summarizer_url=hook.url, summarizer_webhook_secret=SECRET, summarizer_retries=0,
+        summarizer_timeout_seconds=120, summarizer_deadline_seconds=120,
+    )  # fmt: skip
+    with LiveServer(settings) as server, api.client() as client:
+        client.base_url = httpx.URL(server.url)
+        yield client
+
+
+def prepared_row(url: str, sid: str) -> dict[str, Any] | None:
+    """The session's prepared compaction as stored (seqs, digest, prepared_at), if any."""
+
+    async def run() -> dict[str, Any] | None:
+        engine = create_engine(url)
+        try:
+            async with engine.connect() as conn:
+                query = (
+                    select(PreparedCompactionRow.seqs, PreparedCompactionRow.digest,
+                           PreparedCompactionRow.prepared_at)
+                    .join(SessionRow, SessionRow.pk == PreparedCompactionRow.session_pk)
+                    .where(SessionRow.id == sid)
+                )  # fmt: skip
+                found = (await conn.execute(query)).first()
+                return None if found is None else dict(found._mapping)
+        finally:
+            await engine.dispose()
+
+    return asyncio.run(run())
+
+
+def spoil_digest(url: str, sid: str) -> None:
+    """Make the stored preparation disagree with the history (as one left from a history
+    changed since would)."""
+
+    async def run() -> None:
+        engine = create_engine(url)
+        try:
+            async with engine.begin() as conn:
+                pk = select(SessionRow.pk).where(SessionRow.id == sid).scalar_subquery()
+                await conn.execute(
+                    update(PreparedCompactionRow)
+                    .where(PreparedCompactionRow.session_pk == pk)
+                    .values(digest="0" * 64)
+                )
+        finally:
+            await engine.dispose()
+
+    asyncio.run(run())
+
+
+def wait_prepared(url: str, sid: str, seconds: float = 30) -> dict[str, Any]:
+    deadline = time.monotonic() + seconds
+    while (found := prepared_row(url, sid)) is None:
+        assert time.monotonic() < deadline, "no compaction was prepared"
+        time.sleep(0.05)
+    return found
+
+
+def session_past_the_mark(client: httpx.Client, **policy: Any) -> tuple[str, int]:
+    """A session of 12 tool rounds whose policy puts it past the early mark (80% of the
+    trigger), and its tokens."""
+    sid = new_session(client, provider="gpt-4o")
+    posted = client.post(f"/v1/sessions/{sid}/messages", json={"messages": work_history(12)})
+    assert posted.status_code == 201, posted.text
+    tokens: int = client.get(f"/v1/sessions/{sid}").json()["tokens"]
+    compaction = {"trigger_tokens": tokens * 5 // 4, "target_tokens": tokens * 2 // 5,
+                  "min_messages": 10, "summary_tokens": 300, **policy}  # fmt: skip
+    client.patch(f"/v1/sessions/{sid}", json={"compaction": compaction}).raise_for_status()
+    return sid, tokens
+
+
+def grow(client: httpx.Client, sid: str, rounds: int = 8) -> None:
+    """More tool rounds, past the trigger."""
+    more = work_history(rounds)[1:-2]
+    for m in more:
+        if m.get("tool_calls"):
+            m["tool_calls"][0]["id"] += "_more"
+        if m.get("tool_call_id"):
+            m["tool_call_id"] += "_more"
+    more += [{"role": "assistant", "content": "Read those too."},
+             {"role": "user", "content": "Go on."}]  # fmt: skip
+    client.post(f"/v1/sessions/{sid}/messages", json={"messages": more}).raise_for_status()
+
+
+def compile_it(client: httpx.Client, sid: str, **body: Any) -> dict[str, Any]:
+    answer = client.post(f"/v1/sessions/{sid}/compile", json=body)
+    assert answer.status_code == 200, answer.text
+    out: dict[str, Any] = answer.json()
+    return out
+
+
+def test_past_the_mark_a_compaction_is_prepared_without_the_compile_waiting_and_swapped_in_later(
+    api: Api,
+) -> None:
+    with webhook(delay=0) as hook, served(api, hook) as client:
+        sid, _ = session_past_the_mark(client)
+        hook.hold.set()  # the summariser answers only once released
+        try:
+            # A compile that waited for the held summariser would time out here.
+            first = client.post(f"/v1/sessions/{sid}/compile", json={}, timeout=20)
+            assert first.status_code == 200, first.text
+            assert first.json()["compactions"] == []
+            assert hook.called.wait(30), "no compaction was prepared"
+            assert prepared_row(api.database_url, sid) is None  # still summarising
+        finally:
+            hook.hold.clear()
+        stored = wait_prepared(api.database_url, sid)
+        grow(client, sid)
+        with stream(client, sid, after=0) as events:
+            answer = compile_it(client, sid)
+            start, end = events.read(2)
+        [done] = answer["compactions"]
+        assert hook.calls == 1  # swapped in: no summariser call on the request path
+        assert prepared_row(api.database_url, sid) is None
+        assert (done["seq_from"], done["seq_to"]) == (stored["seqs"][0], stored["seqs"][-1])
+        assert done["messages"] == len(stored["seqs"])
+        assert done["prepared_at"] is not None and done["economics"]["applied"] is True
+        assert answer["messages"][0]["content"].startswith("[Summary of the earlier conversation]")
+        assert (start.event, end.event) == ("context_compaction_start", "context_compaction_end")
+        assert end.data["outcome"] == "compacted" and end.data["prepared_at"]
+        assert end.data["economics"] == done["economics"]
+        record = client.get(f"/v1/sessions/{sid}/compactions/{done['id']}").json()
+        assert [m["seq"] for m in record["archived"]] == stored["seqs"]
+
+
+def test_a_compile_over_the_trigger_with_nothing_prepared_prepares_one_and_compiles_without(
+    api: Api,
+) -> None:
+    with webhook(delay=0) as hook, served(api, hook) as client:
+        sid, _ = session_past_the_mark(client, prepare_pct=100)
+        grow(client, sid)
+        hook.hold.set()
+        try:
+            answer = client.post(f"/v1/sessions/{sid}/compile", json={}, timeout=20)
+            assert answer.status_code == 200, answer.text
+            assert answer.json()["compactions"] == []
+            assert any(PREPARING in w for w in answer.json()["warnings"])
+        finally:
+            hook.hold.clear()
+        wait_prepared(api.database_url, sid)
+        [done] = compile_it(client, sid)["compactions"]
+        assert done["prepared_at"] is not None and hook.calls == 1
+
+
+def test_a_preparation_the_history_changed_under_is_discarded_and_another_prepared(
+    api: Api,
+) -> None:
+    with webhook(delay=0) as hook, served(api, hook) as client:
+        sid, _ = session_past_the_mark(client)
+        compile_it(client, sid)
+        wait_prepared(api.database_url, sid)
+        # A compaction of the history drops the preparation of it.
+        micro = client.post(f"/v1/sessions/{sid}/compact", json={"kind": "micro"})
+        assert micro.status_code == 201, micro.text
+        assert prepared_row(api.database_url, sid) is None
+        grow(client, sid)
+        assert any(PREPARING in w for w in compile_it(client, sid)["warnings"])
+        wait_prepared(api.database_url, sid)
+        assert hook.calls == 3  # the first preparation, the micro compaction, the second
+        # One whose messages no longer read as they did when it was made is not swapped in.
+        spoil_digest(api.database_url, sid)
+        answer = compile_it(client, sid)
+        assert answer["compactions"] == []
+        assert any(PREPARING in w for w in answer["warnings"])
+        fresh = wait_prepared(api.database_url, sid)
+        assert fresh["digest"] != "0" * 64 and hook.calls == 4
+        [done] = compile_it(client, sid)["compactions"]
+        assert done["prepared_at"] is not None
+
+
+def test_a_history_that_does_not_fit_the_window_is_compacted_inline(api: Api) -> None:
+    with webhook(delay=0) as hook, served(api, hook) as client:
+        sid, tokens = session_past_the_mark(client, prepare_pct=100)
+        grow(client, sid)
+        answer = compile_it(client, sid, context_window=tokens)
+        [done] = answer["compactions"]
+        assert done["prepared_at"] is None and done["economics"]["applied"] is True
+        assert hook.calls == 1
+
+
+def test_a_compaction_that_sheds_too_little_is_not_applied(api: Api) -> None:
+    with webhook(delay=0) as hook, served(api, hook) as client:
+        sid, _ = session_past_the_mark(client, background=False, min_shed_pct=100)
+        grow(client, sid)
+        with stream(client, sid, after=0) as events:
+            assert compile_it(client, sid)["compactions"] == []
+            start, end = events.read(2)
+        assert start.event == "context_compaction_start"
+        assert end.data["outcome"] == "skipped" and "min_shed_pct" in end.data["skipped"]
+        assert end.data["economics"]["applied"] is False
+        assert hook.calls == 0  # refused before any summariser was called
+        assert client.get(f"/v1/sessions/{sid}/compactions").json()["items"] == []
+
+
+@pytest.mark.parametrize(("turns", "applied"), [(1, False), (1_000, True)])
+def test_the_cache_gate_weighs_what_a_compaction_sheds_against_the_cache_it_rewrites(
+    api: Api, turns: int, applied: bool
+) -> None:
+    with webhook(delay=0) as hook, served(api, hook) as client:
+        sid, _ = session_past_the_mark(client, background=False, expected_turns=turns)
+        client.patch(f"/v1/sessions/{sid}", json={"provider": "anthropic"}).raise_for_status()
+        grow(client, sid)
+        with stream(client, sid, after=0) as events:
+            answer = compile_it(client, sid)
+            _, end = events.read(2)
+        economics = end.data["economics"]
+        shed, rewrite = economics["shed_tokens"], economics["rewrite_tokens"]
+        # Anthropic: a cache read is a tenth of the input price, a write 1.25 times it.
+        assert economics["saved"] == pytest.approx(shed * turns * 0.1, abs=0.01)
+        assert economics["cost"] == pytest.approx(rewrite * 1.15, abs=0.01)
+        assert economics["expected_turns"] == turns and economics["applied"] is applied
+        assert len(answer["compactions"]) == int(applied)
+        if applied:
+            assert answer["compactions"][0]["economics"] == economics
+        else:
+            assert end.data["outcome"] == "skipped" and "prompt cache" in end.data["skipped"]
+        assert hook.calls == 1
+
+
+def test_two_instances_on_one_database_prepare_a_compaction_once(api: Api) -> None:
+    if not api.database_url.startswith("postgresql"):
+        pytest.skip("replicas share a Postgres database")
+    with webhook(delay=0) as hook, ExitStack() as stack:
+        one = stack.enter_context(served(api, hook))
+        two = stack.enter_context(served(api, hook))
+        sid, _ = session_past_the_mark(one)
+        hook.hold.set()
+        try:
+            compile_it(one, sid)
+            assert hook.called.wait(30)
+            for client in (one, two, two):
+                assert compile_it(client, sid)["compactions"] == []
+        finally:
+            hook.hold.clear()
+        wait_prepared(api.database_url, sid)
+        for client in (one, two):
+            compile_it(client, sid)
+        time.sleep(0.5)  # a second preparation, had one been scheduled, would have called by now
+        assert hook.calls == 1
+
+
+def test_shutdown_cancels_a_preparation_and_gives_its_lease_back(api: Api) -> None:
+    with webhook(delay=0) as hook:
+        hook.hold.set()  # the summariser never answers while this instance runs
+        with served(api, hook) as client:
+            sid, _ = session_past_the_mark(client)
+            compile_it(client, sid)
+            assert hook.called.wait(30)
+        assert prepared_row(api.database_url, sid) is None
+        hook.hold.clear()
+        with served(api, hook) as client:
+            # The lease is free at once (not left to expire): a compaction may run now.
+            done = client.post(f"/v1/sessions/{sid}/compact", json={"kind": "session"})
+            assert done.status_code == 201, done.text
