@@ -9,7 +9,7 @@ from hypothesis import strategies as st
 from app.adapters.tokenizers import load_counter
 from app.domain.messages import Message, TextPart, ToolCallPart, ToolResultPart
 from app.domain.summaries.entries import statement_entry
-from app.domain.summaries.ledger import gather, merge, summarize_ledger
+from app.domain.summaries.ledger import gather, merge, slack, summarize_ledger
 from app.domain.summaries.subjects import slot_of, subject_of
 
 COUNT = load_counter().encoder("o200k_base").count
@@ -189,3 +189,26 @@ def test_work_grows_linearly_with_the_history() -> None:
         summarize_ledger(said(*lines), 1_000, counting, range(1, n + 1))
         sizes.append(calls)
     assert sizes[1] <= 4 * sizes[0] + 50  # counts per entry, not per pair of entries
+
+
+def test_a_chain_whose_budget_shrinks_by_less_than_the_slack_keeps_every_entry() -> None:
+    lines = [f"FACT: The {letters(k)} service listens on port {8000 + k}." for k in range(40)]
+    budget = 320
+    ledger = summarize_ledger(said(*lines), budget, COUNT, range(1, 41))
+    kept = {e.text for e in (*ledger.loss.kept, *ledger.loss.merged)}
+    assert ledger.loss.dropped and kept  # the budget is full
+    seq = 41
+    for shrink in range(1, slack(budget)):
+        summary = Message(
+            role="user",
+            content=(TextPart(text=f"[Summary of the earlier conversation]\n{ledger.text}"),),
+            metadata={"summarized_seqs": [1, seq - 1]},
+        )
+        news = said(f"FACT: The {letters(100 + shrink)} queue holds {900 + shrink} jobs.", "Done.")
+        seqs = (seq - 1, seq, seq + 1)
+        ledger = summarize_ledger([summary, *news], budget - shrink, COUNT, seqs)
+        seq += 2
+        assert COUNT(ledger.text) <= budget - shrink
+        now = {e.text for e in (*ledger.loss.kept, *ledger.loss.merged)}
+        assert kept <= now, shrink  # no incumbent gave way to a smaller budget or a newcomer
+        kept = now
