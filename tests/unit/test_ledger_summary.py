@@ -55,6 +55,37 @@ def test_a_subject_masks_values_and_names() -> None:
     )
 
 
+def test_a_subject_keeps_what_names_the_thing_and_masks_the_value() -> None:
+    assert subject_of("svc-1 listens on port 8001") != subject_of("svc-2 listens on port 8002")
+    assert subject_of("Host db-7 runs Postgres 15") != subject_of("Host db-9 runs Postgres 16")
+    assert subject_of("vault code is abc-12") == subject_of("vault code is xyz-34")
+    assert subject_of("Deploy region: us-east-1") == subject_of("Deploy region: eu-west-2")
+    assert subject_of("On 2027-03-01 the cap is $400") == subject_of("On 2027-04-02 the cap is $9")
+    assert subject_of("Reviewing the parser. (turn 3.0)") == subject_of(
+        "Reviewing the parser. (turn 10.2)"
+    )  # no verb: every value is masked
+
+
+def test_different_subjects_stay_apart_and_restated_values_replace() -> None:
+    history = said(
+        "svc-1 listens on port 8001.",
+        "svc-2 listens on port 8002.",
+        "The deploy region is us-east-1.",
+        "Worker pool-a uses 4 GiB of memory.",
+        "Worker pool-b uses 8 GiB of memory.",
+        "The deploy region is eu-west-2.",
+        "svc-1 listens on port 9001.",
+    )
+    ledger = summarize_ledger(history, 500, COUNT, range(1, 8))
+    assert [e.text for e in ledger.loss.replaced] == [
+        "The deploy region is us-east-1.",
+        "svc-1 listens on port 8001.",
+    ]
+    for kept in ("svc-2 listens on port 8002.", "svc-1 listens on port 9001.", "pool-a", "pool-b",
+                 "eu-west-2"):  # fmt: skip
+        assert kept in ledger.text
+
+
 def test_state_slots_match_paraphrases_and_keep_scopes_apart() -> None:
     assert slot_of("Report all times in UTC.") == slot_of("From now on, report times in Pacific")
     assert slot_of("Project budget cap is $800 total.") == slot_of(
