@@ -9,7 +9,7 @@ from hypothesis import strategies as st
 from app.adapters.tokenizers import load_counter
 from app.domain.messages import Message, TextPart, ToolCallPart, ToolResultPart
 from app.domain.summaries.entries import statement_entry
-from app.domain.summaries.ledger import gather, merge, summarize_ledger
+from app.domain.summaries.ledger import gather, merge, slack, summarize_ledger
 from app.domain.summaries.subjects import slot_of, subject_of
 
 COUNT = load_counter().encoder("o200k_base").count
@@ -53,6 +53,37 @@ def test_a_subject_masks_values_and_names() -> None:
     assert subject_of("The production database is Postgres") != subject_of(
         "The staging database is MySQL"
     )
+
+
+def test_a_subject_keeps_what_names_the_thing_and_masks_the_value() -> None:
+    assert subject_of("svc-1 listens on port 8001") != subject_of("svc-2 listens on port 8002")
+    assert subject_of("Host db-7 runs Postgres 15") != subject_of("Host db-9 runs Postgres 16")
+    assert subject_of("vault code is abc-12") == subject_of("vault code is xyz-34")
+    assert subject_of("Deploy region: us-east-1") == subject_of("Deploy region: eu-west-2")
+    assert subject_of("On 2027-03-01 the cap is $400") == subject_of("On 2027-04-02 the cap is $9")
+    assert subject_of("Reviewing the parser. (turn 3.0)") == subject_of(
+        "Reviewing the parser. (turn 10.2)"
+    )  # no verb: every value is masked
+
+
+def test_different_subjects_stay_apart_and_restated_values_replace() -> None:
+    history = said(
+        "svc-1 listens on port 8001.",
+        "svc-2 listens on port 8002.",
+        "The deploy region is us-east-1.",
+        "Worker pool-a uses 4 GiB of memory.",
+        "Worker pool-b uses 8 GiB of memory.",
+        "The deploy region is eu-west-2.",
+        "svc-1 listens on port 9001.",
+    )
+    ledger = summarize_ledger(history, 500, COUNT, range(1, 8))
+    assert [e.text for e in ledger.loss.replaced] == [
+        "The deploy region is us-east-1.",
+        "svc-1 listens on port 8001.",
+    ]
+    for kept in ("svc-2 listens on port 8002.", "svc-1 listens on port 9001.", "pool-a", "pool-b",
+                 "eu-west-2"):  # fmt: skip
+        assert kept in ledger.text
 
 
 def test_state_slots_match_paraphrases_and_keep_scopes_apart() -> None:
@@ -189,3 +220,26 @@ def test_work_grows_linearly_with_the_history() -> None:
         summarize_ledger(said(*lines), 1_000, counting, range(1, n + 1))
         sizes.append(calls)
     assert sizes[1] <= 4 * sizes[0] + 50  # counts per entry, not per pair of entries
+
+
+def test_a_chain_whose_budget_shrinks_by_less_than_the_slack_keeps_every_entry() -> None:
+    lines = [f"FACT: The {letters(k)} service listens on port {8000 + k}." for k in range(40)]
+    budget = 320
+    ledger = summarize_ledger(said(*lines), budget, COUNT, range(1, 41))
+    kept = {e.text for e in (*ledger.loss.kept, *ledger.loss.merged)}
+    assert ledger.loss.dropped and kept  # the budget is full
+    seq = 41
+    for shrink in range(1, slack(budget)):
+        summary = Message(
+            role="user",
+            content=(TextPart(text=f"[Summary of the earlier conversation]\n{ledger.text}"),),
+            metadata={"summarized_seqs": [1, seq - 1]},
+        )
+        news = said(f"FACT: The {letters(100 + shrink)} queue holds {900 + shrink} jobs.", "Done.")
+        seqs = (seq - 1, seq, seq + 1)
+        ledger = summarize_ledger([summary, *news], budget - shrink, COUNT, seqs)
+        seq += 2
+        assert COUNT(ledger.text) <= budget - shrink
+        now = {e.text for e in (*ledger.loss.kept, *ledger.loss.merged)}
+        assert kept <= now, shrink  # no incumbent gave way to a smaller budget or a newcomer
+        kept = now

@@ -15,7 +15,7 @@ from __future__ import annotations
 import json
 import re
 from collections.abc import Iterator, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from app.domain.messages import Message, TextPart, ToolCallPart, ToolResultPart, result_text
 from app.domain.summaries.subjects import (
@@ -60,7 +60,8 @@ NO_ERRORS = ("no error", "no errors", "0 errors", "no failures", "0 failed")
 @dataclass(frozen=True)
 class Entry:
     """One ledger entry: its kind, its text, the seqs it came from, what it is about (its
-    subject and state slot) and how specific it is (values and names it carries)."""
+    subject and state slot), how specific it is (values and names it carries) and whether it
+    was carried over from a previous summary (an incumbent, kept in preference to newcomers)."""
 
     kind: str
     text: str
@@ -68,12 +69,16 @@ class Entry:
     subject: str
     slot: str | None
     values: int
+    carried: bool = False
 
     def with_kind(self, kind: str) -> Entry:
-        return Entry(kind, self.text, self.seqs, self.subject, self.slot, self.values)
+        return replace(self, kind=kind)
 
     def with_seqs(self, seqs: tuple[int, ...]) -> Entry:
-        return Entry(self.kind, self.text, seqs, self.subject, self.slot, self.values)
+        return replace(self, seqs=seqs)
+
+    def with_carried(self, carried: bool) -> Entry:
+        return replace(self, carried=carried)
 
 
 def make_entry(kind: str, text: str, seqs: tuple[int, ...]) -> Entry:

@@ -6,11 +6,18 @@ Merging, in history order: an entry saying exactly what a live one says is folde
 pointers joined); an entry with the subject or state slot of a live one replaces it (the later
 value wins, and it keeps the higher-ranked kind of the two: an update of a rule stays a rule).
 The live entries are ranked (kind: rules, goals and open tasks, facts, preferences, errors,
-decisions, tool calls and files, notes; then how many values they carry; then recency) and
-taken in that order while they fit ``budget`` as ``count`` measures the rendered text (an entry
-too long for what is left is passed over for shorter ones below it). The text is never over the
-budget. What was left out stays reachable by the pointers in the last line. The loss report
-(``Loss``) lists every entry by outcome.
+decisions, tool calls and files, notes; then how many values they carry; then incumbents, those
+carried over from the previous summary, before newcomers; then recency) and taken in that order
+while they fit ``budget`` as ``count`` measures the rendered text (an entry too long for what is
+left is passed over for shorter ones below it). The text is never over the budget.
+
+Hysteresis: an incumbent may use the whole budget, a newcomer only the budget less a slack
+(``slack``). So a summary leaves room that the next compactions' slightly smaller budgets (what
+stays beside the summary grows by a few tokens) eat before an incumbent is dropped, and what is
+kept moves in steps rather than losing an entry for good at every small shrink. Pointers and the
+note are fitted after the entries, in what is left, and give way first. What was left out stays
+reachable by the pointers in the last line. The loss report (``Loss``) lists every entry by
+outcome.
 
 Work is linear in the history: each statement is classified once, merged through dictionaries,
 and counted once.
@@ -39,6 +46,8 @@ CountText = Callable[[str], int]
 MAX_POINTERS = 3  # an entry's pointers: its latest sources
 NOTE_SHARE = 64  # the shortest note is kept room for when it costs at most this share
 MIN_SUBJECT_WORDS = 2  # a subject of fewer words (a bare value) replaces nothing
+SLACK_TOKENS = 5  # newcomers leave at least this much of the budget to incumbents ...
+SLACK_SHARE = 32  # ... or this share of it, whichever is more
 
 
 @dataclass(frozen=True)
@@ -116,16 +125,17 @@ def merge(entries: Sequence[Entry]) -> Merged:
             slots[same] = _folded(twin, entry)
             folded.add(same)
             continue
-        kind = entry.kind
+        kind, carried = entry.kind, entry.carried
         for key, index in ((entry.subject, by_subject), (entry.slot, by_slot)):
             at = index.get(key) if key and _keyed(key, index is by_subject) else None
             old = slots[at] if at is not None else None
             if at is not None and old is not None:
                 replaced.append(old)
                 kind = min(kind, old.kind, key=RANK.__getitem__)
+                carried = carried or old.carried
                 slots[at] = None
                 folded.discard(at)
-        entry = entry.with_kind(kind)
+        entry = entry.with_kind(kind).with_carried(carried)
         n = len(slots)
         slots.append(entry)
         by_text[entry.text] = n
@@ -149,11 +159,17 @@ def _keyed(key: str, subject: bool) -> bool:
 def _folded(old: Entry, new: Entry) -> Entry:
     seqs = tuple(dict.fromkeys((*old.seqs, *new.seqs)))[-MAX_POINTERS:]
     kind = min(old.kind, new.kind, key=RANK.__getitem__)
-    return old.with_kind(kind).with_seqs(seqs)
+    return old.with_kind(kind).with_seqs(seqs).with_carried(old.carried or new.carried)
 
 
-def _rank(entry: Entry, position: int) -> tuple[int, int, int]:
-    return RANK[entry.kind], -min(entry.values, 3), -position
+def _rank(entry: Entry, position: int) -> tuple[int, int, bool, int]:
+    return RANK[entry.kind], -min(entry.values, 3), not entry.carried, -position
+
+
+def slack(budget: int) -> int:
+    """The room of ``budget`` newcomers leave to incumbents: what later, smaller budgets take
+    before an incumbent is dropped."""
+    return max(SLACK_TOKENS, budget // SLACK_SHARE)
 
 
 def _fit(
@@ -165,18 +181,20 @@ def _fit(
 ) -> tuple[list[int], str]:
     """The entries (their indexes in ``live``, taken in ``order``) that fit ``budget`` with the
     note (pointing also at the ``earlier`` summary's), and the text. Entries come first (but for
-    the shortest note, when it costs at most 1/``NOTE_SHARE`` of the budget), then the entries'
-    pointers in the same order, then the note, as long as fits."""
+    the shortest note, when it costs at most 1/``NOTE_SHARE`` of the budget, less than the
+    slack), newcomers only while the slack is left, then the entries' pointers in the same order,
+    then the note, as long as fits."""
     least = note_for(spans_of([s for e in live for s in e.seqs], earlier), 1)
     noted = bool(least) and count(least) <= budget // NOTE_SHARE
     room = budget - count(least) if noted else budget
+    spare = slack(budget)
     chosen: list[int] = []
     titled: set[str] = set()
     for n in order:
         entry = live[n]
         title = 0 if entry.kind in titled else count(f"{TITLES[entry.kind]}:\n")
         cost = count(entry_line(entry.with_seqs(())) + "\n") + title
-        if cost <= room:
+        if cost <= room - (0 if entry.carried else spare):
             room -= cost
             chosen.append(n)
             titled.add(entry.kind)

@@ -94,11 +94,11 @@ def read_summary(text: str, seq: int | None) -> Read:
             kind = _KIND_OF[stripped]
         elif kind is not None and stripped:
             text_part, seqs = _pointer(stripped)
-            read.entries.append(make_entry(kind, text_part, seqs))
+            read.entries.append(make_entry(kind, text_part, seqs).with_carried(True))
         elif stripped and not _bracketed(stripped):
             entry = statement_entry(stripped, () if seq is None else (seq,))
             if entry is not None:
-                read.entries.append(entry)
+                read.entries.append(entry.with_carried(True))
     return read
 
 

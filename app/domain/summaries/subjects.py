@@ -1,4 +1,5 @@
-"""What a ledger entry is about: its subject (its text with the values masked) and its state slot.
+"""What a ledger entry is about: its subject (its text with the values masked, the identifiers
+that name the thing kept) and its state slot.
 
 Two entries with the same subject say the same thing of the same thing, up to its values: the
 later one replaces the earlier ("Budget cap is $400" by "Budget cap is $850"). A state slot is a
@@ -41,6 +42,10 @@ BRANCHES = _lexicon("branch rebased checkout")
 CLOCKS = _lexicon("timezone utc pacific eastern gmt clock clocks timestamp timestamps")
 STYLES = _lexicon("answers replies responses tone")
 CODES = ("vault", "access")
+COPULAS = _lexicon(
+    "is are was were be becomes became = == -> => equals listens runs uses holds points lives "
+    "moved changed stays remains means costs"
+)
 
 
 def words(text: str) -> list[str]:
@@ -85,10 +90,21 @@ def _title(token: str) -> bool:
 
 
 def subject_of(text: str) -> str:
-    """``text`` with its values, numbers and names masked, lowercased, punctuation left out."""
+    """``text`` lowercased, punctuation left out, with its values masked: what names the thing
+    (the words before its verb, ``COPULAS``) keeps its identifiers and codes ("svc-1 listens on
+    port 8001" and "svc-2 listens on port 8002" are two subjects) and loses only plain numbers,
+    money and dates; after the verb every value, number and name is masked ("Budget cap is $400"
+    and "Budget cap is $700" are one)."""
     tokens = text.split()
+    verb = next((n for n, t in enumerate(tokens) if _is_copula(t)), -1)
     out: list[str] = []
     for n, token in enumerate(tokens):
+        if n < verb and not _plain_value(token):
+            out += words(token)
+            continue
+        if n == verb and token.endswith(":"):
+            out += words(token)
+            continue
         start = n == 0 or tokens[n - 1].endswith((".", ":", ";", "!", "?"))
         named = not start and _title(token.rstrip(".,;:!?)"))
         if any(c.isdigit() for c in token) or is_value(token) or is_reference(token) or named:
@@ -97,6 +113,24 @@ def subject_of(text: str) -> str:
             continue
         out += words(token)
     return " ".join(out)
+
+
+def _is_copula(token: str) -> bool:
+    """The word that ends what a statement is about: a verb of ``COPULAS``, ``=``, or a word
+    ending in a colon."""
+    core = token.lower().strip(".,;!?()\"'`")
+    return core in COPULAS or (len(core) > 1 and core.endswith(":"))
+
+
+def _plain_value(token: str) -> bool:
+    """A number, an amount of money or a date: a value even where it names nothing."""
+    core = _core(token)
+    if not core:
+        return False
+    if core[0] in "$€£":
+        return True
+    parts = core.replace(",", "").replace(".", "-").replace("/", "-").split("-")
+    return all(p.isdigit() for p in parts)
 
 
 def has_date(text: str, tokens: Sequence[str]) -> bool:
