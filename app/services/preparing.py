@@ -9,7 +9,11 @@ stored content, without applying it. A later compile over the trigger swaps it i
 
 One task per session in this process, at most ``background_compactions`` summarising at once,
 and at most ``MAX_WAITING`` sessions waiting: more are not scheduled (a later compile schedules
-them again). Shutdown cancels them all. A process that stops mid-way leaves at most an expired
+them again). A preparation that found nothing to prepare, or whose summary would lose a
+constraint (``ConstraintLost``, then logged and said by the compiles over the trigger), is not
+tried again until the history has grown by a tenth of its messages (at least one API round) or
+was rewritten: a compile past the mark would otherwise plan it, and call the summariser, anew.
+Shutdown cancels them all. A process that stops mid-way leaves at most an expired
 lease (taken over as usual) and nothing stored, or a stored preparation a later compile checks.
 """
 
@@ -24,6 +28,7 @@ from datetime import UTC, datetime
 from typing import Any, Literal
 
 import anyio
+from cachetools import LRUCache
 from sqlalchemy.ext.asyncio import AsyncEngine, AsyncSession, async_sessionmaker
 
 from app.adapters.summarizers import Summarizer, Summary
@@ -36,14 +41,29 @@ from app.domain.summaries.loss import OUTCOMES, Loss, LossEntry
 from app.domain.tokens import TokenCounter
 from app.services import cpu, leases
 from app.services.cache import canonical_json
-from app.services.compaction import Where, stored_items, within_budget
+from app.services.compaction import ConstraintLost, Where, stored_items, within_budget
 from app.storage import prepared as store
 from app.storage import queries
 from app.storage.models import MessageRow
 
 log = logging.getLogger(__name__)
 MAX_WAITING = 1024
-Outcome = Literal["prepared", "busy", "exists", "none", "stale", "gone", "failed"]
+FUTILE_KEPT = 4096
+Outcome = Literal["prepared", "busy", "exists", "none", "refused", "stale", "gone", "failed"]
+
+
+@dataclass(frozen=True)
+class Futile:
+    """A history of which no compaction could be prepared: its version and how many messages it
+    had, and the refusal when a constraint would have been lost."""
+
+    version: int
+    count: int
+    refused: str | None
+
+    def holds(self, version: int, count: int) -> bool:
+        """Whether a history of ``version`` and ``count`` messages is still that one."""
+        return version == self.version and count < self.count + max(2, self.count // 10)
 
 
 @dataclass(frozen=True)
@@ -64,6 +84,8 @@ class Preparation:
     where: Where
     summarizer: Summarizer
     counter: TokenCounter
+    version: int = 0  # the history's, and how many messages it had, when the compile read it
+    count: int = 0
 
 
 def content_digest(rows: Sequence[MessageRow]) -> str:
@@ -110,10 +132,14 @@ class Preparer:
         self.maker, self.lease_seconds, self.on_done = maker, lease_seconds, on_done
         self._running: dict[str, asyncio.Task[None]] = {}
         self._slots = asyncio.Semaphore(concurrency)
+        self._futile: LRUCache[str, Futile] = LRUCache(FUTILE_KEPT)
 
     def schedule(self, job: Preparation) -> bool:
-        """Start preparing ``job`` unless one of its session runs or too many wait."""
+        """Start preparing ``job`` unless one of its session runs, too many wait, or its history
+        is one of which none could be prepared."""
         if job.pk in self._running or len(self._running) >= MAX_WAITING:
+            return False
+        if self.refusal(job.pk, job.version, job.count) is not None:
             return False
         task = asyncio.create_task(self._run(job))
         self._running[job.pk] = task
@@ -123,16 +149,30 @@ class Preparer:
     def running(self, pk: SessionPk) -> bool:
         return pk in self._running
 
+    def refusal(self, pk: SessionPk, version: int, count: int) -> str | None:
+        """Why no compaction of this history is prepared ("" when there was nothing to
+        prepare), or None when one may be."""
+        futile = self._futile.get(pk)
+        if futile is None or not futile.holds(version, count):
+            return None
+        return futile.refused or ""
+
     async def _run(self, job: Preparation) -> None:
         outcome: Outcome = "failed"
+        refused: str | None = None
         try:
             async with self._slots:
                 outcome = await self._prepare(job)
         except NotFound:
             outcome = "gone"
+        except ConstraintLost as err:
+            outcome, refused = "refused", str(err)
+            log.warning("a compaction of session %s was not prepared: %s", job.pk, err)
         except Exception:  # a background task: nothing waits for it to fail
             log.warning("a compaction of session %s could not be prepared", job.pk, exc_info=True)
         finally:
+            if outcome in ("none", "refused"):
+                self._futile[job.pk] = Futile(job.version, job.count, refused)
             self.on_done(outcome)
 
     async def _prepare(self, job: Preparation) -> Outcome:
@@ -168,7 +208,14 @@ class Preparer:
         await db.commit()  # no transaction (nor connection) is held while it summarises
         async with leases.kept(_engine(db), lease):
             encoder = job.counter.encoder(job.where.encoding)
-            summary = await within_budget(job.summarizer, plan, encoder, job.where.output)
+            try:
+                summary = await within_budget(job.summarizer, plan, encoder, job.where.output)
+            except ConstraintLost as err:  # raised out of the lease's task group, below
+                refused: ConstraintLost | None = err
+            else:
+                refused = None
+        if refused is not None:
+            raise refused
         if not await queries.lock_session(db, job.pk):
             return "gone"
         if not await leases.holds(db, lease):

@@ -16,13 +16,15 @@ import httpx
 import pytest
 from sqlalchemy import select, update
 
+from app.domain.summaries.constraints import checksum
 from app.settings import Settings
 from app.storage.db import create_engine
 from app.storage.models import PreparedCompactionRow, SessionRow
 from tests.api.sse import stream
 from tests.api.test_compaction import work_history
+from tests.api.test_constraints import marked_history
 from tests.api.webhook_summarizer import SECRET, Webhook, webhook
-from tests.conftest import Api, LiveServer, new_session
+from tests.conftest import METRICS_TOKEN, Api, LiveServer, new_session, scrape
 
 PREPARING = "a compaction is being prepared in the background"
 
@@ -34,6 +36,7 @@ def served(api: Api, hook: Webhook) -> Iterator[httpx.Client]:
         database_url=api.database_url, auth="keys", summarizer="webhook",
         summarizer_url=hook.url, summarizer_webhook_secret=SECRET, summarizer_retries=0,
         summarizer_timeout_seconds=120, summarizer_deadline_seconds=120,
+        metrics_token=METRICS_TOKEN,
     )  # fmt: skip
     with LiveServer(settings) as server, api.client() as client:
         client.base_url = httpx.URL(server.url)
@@ -285,3 +288,52 @@ def test_shutdown_cancels_a_preparation_and_gives_its_lease_back(api: Api) -> No
             # The lease is free at once (not left to expire): a compaction may run now.
             done = client.post(f"/v1/sessions/{sid}/compact", json={"kind": "session"})
             assert done.status_code == 201, done.text
+
+
+def preparations(client: httpx.Client) -> dict[str, float]:
+    """``ctxc_compaction_preparations_total`` by outcome."""
+    prefix = 'ctxc_compaction_preparations_total{outcome="'
+    lines = [line for line in scrape(client).text.splitlines() if line.startswith(prefix)]
+    return {line[len(prefix) :].split('"')[0]: float(line.rsplit(" ", 1)[1]) for line in lines}
+
+
+def test_a_preparation_that_would_lose_a_constraint_is_not_tried_again_until_the_history_grows(
+    api: Api,
+) -> None:
+    rule = "Keep every one of these rules: " + " ".join(f"rule-{n} holds." for n in range(150))
+    with webhook(delay=0) as hook, served(api, hook) as client:
+        sid = new_session(client, provider="gpt-4o")
+        posted = client.post(
+            f"/v1/sessions/{sid}/messages", json={"messages": marked_history(rule=rule)}
+        )
+        assert posted.status_code == 201, posted.text
+        tokens: int = client.get(f"/v1/sessions/{sid}").json()["tokens"]
+        compaction = {"trigger_tokens": tokens * 5 // 4, "target_tokens": tokens * 2 // 5,
+                      "min_messages": 10, "summary_tokens": 300}  # fmt: skip
+        client.patch(f"/v1/sessions/{sid}", json={"compaction": compaction}).raise_for_status()
+        compile_it(client, sid)
+        deadline = time.monotonic() + 30
+        while preparations(client).get("refused") != 1:
+            assert time.monotonic() < deadline, preparations(client)
+            time.sleep(0.05)
+        for _ in range(3):  # the same history: not planned (nor summarised) again
+            assert compile_it(client, sid)["compactions"] == []
+        time.sleep(0.5)
+        assert preparations(client) == {"refused": 1}
+        # Over the trigger, the compile says why nothing was prepared.
+        client.post(
+            f"/v1/sessions/{sid}/messages",
+            json={"messages": [{"role": "user", "content": "x " * 2000}]},
+        ).raise_for_status()  # fmt: skip
+        answer = compile_it(client, sid)
+        assert answer["compactions"] == []
+        assert any("refused" in w and checksum(rule) in w for w in answer["warnings"]), answer
+        assert not any(PREPARING in w for w in answer["warnings"])
+        # Grown by a tenth of its messages, the history is tried again.
+        grow(client, sid)
+        compile_it(client, sid)
+        deadline = time.monotonic() + 30
+        while preparations(client).get("refused") != 2:
+            assert time.monotonic() < deadline, preparations(client)
+            time.sleep(0.05)
+        assert hook.calls == 0 and prepared_row(api.database_url, sid) is None
