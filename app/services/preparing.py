@@ -9,9 +9,10 @@ stored content, without applying it. A later compile over the trigger swaps it i
 
 One task per session in this process, at most ``background_compactions`` summarising at once,
 and at most ``MAX_WAITING`` sessions waiting: more are not scheduled (a later compile schedules
-them again). A preparation that found nothing to prepare, or whose summary would lose a
+them again). A preparation that found nothing to prepare (nothing that sheds ``min_shed_pct`` of
+the history, its summary counted: the swap would refuse it), or whose summary would lose a
 constraint (``ConstraintLost``, then logged and said by the compiles over the trigger), is not
-tried again until the history has grown by a tenth of its messages (at least one API round) or
+tried again until the history has grown by a tenth of its messages (at least two) or
 was rewritten: a compile past the mark would otherwise plan it, and call the summariser, anew.
 Shutdown cancels them all. A process that stops mid-way leaves at most an expired
 lease (taken over as usual) and nothing stored, or a stored preparation a later compile checks.
@@ -38,10 +39,16 @@ from app.domain.compaction.planning import CompactionPolicy, plan_session
 from app.domain.errors import NotFound
 from app.domain.sessions import SessionPk
 from app.domain.summaries.loss import OUTCOMES, Loss, LossEntry
-from app.domain.tokens import TokenCounter
+from app.domain.tokens import TokenCounter, count_message
 from app.services import cpu, leases
 from app.services.cache import canonical_json
-from app.services.compaction import ConstraintLost, Where, stored_items, within_budget
+from app.services.compaction import (
+    ConstraintLost,
+    Where,
+    stored_items,
+    summary_message,
+    within_budget,
+)
 from app.storage import prepared as store
 from app.storage import queries
 from app.storage.models import MessageRow
@@ -216,6 +223,10 @@ class Preparer:
                 refused = None
         if refused is not None:
             raise refused
+        shed = plan.tokens_taken - count_message(summary_message(summary.text), encoder)
+        if not sheds_enough(shed, plan.tokens_before, job.policy.min_shed_pct):
+            await _give_back(db, lease)  # the swap would refuse it, and prepare it again
+            return "none"
         if not await queries.lock_session(db, job.pk):
             return "gone"
         if not await leases.holds(db, lease):

@@ -337,3 +337,39 @@ def test_a_preparation_that_would_lose_a_constraint_is_not_tried_again_until_the
             assert time.monotonic() < deadline, preparations(client)
             time.sleep(0.05)
         assert hook.calls == 0 and prepared_row(api.database_url, sid) is None
+
+
+def test_a_preparation_whose_summary_would_shed_too_little_is_not_made_again_and_again(
+    api: Api,
+) -> None:
+    settings = Settings(database_url=api.database_url, auth="keys", metrics_token=METRICS_TOKEN)
+    with LiveServer(settings) as server, api.client() as client:  # the built-in ledger
+        client.base_url = httpx.URL(server.url)
+        probe = new_session(client, provider="gpt-4o")
+        client.post(f"/v1/sessions/{probe}/messages", json={"messages": work_history(12)})
+        tokens: int = client.get(f"/v1/sessions/{probe}").json()["tokens"]
+        policy = {"trigger_tokens": tokens * 5 // 4, "target_tokens": tokens * 2 // 5,
+                  "min_messages": 10, "summary_tokens": 300}  # fmt: skip
+        done = client.post(
+            f"/v1/sessions/{probe}/compact", json={"kind": "session", "policy": policy}
+        ).json()  # fmt: skip
+        shed = done["tokens_before"] - done["tokens_after"]
+        # Enough were the summary nothing, too little with the ledger's (budget-exact) one.
+        least = round(100 * (shed + done["summary_tokens"] / 2) / done["tokens_before"], 2)
+        sid = new_session(client, provider="gpt-4o", compaction={**policy, "min_shed_pct": least})
+        client.post(f"/v1/sessions/{sid}/messages", json={"messages": work_history(12)})
+        compile_it(client, sid)
+        deadline = time.monotonic() + 30
+        while not preparations(client):
+            assert time.monotonic() < deadline, "no preparation ended"
+            time.sleep(0.05)
+        assert preparations(client) == {"none": 1}
+        client.post(
+            f"/v1/sessions/{sid}/messages",
+            json={"messages": [{"role": "user", "content": "x " * 2000}]},
+        ).raise_for_status()  # fmt: skip
+        for _ in range(3):  # over the trigger: nothing swapped in, nothing summarised again
+            assert compile_it(client, sid)["compactions"] == []
+        time.sleep(0.5)
+        assert preparations(client) == {"none": 1}
+        assert prepared_row(api.database_url, sid) is None
