@@ -373,3 +373,22 @@ def test_a_preparation_whose_summary_would_shed_too_little_is_not_made_again_and
         time.sleep(0.5)
         assert preparations(client) == {"none": 1}
         assert prepared_row(api.database_url, sid) is None
+
+
+def test_when_a_compaction_was_prepared_and_its_economics_are_carried_by_export_and_import(
+    api: Api,
+) -> None:
+    with webhook(delay=0) as hook, served(api, hook) as client:
+        sid, _ = session_past_the_mark(client)
+        compile_it(client, sid)
+        wait_prepared(api.database_url, sid)
+        grow(client, sid)
+        [done] = compile_it(client, sid)["compactions"]
+        url = f"/v1/sessions/{sid}/compactions/{done['id']}"
+        record = client.get(url).json()
+        assert record["prepared_at"] is not None and record["economics"]["applied"] is True
+        exported = client.get(f"/v1/sessions/{sid}/export").json()
+        assert client.delete(f"/v1/sessions/{sid}").status_code == 204
+        imported = client.post("/v1/sessions/import", json=exported)
+        assert imported.status_code == 201, imported.text
+        assert client.get(url).json() == record
