@@ -71,7 +71,7 @@ async def due(
         return await compactor.attempt(session, plan, where, policy.summarizer, gate)
     if _schedule(compactor, session, policy, where, count) or _preparing(compactor, pk):
         compactor.notes.append(PREPARING)
-    elif refused := _refusal(compactor, session, count):
+    elif refused := _refusal(compactor, session, policy, where, count):
         compactor.notes.append(f"compaction {refused}; compiled without it")
     return []
 
@@ -121,27 +121,34 @@ async def _swap(
         return []
 
 
+def _job(
+    compactor: Compactor, session: SessionRow, policy: CompactionPolicy, where: Where, count: int
+) -> Preparation:
+    summarizer = compactor.summarizer_for(policy.summarizer)
+    return Preparation(
+        SessionPk(session.pk), policy, where, summarizer, compactor.counter,
+        session.history_version, count,
+    )  # fmt: skip
+
+
 def _schedule(
     compactor: Compactor, session: SessionRow, policy: CompactionPolicy, where: Where, count: int
 ) -> bool:
     preparer = compactor.preparer
-    if preparer is None:
-        return False
-    summarizer = compactor.summarizer_for(policy.summarizer)
-    job = Preparation(
-        SessionPk(session.pk), policy, where, summarizer, compactor.counter,
-        session.history_version, count,
-    )  # fmt: skip
-    return preparer.schedule(job)
+    return preparer is not None and preparer.schedule(
+        _job(compactor, session, policy, where, count)
+    )
 
 
-def _refusal(compactor: Compactor, session: SessionRow, count: int) -> str | None:
+def _refusal(
+    compactor: Compactor, session: SessionRow, policy: CompactionPolicy, where: Where, count: int
+) -> str | None:
     """Why the preparation of this history was refused (a constraint it would lose), if it
     was."""
     preparer = compactor.preparer
     if preparer is None:
         return None
-    return preparer.refusal(SessionPk(session.pk), session.history_version, count) or None
+    return preparer.refusal(_job(compactor, session, policy, where, count)) or None
 
 
 def _preparing(compactor: Compactor, pk: SessionPk) -> bool:

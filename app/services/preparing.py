@@ -12,10 +12,11 @@ and at most ``MAX_WAITING`` sessions waiting: more are not scheduled (a later co
 them again). A preparation that found nothing to prepare (nothing that sheds ``min_shed_pct`` of
 the history, its summary counted: the swap would refuse it), or whose summary would lose a
 constraint (``ConstraintLost``, then logged and said by the compiles over the trigger), is not
-tried again until the history has grown by a tenth of its messages (at least two) or
-was rewritten: a compile past the mark would otherwise plan it, and call the summariser, anew.
-Shutdown cancels them all. A process that stops mid-way leaves at most an expired
-lease (taken over as usual) and nothing stored, or a stored preparation a later compile checks.
+tried again until the history has grown by a tenth of its messages (at least two), was
+rewritten, or the policy changed: a compile past the mark would otherwise plan it, and call
+the summariser, anew. Shutdown cancels them all. A process that stops mid-way leaves at most an
+expired lease (taken over as usual) and nothing stored, or a stored preparation a later compile
+checks.
 """
 
 from __future__ import annotations
@@ -62,15 +63,18 @@ Outcome = Literal["prepared", "busy", "exists", "none", "refused", "stale", "gon
 @dataclass(frozen=True)
 class Futile:
     """A history of which no compaction could be prepared: its version and how many messages it
-    had, and the refusal when a constraint would have been lost."""
+    had, the policy it was planned by, and the refusal when a constraint would have been
+    lost."""
 
     version: int
     count: int
+    policy: CompactionPolicy
     refused: str | None
 
-    def holds(self, version: int, count: int) -> bool:
-        """Whether a history of ``version`` and ``count`` messages is still that one."""
-        return version == self.version and count < self.count + max(2, self.count // 10)
+    def holds(self, job: Preparation) -> bool:
+        """Whether ``job`` would prepare that history again, by that policy."""
+        grown = job.count >= self.count + max(2, self.count // 10)
+        return job.version == self.version and not grown and job.policy == self.policy
 
 
 @dataclass(frozen=True)
@@ -146,7 +150,7 @@ class Preparer:
         is one of which none could be prepared."""
         if job.pk in self._running or len(self._running) >= MAX_WAITING:
             return False
-        if self.refusal(job.pk, job.version, job.count) is not None:
+        if self.refusal(job) is not None:
             return False
         task = asyncio.create_task(self._run(job))
         self._running[job.pk] = task
@@ -156,11 +160,11 @@ class Preparer:
     def running(self, pk: SessionPk) -> bool:
         return pk in self._running
 
-    def refusal(self, pk: SessionPk, version: int, count: int) -> str | None:
-        """Why no compaction of this history is prepared ("" when there was nothing to
-        prepare), or None when one may be."""
-        futile = self._futile.get(pk)
-        if futile is None or not futile.holds(version, count):
+    def refusal(self, job: Preparation) -> str | None:
+        """Why ``job``'s history is not prepared again ("" when there was nothing to prepare),
+        or None when it may be."""
+        futile = self._futile.get(job.pk)
+        if futile is None or not futile.holds(job):
             return None
         return futile.refused or ""
 
@@ -179,7 +183,7 @@ class Preparer:
             log.warning("a compaction of session %s could not be prepared", job.pk, exc_info=True)
         finally:
             if outcome in ("none", "refused"):
-                self._futile[job.pk] = Futile(job.version, job.count, refused)
+                self._futile[job.pk] = Futile(job.version, job.count, job.policy, refused)
             self.on_done(outcome)
 
     async def _prepare(self, job: Preparation) -> Outcome:

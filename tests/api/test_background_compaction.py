@@ -320,6 +320,14 @@ def test_a_preparation_that_would_lose_a_constraint_is_not_tried_again_until_the
             assert compile_it(client, sid)["compactions"] == []
         time.sleep(0.5)
         assert preparations(client) == {"refused": 1}
+        # Another policy is another preparation (here refused again: the block still does not fit).
+        compaction["summary_tokens"] = 301
+        client.patch(f"/v1/sessions/{sid}", json={"compaction": compaction}).raise_for_status()
+        compile_it(client, sid)
+        deadline = time.monotonic() + 30
+        while preparations(client).get("refused") != 2:
+            assert time.monotonic() < deadline, preparations(client)
+            time.sleep(0.05)
         # Over the trigger, the compile says why nothing was prepared.
         client.post(
             f"/v1/sessions/{sid}/messages",
@@ -333,7 +341,7 @@ def test_a_preparation_that_would_lose_a_constraint_is_not_tried_again_until_the
         grow(client, sid)
         compile_it(client, sid)
         deadline = time.monotonic() + 30
-        while preparations(client).get("refused") != 2:
+        while preparations(client).get("refused") != 3:
             assert time.monotonic() < deadline, preparations(client)
             time.sleep(0.05)
         assert hook.calls == 0 and prepared_row(api.database_url, sid) is None
