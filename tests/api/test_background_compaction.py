@@ -24,7 +24,7 @@ from tests.api.sse import stream
 from tests.api.test_compaction import work_history
 from tests.api.test_constraints import marked_history
 from tests.api.webhook_summarizer import SECRET, Webhook, webhook
-from tests.conftest import METRICS_TOKEN, Api, LiveServer, new_session, scrape
+from tests.conftest import METRICS_TOKEN, Api, LiveServer, new_session, row_counts, scrape
 
 PREPARING = "a compaction is being prepared in the background"
 
@@ -400,3 +400,14 @@ def test_when_a_compaction_was_prepared_and_its_economics_are_carried_by_export_
         imported = client.post("/v1/sessions/import", json=exported)
         assert imported.status_code == 201, imported.text
         assert client.get(url).json() == record
+
+
+def test_deleting_a_session_with_a_prepared_compaction_deletes_it(api: Api) -> None:
+    with webhook(delay=0) as hook, served(api, hook) as client:
+        sid, _ = session_past_the_mark(client)
+        compile_it(client, sid)
+        wait_prepared(api.database_url, sid)
+        before = row_counts(api.database_url)
+        assert client.delete(f"/v1/sessions/{sid}").status_code == 204
+        after = row_counts(api.database_url)
+        assert after["prepared_compactions"] == before["prepared_compactions"] - 1
