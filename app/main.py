@@ -96,7 +96,10 @@ def create_app(settings: Settings | None = None) -> FastAPI:
                 settings.upstream_connections,
             )  # fmt: skip
             preparer = Preparer(
-                maker, settings.compaction_lease_seconds, settings.background_compactions
+                maker,
+                settings.compaction_lease_seconds,
+                settings.background_compactions,
+                lambda outcome: metrics.preparations.labels(outcome).inc(),
             )
             state = AppState(
                 settings, engine, maker, counter, metrics, local, load_registry(), cache, answers,

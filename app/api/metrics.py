@@ -116,6 +116,14 @@ class Metrics:
             ["outcome"],
             registry=r,
         )
+        self.preparations = Counter(
+            "ctxc_compaction_preparations",
+            "Request-boundary compactions prepared in the background: prepared, busy (another "
+            "held the lease), exists, none (nothing to prepare), refused (a constraint would be "
+            "lost), stale (the history changed first), gone (the session) or failed",
+            ["outcome"],
+            registry=r,
+        )
 
         # With `ctxc serve --workers N` each worker keeps its own metrics, and a scrape gets the
         # figures of the worker that answered it: this says which one (a scraper can tell their

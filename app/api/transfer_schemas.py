@@ -47,6 +47,17 @@ class ArchivedEntry(_Body):
     created_at: StorableTime
 
 
+class ExportedEconomics(_Body):
+    """The cache-economic gate's figures a compaction passed (``CompactionEconomics``)."""
+
+    shed_tokens: int = Field(ge=0, le=2**31 - 1)
+    expected_turns: int = Field(ge=0, le=2**31 - 1)
+    rewrite_tokens: int = Field(ge=0, le=2**31 - 1)
+    saved: float = Field(ge=0, allow_inf_nan=False)
+    cost: float = Field(ge=0, allow_inf_nan=False)
+    applied: bool
+
+
 class ExportedCompaction(_Body):
     id: str = Field(max_length=36, pattern=r"^[0-9a-f-]+$")
     kind: str = Field(max_length=16, pattern=r"^[a-z_]+$")
@@ -63,6 +74,8 @@ class ExportedCompaction(_Body):
     created_at: StorableTime
     archived: list[ArchivedEntry] = Field(min_length=1)
     loss: LossRead | None = None
+    prepared_at: StorableTime | None = None
+    economics: ExportedEconomics | None = None
 
 
 class ExportedPayload(_Body):
@@ -159,4 +172,5 @@ def _fields(item: BaseModel) -> JSONObject:
             e.model_dump() | {"created_at": e.created_at.isoformat()} for e in item.archived
         ]
         fields["loss"] = item.loss.model_dump() if item.loss is not None else None
+        fields["economics"] = None if item.economics is None else item.economics.model_dump()
     return fields

@@ -5,7 +5,8 @@ schedules a preparation (app/services/preparing.py) and goes on. Over the trigge
 the prepared one, in one transaction, if the messages it takes are all still stored and
 unchanged (else it is discarded and another prepared), and if the gate lets it through (a
 refused one stays for a later compile, when more turns may make it pay). With nothing to swap
-in, it schedules one and compiles without compacting (a warning says so). Only when the stored
+in, it schedules one and compiles without compacting (a warning says so, or says why the
+preparation of this history was refused). Only when the stored
 history does not fit the context window does the compile compact inline, the gate then
 overridden.
 """
@@ -50,7 +51,7 @@ async def due(
     over = total > policy.trigger_tokens
     if not (over or exceeded):
         if found is None:
-            _schedule(compactor, pk, policy, where)
+            _schedule(compactor, session, policy, where, count)
         return []
     rows = await queries.all_messages(db, pk)
     items = await cpu.run_sync(stored_items, rows, where.encoding)
@@ -68,8 +69,10 @@ async def due(
             return []
         gate = Gate.of(policy, where, items, forced=True)
         return await compactor.attempt(session, plan, where, policy.summarizer, gate)
-    if _schedule(compactor, pk, policy, where) or _preparing(compactor, pk):
+    if _schedule(compactor, session, policy, where, count) or _preparing(compactor, pk):
         compactor.notes.append(PREPARING)
+    elif refused := _refusal(compactor, session, policy, where, count):
+        compactor.notes.append(f"compaction {refused}; compiled without it")
     return []
 
 
@@ -118,12 +121,34 @@ async def _swap(
         return []
 
 
-def _schedule(compactor: Compactor, pk: SessionPk, policy: CompactionPolicy, where: Where) -> bool:
+def _job(
+    compactor: Compactor, session: SessionRow, policy: CompactionPolicy, where: Where, count: int
+) -> Preparation:
+    summarizer = compactor.summarizer_for(policy.summarizer)
+    return Preparation(
+        SessionPk(session.pk), policy, where, summarizer, compactor.counter,
+        session.history_version, count,
+    )  # fmt: skip
+
+
+def _schedule(
+    compactor: Compactor, session: SessionRow, policy: CompactionPolicy, where: Where, count: int
+) -> bool:
+    preparer = compactor.preparer
+    return preparer is not None and preparer.schedule(
+        _job(compactor, session, policy, where, count)
+    )
+
+
+def _refusal(
+    compactor: Compactor, session: SessionRow, policy: CompactionPolicy, where: Where, count: int
+) -> str | None:
+    """Why the preparation of this history was refused (a constraint it would lose), if it
+    was."""
     preparer = compactor.preparer
     if preparer is None:
-        return False
-    summarizer = compactor.summarizer_for(policy.summarizer)
-    return preparer.schedule(Preparation(pk, policy, where, summarizer, compactor.counter))
+        return None
+    return preparer.refusal(_job(compactor, session, policy, where, count)) or None
 
 
 def _preparing(compactor: Compactor, pk: SessionPk) -> bool:

@@ -9,8 +9,14 @@ stored content, without applying it. A later compile over the trigger swaps it i
 
 One task per session in this process, at most ``background_compactions`` summarising at once,
 and at most ``MAX_WAITING`` sessions waiting: more are not scheduled (a later compile schedules
-them again). Shutdown cancels them all. A process that stops mid-way leaves at most an expired
-lease (taken over as usual) and nothing stored, or a stored preparation a later compile checks.
+them again). A preparation that found nothing to prepare (nothing that sheds ``min_shed_pct`` of
+the history, its summary counted: the swap would refuse it), or whose summary would lose a
+constraint (``ConstraintLost``, then logged and said by the compiles over the trigger), is not
+tried again until the history has grown by a tenth of its messages (at least two), was
+rewritten, or the policy changed: a compile past the mark would otherwise plan it, and call
+the summariser, anew. Shutdown cancels them all. A process that stops mid-way leaves at most an
+expired lease (taken over as usual) and nothing stored, or a stored preparation a later compile
+checks.
 """
 
 from __future__ import annotations
@@ -24,6 +30,7 @@ from datetime import UTC, datetime
 from typing import Any, Literal
 
 import anyio
+from cachetools import LRUCache
 from sqlalchemy.ext.asyncio import AsyncEngine, AsyncSession, async_sessionmaker
 
 from app.adapters.summarizers import Summarizer, Summary
@@ -33,17 +40,41 @@ from app.domain.compaction.planning import CompactionPolicy, plan_session
 from app.domain.errors import NotFound
 from app.domain.sessions import SessionPk
 from app.domain.summaries.loss import OUTCOMES, Loss, LossEntry
-from app.domain.tokens import TokenCounter
+from app.domain.tokens import TokenCounter, count_message
 from app.services import cpu, leases
 from app.services.cache import canonical_json
-from app.services.compaction import Where, stored_items, within_budget
+from app.services.compaction import (
+    ConstraintLost,
+    Where,
+    stored_items,
+    summary_message,
+    within_budget,
+)
 from app.storage import prepared as store
 from app.storage import queries
 from app.storage.models import MessageRow
 
 log = logging.getLogger(__name__)
 MAX_WAITING = 1024
-Outcome = Literal["prepared", "busy", "exists", "none", "stale", "gone", "failed"]
+FUTILE_KEPT = 4096
+Outcome = Literal["prepared", "busy", "exists", "none", "refused", "stale", "gone", "failed"]
+
+
+@dataclass(frozen=True)
+class Futile:
+    """A history of which no compaction could be prepared: its version and how many messages it
+    had, the policy it was planned by, and the refusal when a constraint would have been
+    lost."""
+
+    version: int
+    count: int
+    policy: CompactionPolicy
+    refused: str | None
+
+    def holds(self, job: Preparation) -> bool:
+        """Whether ``job`` would prepare that history again, by that policy."""
+        grown = job.count >= self.count + max(2, self.count // 10)
+        return job.version == self.version and not grown and job.policy == self.policy
 
 
 @dataclass(frozen=True)
@@ -64,6 +95,8 @@ class Preparation:
     where: Where
     summarizer: Summarizer
     counter: TokenCounter
+    version: int = 0  # the history's, and how many messages it had, when the compile read it
+    count: int = 0
 
 
 def content_digest(rows: Sequence[MessageRow]) -> str:
@@ -110,10 +143,14 @@ class Preparer:
         self.maker, self.lease_seconds, self.on_done = maker, lease_seconds, on_done
         self._running: dict[str, asyncio.Task[None]] = {}
         self._slots = asyncio.Semaphore(concurrency)
+        self._futile: LRUCache[str, Futile] = LRUCache(FUTILE_KEPT)
 
     def schedule(self, job: Preparation) -> bool:
-        """Start preparing ``job`` unless one of its session runs or too many wait."""
+        """Start preparing ``job`` unless one of its session runs, too many wait, or its history
+        is one of which none could be prepared."""
         if job.pk in self._running or len(self._running) >= MAX_WAITING:
+            return False
+        if self.refusal(job) is not None:
             return False
         task = asyncio.create_task(self._run(job))
         self._running[job.pk] = task
@@ -123,16 +160,30 @@ class Preparer:
     def running(self, pk: SessionPk) -> bool:
         return pk in self._running
 
+    def refusal(self, job: Preparation) -> str | None:
+        """Why ``job``'s history is not prepared again ("" when there was nothing to prepare),
+        or None when it may be."""
+        futile = self._futile.get(job.pk)
+        if futile is None or not futile.holds(job):
+            return None
+        return futile.refused or ""
+
     async def _run(self, job: Preparation) -> None:
         outcome: Outcome = "failed"
+        refused: str | None = None
         try:
             async with self._slots:
                 outcome = await self._prepare(job)
         except NotFound:
             outcome = "gone"
+        except ConstraintLost as err:
+            outcome, refused = "refused", str(err)
+            log.warning("a compaction of session %s was not prepared: %s", job.pk, err)
         except Exception:  # a background task: nothing waits for it to fail
             log.warning("a compaction of session %s could not be prepared", job.pk, exc_info=True)
         finally:
+            if outcome in ("none", "refused"):
+                self._futile[job.pk] = Futile(job.version, job.count, job.policy, refused)
             self.on_done(outcome)
 
     async def _prepare(self, job: Preparation) -> Outcome:
@@ -168,7 +219,18 @@ class Preparer:
         await db.commit()  # no transaction (nor connection) is held while it summarises
         async with leases.kept(_engine(db), lease):
             encoder = job.counter.encoder(job.where.encoding)
-            summary = await within_budget(job.summarizer, plan, encoder, job.where.output)
+            try:
+                summary = await within_budget(job.summarizer, plan, encoder, job.where.output)
+            except ConstraintLost as err:  # raised out of the lease's task group, below
+                refused: ConstraintLost | None = err
+            else:
+                refused = None
+        if refused is not None:
+            raise refused
+        shed = plan.tokens_taken - count_message(summary_message(summary.text), encoder)
+        if not sheds_enough(shed, plan.tokens_before, job.policy.min_shed_pct):
+            await _give_back(db, lease)  # the swap would refuse it, and prepare it again
+            return "none"
         if not await queries.lock_session(db, job.pk):
             return "gone"
         if not await leases.holds(db, lease):

@@ -48,7 +48,7 @@ PAGE = 1_000
 COMPACTION_FIELDS = (
     "id", "kind", "reason", "seq_from", "seq_to", "summary_seq", "tokens_before", "tokens_after",
     "summary_tokens", "cache_rewrite_tokens", "resets_provider_session", "summarizer",
-    "created_at", "archived", "loss",
+    "created_at", "archived", "loss", "prepared_at", "economics",
 )  # fmt: skip
 COMPILE_FIELDS = (
     "id", "mode", "seq_from", "seq_to", "token_total", "created_at", "acknowledged_at",

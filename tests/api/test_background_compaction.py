@@ -16,13 +16,15 @@ import httpx
 import pytest
 from sqlalchemy import select, update
 
+from app.domain.summaries.constraints import checksum
 from app.settings import Settings
 from app.storage.db import create_engine
 from app.storage.models import PreparedCompactionRow, SessionRow
 from tests.api.sse import stream
 from tests.api.test_compaction import work_history
+from tests.api.test_constraints import marked_history
 from tests.api.webhook_summarizer import SECRET, Webhook, webhook
-from tests.conftest import Api, LiveServer, new_session
+from tests.conftest import METRICS_TOKEN, Api, LiveServer, new_session, row_counts, scrape
 
 PREPARING = "a compaction is being prepared in the background"
 
@@ -34,6 +36,7 @@ def served(api: Api, hook: Webhook) -> Iterator[httpx.Client]:
         database_url=api.database_url, auth="keys", summarizer="webhook",
         summarizer_url=hook.url, summarizer_webhook_secret=SECRET, summarizer_retries=0,
         summarizer_timeout_seconds=120, summarizer_deadline_seconds=120,
+        metrics_token=METRICS_TOKEN,
     )  # fmt: skip
     with LiveServer(settings) as server, api.client() as client:
         client.base_url = httpx.URL(server.url)
@@ -285,3 +288,126 @@ def test_shutdown_cancels_a_preparation_and_gives_its_lease_back(api: Api) -> No
             # The lease is free at once (not left to expire): a compaction may run now.
             done = client.post(f"/v1/sessions/{sid}/compact", json={"kind": "session"})
             assert done.status_code == 201, done.text
+
+
+def preparations(client: httpx.Client) -> dict[str, float]:
+    """``ctxc_compaction_preparations_total`` by outcome."""
+    prefix = 'ctxc_compaction_preparations_total{outcome="'
+    lines = [line for line in scrape(client).text.splitlines() if line.startswith(prefix)]
+    return {line[len(prefix) :].split('"')[0]: float(line.rsplit(" ", 1)[1]) for line in lines}
+
+
+def test_a_preparation_that_would_lose_a_constraint_is_not_tried_again_until_the_history_grows(
+    api: Api,
+) -> None:
+    rule = "Keep every one of these rules: " + " ".join(f"rule-{n} holds." for n in range(150))
+    with webhook(delay=0) as hook, served(api, hook) as client:
+        sid = new_session(client, provider="gpt-4o")
+        posted = client.post(
+            f"/v1/sessions/{sid}/messages", json={"messages": marked_history(rule=rule)}
+        )
+        assert posted.status_code == 201, posted.text
+        tokens: int = client.get(f"/v1/sessions/{sid}").json()["tokens"]
+        compaction = {"trigger_tokens": tokens * 5 // 4, "target_tokens": tokens * 2 // 5,
+                      "min_messages": 10, "summary_tokens": 300}  # fmt: skip
+        client.patch(f"/v1/sessions/{sid}", json={"compaction": compaction}).raise_for_status()
+        compile_it(client, sid)
+        deadline = time.monotonic() + 30
+        while preparations(client).get("refused") != 1:
+            assert time.monotonic() < deadline, preparations(client)
+            time.sleep(0.05)
+        for _ in range(3):  # the same history: not planned (nor summarised) again
+            assert compile_it(client, sid)["compactions"] == []
+        time.sleep(0.5)
+        assert preparations(client) == {"refused": 1}
+        # Another policy is another preparation (here refused again: the block still does not fit).
+        compaction["summary_tokens"] = 301
+        client.patch(f"/v1/sessions/{sid}", json={"compaction": compaction}).raise_for_status()
+        compile_it(client, sid)
+        deadline = time.monotonic() + 30
+        while preparations(client).get("refused") != 2:
+            assert time.monotonic() < deadline, preparations(client)
+            time.sleep(0.05)
+        # Over the trigger, the compile says why nothing was prepared.
+        client.post(
+            f"/v1/sessions/{sid}/messages",
+            json={"messages": [{"role": "user", "content": "x " * 2000}]},
+        ).raise_for_status()  # fmt: skip
+        answer = compile_it(client, sid)
+        assert answer["compactions"] == []
+        assert any("refused" in w and checksum(rule) in w for w in answer["warnings"]), answer
+        assert not any(PREPARING in w for w in answer["warnings"])
+        # Grown by a tenth of its messages, the history is tried again.
+        grow(client, sid)
+        compile_it(client, sid)
+        deadline = time.monotonic() + 30
+        while preparations(client).get("refused") != 3:
+            assert time.monotonic() < deadline, preparations(client)
+            time.sleep(0.05)
+        assert hook.calls == 0 and prepared_row(api.database_url, sid) is None
+
+
+def test_a_preparation_whose_summary_would_shed_too_little_is_not_made_again_and_again(
+    api: Api,
+) -> None:
+    settings = Settings(database_url=api.database_url, auth="keys", metrics_token=METRICS_TOKEN)
+    with LiveServer(settings) as server, api.client() as client:  # the built-in ledger
+        client.base_url = httpx.URL(server.url)
+        probe = new_session(client, provider="gpt-4o")
+        client.post(f"/v1/sessions/{probe}/messages", json={"messages": work_history(12)})
+        tokens: int = client.get(f"/v1/sessions/{probe}").json()["tokens"]
+        policy = {"trigger_tokens": tokens * 5 // 4, "target_tokens": tokens * 2 // 5,
+                  "min_messages": 10, "summary_tokens": 300}  # fmt: skip
+        done = client.post(
+            f"/v1/sessions/{probe}/compact", json={"kind": "session", "policy": policy}
+        ).json()  # fmt: skip
+        shed = done["tokens_before"] - done["tokens_after"]
+        # Enough were the summary nothing, too little with the ledger's (budget-exact) one.
+        least = round(100 * (shed + done["summary_tokens"] / 2) / done["tokens_before"], 2)
+        sid = new_session(client, provider="gpt-4o", compaction={**policy, "min_shed_pct": least})
+        client.post(f"/v1/sessions/{sid}/messages", json={"messages": work_history(12)})
+        compile_it(client, sid)
+        deadline = time.monotonic() + 30
+        while not preparations(client):
+            assert time.monotonic() < deadline, "no preparation ended"
+            time.sleep(0.05)
+        assert preparations(client) == {"none": 1}
+        client.post(
+            f"/v1/sessions/{sid}/messages",
+            json={"messages": [{"role": "user", "content": "x " * 2000}]},
+        ).raise_for_status()  # fmt: skip
+        for _ in range(3):  # over the trigger: nothing swapped in, nothing summarised again
+            assert compile_it(client, sid)["compactions"] == []
+        time.sleep(0.5)
+        assert preparations(client) == {"none": 1}
+        assert prepared_row(api.database_url, sid) is None
+
+
+def test_when_a_compaction_was_prepared_and_its_economics_are_carried_by_export_and_import(
+    api: Api,
+) -> None:
+    with webhook(delay=0) as hook, served(api, hook) as client:
+        sid, _ = session_past_the_mark(client)
+        compile_it(client, sid)
+        wait_prepared(api.database_url, sid)
+        grow(client, sid)
+        [done] = compile_it(client, sid)["compactions"]
+        url = f"/v1/sessions/{sid}/compactions/{done['id']}"
+        record = client.get(url).json()
+        assert record["prepared_at"] is not None and record["economics"]["applied"] is True
+        exported = client.get(f"/v1/sessions/{sid}/export").json()
+        assert client.delete(f"/v1/sessions/{sid}").status_code == 204
+        imported = client.post("/v1/sessions/import", json=exported)
+        assert imported.status_code == 201, imported.text
+        assert client.get(url).json() == record
+
+
+def test_deleting_a_session_with_a_prepared_compaction_deletes_it(api: Api) -> None:
+    with webhook(delay=0) as hook, served(api, hook) as client:
+        sid, _ = session_past_the_mark(client)
+        compile_it(client, sid)
+        wait_prepared(api.database_url, sid)
+        before = row_counts(api.database_url)
+        assert client.delete(f"/v1/sessions/{sid}").status_code == 204
+        after = row_counts(api.database_url)
+        assert after["prepared_compactions"] == before["prepared_compactions"] - 1
