@@ -26,11 +26,11 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
+from app.domain.summaries.constraints import BLOCK_TITLE
 from app.domain.summaries.entries import KINDS, TITLES, Entry, make_entry, statement_entry
 
 NOTE_HEAD = "Left out, by seq:"
 NOTE_RANGES = 24
-CONSTRAINTS_HEAD = "Constraints (verbatim, checked):"
 _KIND_OF = {f"{title}:": kind for kind, title in TITLES.items()}
 Span = tuple[int, int]
 
@@ -86,7 +86,7 @@ def read_summary(text: str, seq: int | None) -> Read:
     skipping = False
     for line in text.splitlines():
         stripped = line.strip()
-        if skipping or stripped == CONSTRAINTS_HEAD:
+        if skipping or stripped == BLOCK_TITLE:
             skipping = bool(stripped)
         elif stripped.startswith(NOTE_HEAD):
             read.spans += _note_spans(stripped[len(NOTE_HEAD) :])
