@@ -17,8 +17,8 @@ down to half the window, a naive client's truncation (its "compactions"; the req
 is its compaction turn). Figures are shares and ratios: the
 share of prompt tokens read from cache overall and on compaction turns (each summariser
 request, and the agent's first request after a compaction), and billed input against the raw
-agent and, when the build has them, against the same arm with the cache-economic gate and the
-summariser's prefix reuse switched off.
+agent and against the same arm with the cache-economic gate switched off (`economic_gate`).
+The stub answers in the ledger's sections, so its summaries are used as written.
 """
 
 from __future__ import annotations
@@ -33,7 +33,6 @@ import httpx
 
 from app.adapters.tokenizers import load_counter
 from app.domain.compaction.planning import CompactionPolicy
-from app.domain.summaries.profiles import SummarizerChoice
 from bench.cache_sim import Block, Mode, PrefixCache, prompt_blocks, with_breakpoint_at_end
 from bench.coding_session import SYSTEM, Turn, coding_session
 from bench.common import _ctxc, database, quick_run, serving, to_json
@@ -72,39 +71,24 @@ class Arm:
     summarizers: set[str] = field(default_factory=set)
 
 
-def _switch(fields: dict[str, Any], words: tuple[str, ...]) -> str | None:
-    for name, info in fields.items():
-        if info.annotation in (bool, "bool") and any(word in name for word in words):
-            return name
-    return None
+GATE = "economic_gate"
 
 
-def features() -> dict[str, Any]:
-    """What of issue 16 this build has, read off the policy's and the summariser choice's
-    fields: the background preparation and minimum shed, and the switches that turn the
-    cache-economic gate and the summariser's prefix reuse off (None when absent)."""
-    policy, choice = CompactionPolicy.model_fields, SummarizerChoice.model_fields
-    return {
-        "prepare_pct": "prepare_pct" in policy,
-        "min_shed_pct": "min_shed_pct" in policy,
-        "gate_switch": _switch(policy, ("gate", "econom")),
-        "reuse_switch": _switch(choice, ("prefix", "reuse", "cache"))
-        or _switch(policy, ("prefix", "reuse")),
-    }
+def features() -> dict[str, bool]:
+    """What of issue 16 this build has, read off the policy's fields: the background
+    preparation, the minimum shed and the switch of the cache-economic gate."""
+    policy = CompactionPolicy.model_fields
+    return {name: name in policy for name in ("prepare_pct", "min_shed_pct", GATE)}
 
 
 def policy_for(base: dict[str, Any], llm: bool, off: bool) -> dict[str, Any]:
-    """The session's policy: ``base``, the stub as summariser when ``llm``, and the gate and
-    prefix reuse switched off when ``off`` (only the switches this build has)."""
-    found, policy = features(), dict(base)
-    choice: dict[str, Any] = {"profile": "stub"} if llm else {}
-    if off and found["gate_switch"]:
-        policy[found["gate_switch"]] = False
-    if off and llm and found["reuse_switch"]:
-        target = choice if found["reuse_switch"] in SummarizerChoice.model_fields else policy
-        target[found["reuse_switch"]] = False
-    if choice:
-        policy["summarizer"] = choice
+    """The session's policy: ``base``, the stub as summariser when ``llm``, and the gate
+    switched off when ``off`` (when this build has it)."""
+    policy = dict(base)
+    if off and features()[GATE]:
+        policy[GATE] = False
+    if llm:
+        policy["summarizer"] = {"profile": "stub"}
     return policy
 
 
@@ -189,7 +173,6 @@ def measure(quick: bool) -> dict[str, Any]:
     session = coding_session(SEED, QUICK_TURNS if quick else TURNS)
     base = QUICK_POLICY if quick else POLICY
     found = features()
-    switches = bool(found["gate_switch"] or found["reuse_switch"])
     arms = [run_raw(session)]
     with serving_stub() as stub, database("sqlite") as url:
         _ctxc(url, "migrate")
@@ -198,9 +181,9 @@ def measure(quick: bool) -> dict[str, Any]:
             headers = {"Authorization": f"Bearer {key}"}
             with httpx.Client(base_url=root, headers=headers, timeout=600) as client:
                 for llm in (False, True):
-                    for off in (False, True) if switches else (False,):
+                    for off in (False, True) if found[GATE] else (False,):
                         name = ("ctxc, LLM summariser (stub)" if llm else "ctxc, built-in") + (
-                            ", gate/reuse off" if off else "")  # fmt: skip
+                            ", gate off" if off else "")  # fmt: skip
                         arms.append(Arm(name))
                         run_ctxc(client, stub, arms[-1], policy_for(base, llm, off), session)
     raw = {mode: bill(arms[0], mode) for mode in MODES}

@@ -1,6 +1,7 @@
 """A local LLM summariser speaking the Anthropic Messages protocol, served by uvicorn on a
 loopback port in a thread of the benchmark: it records each request with the simulated time it
-arrived at, waits ``delay_s`` and answers a short summary."""
+arrived at, waits ``delay_s`` and answers a short summary in the ledger's sections (the
+structure ctxc asks for and checks, `app/domain/summaries/sections.py`)."""
 
 from __future__ import annotations
 
@@ -20,11 +21,20 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse
 from starlette.routing import Route
 
-SUMMARY = (
-    "Goal: make the test suite pass. Decisions: keep the public API; fix the import cycle in "
-    "src/app/service.py. Files: src/app/service.py, src/app/models.py, tests/test_service.py. "
-    "Open: the flaky test_retry_backoff. Errors: ImportError in src/app/cli.py (fixed)."
-)
+SUMMARY = """\
+Goals:
+- Make the test suite pass without changing the public API (#1)
+Decisions:
+- Keep the public API; fix the import cycle in src/app/service.py (#3)
+Current values:
+- The retry backoff starts at 0.5 s and doubles up to 8 s (#5)
+Open tasks:
+- The flaky test_retry_backoff (#7)
+Files and identifiers:
+- src/app/service.py, src/app/models.py, tests/test_service.py (#2)
+Errors:
+- ImportError in src/app/cli.py, fixed (#4)
+"""
 
 
 @dataclass

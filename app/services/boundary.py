@@ -3,8 +3,9 @@
 Past the early mark (``prepare_pct`` of ``trigger_tokens``) with nothing prepared, a compile
 schedules a preparation (app/services/preparing.py) and goes on. Over the trigger, it swaps in
 the prepared one, in one transaction, if the messages it takes are all still stored and
-unchanged (else it is discarded and another prepared), and if the gate lets it through (a
-refused one stays for a later compile, when more turns may make it pay). With nothing to swap
+unchanged (else it is discarded and another prepared), and if the gate lets it through. A
+refused one stays for a later compile, when more turns may make it pay, unless one planned on
+the history now would pass: then it is discarded and that one prepared. With nothing to swap
 in, it schedules one and compiles without compacting (a warning says so, or says why the
 preparation of this history was refused). Only when the stored
 history does not fit the context window does the compile compact inline, the gate then
@@ -20,7 +21,15 @@ from app.domain.compaction.planning import CompactionPolicy, Plan, plan_session
 from app.domain.compilers.base import Item
 from app.domain.sessions import SessionPk
 from app.services import cpu
-from app.services.compaction import Done, Gate, NotCompacted, Refused, Where, stored_items
+from app.services.compaction import (
+    Done,
+    Gate,
+    NotCompacted,
+    Refused,
+    Where,
+    rewrite_tokens,
+    stored_items,
+)
 from app.services.preparing import Preparation, Prepared, content_digest, summary_of
 from app.storage import prepared as store
 from app.storage import queries
@@ -113,12 +122,27 @@ async def _swap(
     try:
         return [await compactor.run(session, plan, where, policy.summarizer, gate, prepared)]
     except Refused as err:
-        if err.too_little:
+        if err.too_little or await cpu.run_sync(_fresh_pays, gate, items, policy):
             return None
         compactor.notes.append(f"the prepared compaction was not applied: {err}")
         return []
     except NotCompacted:  # busy, or another compaction took its messages (and dropped it)
         return []
+
+
+def _fresh_pays(gate: Gate, items: list[Item], policy: CompactionPolicy) -> bool:
+    """Whether a compaction planned on the history now, with a summary of its full budget,
+    would pass the gate. A prepared one was planned on a shorter history: it sheds no more as
+    the history grows while what it rewrites does, so once refused it never pays; a fresh one
+    sheds the growth too."""
+    plan = plan_session(items, policy, now=True)
+    if plan is None:
+        return False
+    try:
+        gate.judge(plan, policy.summary_tokens, rewrite_tokens(plan, policy.summary_tokens))
+    except Refused:
+        return False
+    return True
 
 
 def _job(

@@ -23,10 +23,12 @@ from sqlalchemy.ext.asyncio import AsyncSession
 from app.adapters.summarizers import Summarizer, Summary
 from app.adapters.summarizers.base import Source
 from app.domain.compaction.economics import (
+    ROUNDS_KEY,
     Economics,
     Prices,
     expected_turns,
     prices_of,
+    rounds_of,
     sheds_enough,
     weigh,
 )
@@ -221,7 +223,10 @@ async def apply_plan(
     pk = SessionPk(session.pk)
     seqs = [i.seq for i in plan.taken]
     cid = str(uuid.uuid4())
-    metadata: dict[str, Any] = {"compaction_id": cid, "summarized_seqs": [seqs[0], seqs[-1]]}
+    metadata: dict[str, Any] = {
+        "compaction_id": cid, "summarized_seqs": [seqs[0], seqs[-1]],
+        ROUNDS_KEY: rounds_of(plan.taken),
+    }  # fmt: skip
     if summary.constraints:
         metadata[CARRIED_KEY] = list(summary.constraints)
     message = summary_message(summary.text).model_copy(update={"metadata": metadata})

@@ -411,3 +411,27 @@ def test_deleting_a_session_with_a_prepared_compaction_deletes_it(api: Api) -> N
         assert client.delete(f"/v1/sessions/{sid}").status_code == 204
         after = row_counts(api.database_url)
         assert after["prepared_compactions"] == before["prepared_compactions"] - 1
+
+
+def test_a_refused_preparation_is_replaced_when_one_planned_on_the_history_now_would_pay(
+    api: Api,
+) -> None:
+    with webhook(delay=0) as hook, served(api, hook) as client:
+        sid, _ = session_past_the_mark(client, expected_turns=20)
+        client.patch(f"/v1/sessions/{sid}", json={"provider": "anthropic"}).raise_for_status()
+        compile_it(client, sid)
+        stale = wait_prepared(api.database_url, sid)
+        # The history doubles: the preparation sheds what it shed at the mark, but rewrites all
+        # that grew since; one planned now sheds the growth too.
+        grow(client, sid, rounds=24)
+        with stream(client, sid, after=0) as events:
+            answer = compile_it(client, sid)
+            _, end = events.read(2)
+        assert answer["compactions"] == [] and any(PREPARING in w for w in answer["warnings"])
+        assert end.data["outcome"] == "skipped" and "prompt cache" in end.data["skipped"]
+        fresh = wait_prepared(api.database_url, sid)
+        assert fresh["seqs"] != stale["seqs"] and hook.calls == 2
+        [done] = compile_it(client, sid)["compactions"]
+        assert done["prepared_at"] is not None and done["economics"]["applied"] is True
+        assert done["economics"]["shed_tokens"] > end.data["economics"]["shed_tokens"]
+        assert done["economics"]["rewrite_tokens"] < end.data["economics"]["rewrite_tokens"]

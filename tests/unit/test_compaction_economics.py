@@ -10,9 +10,11 @@ from pydantic import ValidationError
 
 from app.domain.compaction.economics import (
     MAX_TURNS,
+    ROUNDS_KEY,
     Prices,
     expected_turns,
     prices_of,
+    rounds_of,
     sheds_enough,
     weigh,
 )
@@ -56,6 +58,33 @@ def test_expected_turns_are_the_rounds_so_far_within_bounds_unless_the_policy_sa
     long = items(*[assistant(f"step {n}") for n in range(MAX_TURNS + 5)], tokens=1)
     assert expected_turns(long, None) == MAX_TURNS
     assert expected_turns(history, 40) == 40
+
+
+def test_the_rounds_so_far_include_those_summaries_stand_for() -> None:
+    # After two chained compactions the live history is short, but the session is not young:
+    # the later summary stands for 12 rounds (its own 7 and the earlier summary's 5).
+    summary = user("[Summary of the earlier conversation] ...", **{ROUNDS_KEY: 12})
+    history = items(summary, user("go"), assistant("a"), assistant("b"), tokens=5)
+    assert rounds_of(history) == 14
+    assert expected_turns(history, None) == 14
+    # A summary written before summaries carried their rounds counts as none.
+    assert rounds_of(items(user("[Summary of the earlier conversation] ..."), tokens=5)) == 0
+    assert rounds_of(items(user("x", **{ROUNDS_KEY: "12"}), tokens=5)) == 0
+
+
+def test_a_compaction_on_the_simulators_billing_pays_exactly_when_the_gate_says() -> None:
+    # With a warm cache, turn by turn: without compacting, each turn reads the whole prompt;
+    # compacting writes the rewrite once instead of reading it and the shed tokens, then each
+    # later turn reads ``shed`` fewer. The difference over ``turns`` turns (the compaction's
+    # own included) is the gate's saving minus its cost.
+    lead, shed, rewrite, turns = 3_000, 20_000, 9_000, 6
+    for prices in (ANTHROPIC, OPENAI):
+        without = turns * prices.read * (lead + shed + rewrite)
+        first = prices.read * lead + prices.write * rewrite
+        with_it = first + (turns - 1) * prices.read * (lead + rewrite)
+        figures = weigh(shed, rewrite, turns, prices)
+        assert without - with_it == pytest.approx(figures.saved - figures.cost)
+        assert figures.applied is (with_it <= without)
 
 
 def test_the_minimum_shed_is_a_share_of_the_history() -> None:

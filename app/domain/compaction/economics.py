@@ -22,10 +22,13 @@ from app.domain.compilers.base import Item
 from app.domain.providers import ProviderProfile
 
 # The expected remaining turns, when the policy does not say: as many API rounds as the session
-# has had so far (a conversation that ran n turns is as likely to run about n more as it is to
-# stop sooner), within these bounds.
+# has had so far over its whole life (a conversation that ran n turns is as likely to run about
+# n more as it is to stop sooner), within these bounds.
 MIN_TURNS = 1
 MAX_TURNS = 100
+# A summary message's metadata: the API rounds it stands for (those it took, and those the
+# summaries it took stood for), so the rounds so far survive compaction.
+ROUNDS_KEY = "summarized_rounds"
 
 
 @dataclass(frozen=True)
@@ -52,12 +55,23 @@ def prices_of(profile: ProviderProfile) -> Prices | None:
     return PRICES.get(profile.output) if profile.prompt_cache else None
 
 
+def rounds_of(items: Sequence[Item]) -> int:
+    """The API rounds ``items`` stand for: their assistant messages, and the rounds each
+    summary among them summarised (archived, so no longer in the history)."""
+    rounds = 0
+    for item in items:
+        carried = item.message.metadata.get(ROUNDS_KEY)
+        rounds += carried if isinstance(carried, int) else 0
+        rounds += item.message.role == "assistant"
+    return rounds
+
+
 def expected_turns(items: Sequence[Item], given: int | None) -> int:
-    """``given``, else the API rounds (assistant turns) so far, within the bounds."""
+    """``given``, else the API rounds of the session's life so far (``rounds_of`` the history:
+    a compaction does not make a session younger), within the bounds."""
     if given is not None:
         return given
-    rounds = sum(1 for i in items if i.message.role == "assistant")
-    return max(MIN_TURNS, min(MAX_TURNS, rounds))
+    return max(MIN_TURNS, min(MAX_TURNS, rounds_of(items)))
 
 
 @dataclass(frozen=True)

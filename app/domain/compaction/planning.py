@@ -79,7 +79,7 @@ class CompactionPolicy(BaseModel):
     )  # fmt: skip
     expected_turns: int | None = Field(
         None, ge=1, le=10_000, description="Turns the session is expected to run on, for the "
-        "gate (default: its API rounds so far, 1 to 100)."
+        "gate (default: its API rounds so far, those compacted away included, 1 to 100)."
     )  # fmt: skip
     summarizer: SummarizerChoice | None = Field(
         None, description="The summariser: a deployment profile, and what changes of it (a "
