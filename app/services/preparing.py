@@ -207,7 +207,7 @@ class Preparer:
             return "exists"
         rows = await queries.all_messages(db, job.pk)
         items = await cpu.run_sync(stored_items, rows, job.where.encoding)
-        plan = plan_session(items, job.policy, now=True)
+        plan = plan_session(items, job.policy, now=True, ahead=True)
         if plan is None or not sheds_enough(
             plan.tokens_taken, plan.tokens_before, job.policy.min_shed_pct
         ):

@@ -358,8 +358,11 @@ def test_a_preparation_whose_summary_would_shed_too_little_is_not_made_again_and
         tokens: int = client.get(f"/v1/sessions/{probe}").json()["tokens"]
         policy = {"trigger_tokens": tokens * 5 // 4, "target_tokens": tokens * 2 // 5,
                   "min_messages": 10, "summary_tokens": 300}  # fmt: skip
+        # A preparation plans ahead: down to the low-water mark less the growth to the trigger.
+        ahead = {**policy, "target_tokens": policy["target_tokens"] - policy["trigger_tokens"]
+                 + tokens}  # fmt: skip
         done = client.post(
-            f"/v1/sessions/{probe}/compact", json={"kind": "session", "policy": policy}
+            f"/v1/sessions/{probe}/compact", json={"kind": "session", "policy": ahead}
         ).json()  # fmt: skip
         shed = done["tokens_before"] - done["tokens_after"]
         # Enough were the summary nothing, too little with the ledger's (budget-exact) one.

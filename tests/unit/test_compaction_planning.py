@@ -55,6 +55,25 @@ def test_over_the_trigger_the_oldest_rounds_go_down_to_the_low_water_mark() -> N
     assert plan.tokens_before == 300 and plan.tokens_taken == 300 - left
 
 
+def test_planned_ahead_it_leaves_room_for_the_growth_until_the_trigger() -> None:
+    policy = CompactionPolicy(trigger_tokens=400, target_tokens=300, min_messages=10,
+                              summary_tokens=64, preserve_recent_api_rounds=2,
+                              keep_task=False)  # fmt: skip
+    history = turns(10)  # 300 tokens: past a 70% mark (280), 100 short of the trigger
+    now = plan_session(history, policy, now=True)
+    ahead = plan_session(history, policy, now=True, ahead=True)
+    assert now is not None and ahead is not None
+    assert sum(i.tokens for i in now.left) + 64 <= 300
+    # Down to the low-water mark less the 100 tokens still to come before the trigger.
+    assert sum(i.tokens for i in ahead.left) + 64 <= 200 < sum(i.tokens for i in now.left) + 64
+    assert taken(ahead)[: len(now.taken)] == taken(now) and len(ahead.taken) > len(now.taken)
+    # Over the trigger there is no growth to leave room for: the same plan.
+    over = turns(14)
+    assert taken(plan_session(over, policy, now=True, ahead=True)) == taken(
+        plan_session(over, policy, now=True)
+    )
+
+
 def test_the_newest_rounds_the_current_prompt_and_pinned_rounds_are_never_taken() -> None:
     history = turns(10, pinned=1)
     plan = plan_full(history, POLICY)

@@ -253,17 +253,25 @@ def _plan(
     )
 
 
-def plan_session(items: Sequence[Item], policy: CompactionPolicy, now: bool = False) -> Plan | None:
+def plan_session(
+    items: Sequence[Item], policy: CompactionPolicy, now: bool = False, ahead: bool = False
+) -> Plan | None:
     """Request-boundary compaction, when the history is over the trigger (or ``now``, when asked
-    for): the oldest rounds, until what is left plus the summary is down to the low-water mark."""
+    for): the oldest rounds, until what is left plus the summary is down to the low-water mark.
+    ``ahead``: planned before the history reaches the trigger (in the background, past the early
+    mark), to be applied when it does: down to the low-water mark less the growth still to come
+    until then, so that once applied the history is at the low-water mark, not above it."""
     total = sum(i.tokens for i in items)
     due = total > policy.trigger_tokens and len(items) >= policy.min_messages
     if not (now or (policy.enabled and due)):
         return None
+    low_water = policy.low_water
+    if ahead:
+        low_water -= max(0, policy.trigger_tokens - total)
     free, rounds = compactable(items, policy)
     taken: list[Round] = []
     for round_ in free:
-        if total + policy.summary_tokens <= policy.low_water:
+        if total + policy.summary_tokens <= low_water:
             break
         taken.append(round_)
         total -= sum(i.tokens for i in round_)
