@@ -290,11 +290,13 @@ def summary_message(text: str) -> Message:
 
 def source_of(plan: Plan, target: str | None = None) -> Source:
     """Where ``plan``'s taken messages stand: their seqs, the system messages left ahead of
-    them (the conversation's system prompt, never summarised) and every message left ahead."""
+    them (the conversation's system prompt, never summarised), every message left ahead and
+    every message kept after them."""
     first = plan.taken[0].seq if plan.taken else 0
     lead = tuple(i.message for i in plan.left if i.seq < first)
+    rest = tuple(i.message for i in plan.left if i.seq > first)
     system = tuple(m for m in lead if m.role == "system")
-    return Source(tuple(i.seq for i in plan.taken), system, target, lead=lead)
+    return Source(tuple(i.seq for i in plan.taken), system, target, lead=lead, rest=rest)
 
 
 async def within_budget(

@@ -99,11 +99,13 @@ def test_an_openai_summariser_reads_the_sessions_cached_prefix(deployment: Deplo
     [request] = d.openai.requests[before:]
     messages = request.json()["messages"]
     *prefix, instruction = messages
-    assert len(prefix) > 10
-    assert json.dumps(prefix) == json.dumps(sent[: len(prefix)])  # the same bytes, in order
+    # The whole prompt the agent was sent, the same bytes in order: its cached prefix is read.
+    assert len(prefix) > 10 and json.dumps(prefix) == json.dumps(sent)
     assert prefix[0] == {"role": "system", "content": SYSTEM}
     assert instruction["role"] == "user"
-    assert instruction["content"].startswith("Summarise the conversation above")
+    said = instruction["content"].split()
+    assert said[:3] == ["Summarise", "the", "first"] and said[4:6] == ["of", "the"]
+    assert 0 < int(said[3]) < int(said[6]) == len(sent) - 1  # the system prompt aside
     assert "Constraints and rules:" in instruction["content"]
     assert event["summarizer_usage"] == {"prompt_tokens": 2_400, "cached_tokens": 2_304,
                                          "cache_write_tokens": 0}  # fmt: skip
@@ -121,15 +123,15 @@ def test_an_anthropic_summariser_sets_a_breakpoint_on_the_cached_prefix(
     body = request.json()
     assert body["system"] == compile_body["system"]
     *prefix, instruction = body["messages"]
-    sent = compile_body["messages"][: len(prefix)]
-    assert json.dumps(prefix[:-1]) == json.dumps(sent[:-1])
+    sent = compile_body["messages"]
+    assert len(prefix) == len(sent) and json.dumps(prefix[:-1]) == json.dumps(sent[:-1])
     marked = prefix[-1]["content"]
     assert marked[-1]["cache_control"] == {"type": "ephemeral"}
     unmarked = [*marked[:-1], {k: v for k, v in marked[-1].items() if k != "cache_control"}]
     last = sent[-1]["content"]
     assert unmarked == ([{"type": "text", "text": last}] if isinstance(last, str) else last)
     assert instruction["role"] == "user"
-    assert instruction["content"].startswith("Summarise the conversation above")
+    assert instruction["content"].startswith("Summarise the first ")
     assert event["summarizer_usage"] == {"prompt_tokens": 2_140, "cached_tokens": 2_100,
                                          "cache_write_tokens": 0}  # fmt: skip
 

@@ -75,13 +75,16 @@ class Source:
     prompts are sent in (its profile's ``output``), how many constraints the service carries
     ahead of the summary (the summariser is told not to repeat them), and every message left
     ahead of them (``lead``: the system prompt, a kept opening task, pinned messages; what a
-    request reusing the conversation's cached prefix sends first). Empty when unknown."""
+    request reusing the conversation's cached prefix sends first) and every message kept after
+    them (``rest``: with them, the whole prompt the agent last sent, whose cached prefix such a
+    request reads). Empty when unknown."""
 
     seqs: tuple[int, ...] = ()
     system: tuple[Message, ...] = ()
     target: str | None = None
     carried: int = 0
     lead: tuple[Message, ...] = ()
+    rest: tuple[Message, ...] = ()
 
 
 class Summarizer(Protocol):

@@ -2,11 +2,13 @@
 
 A provider caches a prompt by its prefix. When the messages to summarise are the whole history
 taken (``Request.source`` set) and the session's prompts are sent in the backend's own shape,
-the request sends the messages left ahead of them (``Source.lead``) and the messages themselves
-as a compile renders them (``domain.validity.shaping.render``: the same leading messages, so the
-prefix the agent's calls cached is read again), then the instructions last, as a final user
-turn. Otherwise (another shape, or a history cut into chunks) it is the transcript request:
-the instructions as the system prompt and the transcript in one user turn.
+the request sends the messages left ahead of them (``Source.lead``), the messages themselves
+and the messages kept after them (``Source.rest``, when the whole fits the window) as a compile
+renders them (``domain.validity.shaping.render``: the prompt the agent last sent, so the prefix
+its calls cached, up to its last breakpoint, is read again), then the instructions last, as a
+final user turn saying how many of the messages above to summarise. Otherwise (another shape,
+or a history cut into chunks) it is the transcript request: the instructions as the system
+prompt and the transcript in one user turn.
 """
 
 from __future__ import annotations
@@ -29,11 +31,22 @@ def conversation(request: Request, shape: str) -> tuple[Any, list[JSONObject]] |
     source = request.source
     if source is None or source.target != shape or request.part is not None:
         return None
-    system, messages, _ = render([*source.lead, *request.messages], shape)  # type: ignore[arg-type]
+    taken = [*source.lead, *request.messages]
+    system, messages, _ = render(taken, shape)  # type: ignore[arg-type]
     if not messages:
         return None
-    said = final_turn(request.reason, request.max_tokens, request.extra, request.carried)
+    upto = None
+    if source.rest:  # the whole prompt, if the kept messages render after the taken unchanged
+        _, whole, _ = render([*taken, *source.rest], shape)  # type: ignore[arg-type]
+        if whole[: len(messages)] == messages and len(whole) > len(messages):
+            messages, upto = whole, (_turns(messages), _turns(whole))
+    said = final_turn(request.reason, request.max_tokens, request.extra, request.carried, upto)
     return system, [*messages, {"role": "user", "content": said}]
+
+
+def _turns(messages: list[JSONObject]) -> int:
+    """How many of ``messages`` are the conversation's (a system prompt among them aside)."""
+    return sum(1 for m in messages if m.get("role") not in ("system", "developer"))
 
 
 def with_breakpoint(system: System, messages: list[JSONObject]) -> list[JSONObject]:

@@ -17,7 +17,8 @@
   a final failure, so the fallback writes the summary and ``fallback_reason`` says what was
   wrong with it. The usage providers report is summed over the requests (``Summary.usage``).
 - A history sent in one request is sent with its ``Source`` (the backend may then send it as
-  the conversation's own cached prefix); chunks and partial summaries are not.
+  the conversation's own cached prefix, with the messages kept after it too when the whole
+  prompt fits the window); chunks and partial summaries are not.
 - When anything fails, the summary is the fallback's (within the same budget): the ledger
   one, or another profile's (itself falling back in turn), and ``fallback_reason`` says why.
   The history is only read, so nothing is lost; the caller keeps the originals.
@@ -191,6 +192,10 @@ class Resilient:
         )
         if len(chunks) == 1:
             whole = tally.source if depth == 1 else None
+            if whole is not None and whole.rest:  # the whole prompt, when it fits one request
+                sent = (*whole.lead, *chunks[0], *whole.rest)
+                size = await anyio.to_thread.run_sync(self._count_all, sent)
+                whole = whole if size <= budget else replace(whole, rest=())
             request = self._request(chunks[0], reason, max_tokens, tally, None, whole)
             return await self._call(request, tally)
         n = len(chunks)
@@ -218,6 +223,9 @@ class Resilient:
 
     def _count_message(self, message: Message) -> int:
         return self._count(render_message(message) + SEPARATOR)
+
+    def _count_all(self, messages: Sequence[Message]) -> int:
+        return sum(self._count_message(m) for m in messages)
 
     async def _call(self, request: Request, tally: _Tally) -> str:
         """The backend's answer to ``request``, retried as the policy allows."""

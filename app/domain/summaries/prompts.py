@@ -74,6 +74,10 @@ them."""
 
 SUMMARISE_ABOVE = """\
 Summarise the conversation above, up to this message, for the assistant that continues it."""
+SUMMARISE_FIRST = """\
+Summarise the first {k} of the {n} messages above (the system prompt aside), for the assistant \
+that continues the conversation. The last {kept} stay in its context as they are: do not \
+summarise them, and leave out what only they say."""
 
 
 @dataclass(frozen=True)
@@ -101,11 +105,21 @@ def instructions(
     return text if not extra else f"{text}\n\nFurther instructions for this summary:\n{extra}"
 
 
-def final_turn(reason: Reason, max_tokens: int, extra: str | None = None, carried: int = 0) -> str:
+def final_turn(
+    reason: Reason,
+    max_tokens: int,
+    extra: str | None = None,
+    carried: int = 0,
+    upto: tuple[int, int] | None = None,
+) -> str:
     """The last user turn of a request that sends the conversation as it was: the instructions,
-    said of the messages above it rather than of a transcript."""
+    said of the messages above it rather than of a transcript. ``upto``: ``(k, n)`` when only the
+    first ``k`` of the ``n`` messages above are to be summarised (the rest stay as they are)."""
     said = instructions(reason, max_tokens, extra, carried, "conversation above")
-    return f"{SUMMARISE_ABOVE}\n\n{said}"
+    if upto is None:
+        return f"{SUMMARISE_ABOVE}\n\n{said}"
+    k, n = upto
+    return f"{SUMMARISE_FIRST.format(k=k, n=n, kept=n - k)}\n\n{said}"
 
 
 def build_prompt(
