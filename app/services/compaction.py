@@ -247,9 +247,7 @@ async def apply_plan(
         raise NotCompacted("another compaction of this session ran first; try again")
     rows = await queries.messages_at(db, pk, seqs)
     archive = [archived(r) for r in rows]
-    for stored in rows:
-        await db.delete(stored)
-    await db.flush()
+    await queries.delete_messages(db, pk, rows)
     await queries.rewrite_history(db, pk)
     await queries.move_totals(db, pk, [counts], [stored_counts(r) for r in rows])
     db.add_all(message_rows(pk, [NewMessage(seqs[-1], SUMMARY_SECTION, message, counts, now())]))

@@ -230,6 +230,18 @@ async def add_payloads(db: AsyncSession, rows: Sequence[dict[str, Any]]) -> None
         await db.execute(insert(PayloadRow).values(chunk).on_conflict_do_nothing())
 
 
+async def delete_messages(db: AsyncSession, pk: SessionPk, rows: Sequence[MessageRow]) -> None:
+    """Delete the stored ``rows`` in a few statements by seq (not one ORM delete a row, which
+    costs seconds at thousands of messages) and leave them out of the session."""
+    seqs = [row.seq for row in rows]
+    for start in range(0, len(seqs), CHUNK):
+        chunk = seqs[start : start + CHUNK]
+        query = delete(MessageRow).where(MessageRow.session_pk == pk, MessageRow.seq.in_(chunk))
+        await db.execute(query.execution_options(synchronize_session=False))
+    for row in rows:
+        db.expunge(row)
+
+
 async def present_seqs(db: AsyncSession, pk: SessionPk, seqs: Sequence[int]) -> int:
     """How many of ``seqs`` are stored messages now."""
     found = 0
