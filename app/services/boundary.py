@@ -21,16 +21,9 @@ from app.domain.compaction.planning import CompactionPolicy, Plan, plan_session
 from app.domain.compilers.base import Item
 from app.domain.sessions import SessionPk
 from app.services import cpu
-from app.services.compaction import (
-    Done,
-    Gate,
-    NotCompacted,
-    Refused,
-    Where,
-    rewrite_tokens,
-    stored_items,
-)
+from app.services.compaction import Done, Gate, Where, rewrite_tokens, stored_items
 from app.services.preparing import Preparation, Prepared, content_digest, summary_of
+from app.services.refusals import NotCompacted, Refused
 from app.storage import prepared as store
 from app.storage import queries
 from app.storage.models import MessageRow, PreparedCompactionRow, SessionRow

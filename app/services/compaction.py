@@ -20,8 +20,7 @@ from typing import Any
 from pydantic import ValidationError
 from sqlalchemy.ext.asyncio import AsyncSession
 
-from app.adapters.summarizers import Summarizer, Summary
-from app.adapters.summarizers.base import Source
+from app.adapters.summarizers import Summary
 from app.domain.compaction.economics import (
     ROUNDS_KEY,
     Economics,
@@ -38,21 +37,18 @@ from app.domain.compaction.planning import (
 )
 from app.domain.compilers.base import Item
 from app.domain.compilers.spec import located
-from app.domain.errors import Conflict, InvalidInput, NotFound
-from app.domain.messages import SUMMARY_SECTION, Message, TextPart
+from app.domain.errors import InvalidInput, NotFound
+from app.domain.messages import SUMMARY_SECTION
 from app.domain.providers import ProviderProfile
 from app.domain.sessions import SessionPk, TenantId
-from app.domain.summaries import constraints as marks
-from app.domain.summaries.budget import cut_to_budget
-from app.domain.tokens import Encoder, TokenCounter, count_message
-from app.services import cpu, leases
+from app.domain.tokens import TokenCounter
+from app.services import leases
 from app.services.messages import NewMessage, message_rows, stored_message
+from app.services.refusals import LeaseLost, NotCompacted, Refused
 from app.services.sessions import require_session
+from app.services.summarising import CARRIED_KEY, summary_message, written_by
 from app.storage import queries
 from app.storage.models import CompactionRow, MessageRow, SessionRow
-
-SUMMARY_HEADER = "[Summary of the earlier conversation]\n"
-CARRIED_KEY = "carried_constraints"  # a summary message's metadata: the checksums it carries
 
 
 @dataclass(frozen=True)
@@ -134,29 +130,6 @@ class Where:
         return round(100 * tokens / self.context_window, 2)
 
 
-class NotCompacted(Conflict):
-    """A compaction that wrote nothing: another took its messages first, or the summary would
-    not be smaller than what it replaces."""
-
-
-class ConstraintLost(NotCompacted):
-    """A compaction refused because its summary would not carry every constraint it took
-    verbatim (``checksums``: which, ``sha256:<12 hex>``)."""
-
-    def __init__(self, message: str, checksums: Sequence[str]) -> None:
-        super().__init__(message)
-        self.checksums = tuple(checksums)
-
-
-class Refused(NotCompacted):
-    """A request-boundary compaction not applied: it would shed too little, or rewrite more of
-    the prompt cache than it saves (``economics``: the figures)."""
-
-    def __init__(self, detail: str, economics: Economics, too_little: bool = False) -> None:
-        super().__init__(detail)
-        self.economics, self.too_little = economics, too_little
-
-
 @dataclass(frozen=True)
 class Gate:
     """What a request-boundary compaction must pay for (app/domain/compaction/economics.py):
@@ -199,11 +172,6 @@ class Gate:
                 f"what it sheds over {self.turns} turns ({economics.saved})", economics,
             )  # fmt: skip
         return economics
-
-
-class LeaseLost(NotCompacted):
-    """The lease expired while the summariser ran and another took it over (and closed this
-    compaction's start as abandoned)."""
 
 
 async def apply_plan(
@@ -260,7 +228,7 @@ async def apply_plan(
         tokens_before=plan.tokens_before,
         tokens_after=plan.tokens_before - plan.tokens_taken + summary_tokens,
         summary_tokens=summary_tokens, cache_rewrite_tokens=rewrite,
-        resets_provider_session=resets, summarizer=_written_by(summary), created_at=now(),
+        resets_provider_session=resets, summarizer=written_by(summary), created_at=now(),
         loss=summary.loss.as_json() if summary.loss is not None else None,
         prepared_at=prepared_at, economics=economics,
     )  # fmt: skip
@@ -281,74 +249,9 @@ def stored_counts(row: MessageRow) -> dict[str, int]:
     return {"o200k_base": row.tokens_o200k, "cl100k_base": row.tokens_cl100k}
 
 
-def summary_message(text: str) -> Message:
-    """The summary as the message a compaction stores (without its metadata)."""
-    return Message(role="user", content=(TextPart(text=SUMMARY_HEADER + text),))
-
-
-def source_of(plan: Plan, target: str | None = None) -> Source:
-    """Where ``plan``'s taken messages stand: their seqs, the system messages left ahead of
-    them (the conversation's system prompt, never summarised), every message left ahead and
-    every message kept after them."""
-    first = plan.taken[0].seq if plan.taken else 0
-    lead = tuple(i.message for i in plan.left if i.seq < first)
-    rest = tuple(i.message for i in plan.left if i.seq > first)
-    system = tuple(m for m in lead if m.role == "system")
-    return Source(tuple(i.seq for i in plan.taken), system, target, lead=lead, rest=rest)
-
-
-async def within_budget(
-    summarizer: Summarizer, plan: Plan, encoder: Encoder, target: str | None = None
-) -> Summary:
-    """The summary of ``plan`` as a message of at most ``plan.summary_tokens`` tokens, opening
-    with the constraints it took (marked messages and earlier summaries' blocks) verbatim: the
-    summariser is asked for the budget less the header's and the block's tokens, and whatever
-    it wrote is cut to fit (never the block). ``ConstraintLost`` when the block does not fit or
-    a constraint would not be carried as it was. ``target``: the shape the session's prompts are
-    sent in."""
-    taken = [i.message for i in plan.taken]
-    try:
-        constraints = marks.gather(taken, SUMMARY_HEADER)
-    except marks.Lost as err:
-        raise ConstraintLost(f"refused: {err}", err.checksums) from None
-    opening = marks.block(constraints)
-
-    def count(text: str) -> int:
-        return count_message(summary_message(opening + text), encoder)
-
-    fixed = count("")
-    if constraints and fixed >= plan.summary_tokens:
-        named = [c.checksum for c in constraints]
-        raise ConstraintLost(
-            f"refused: the constraints {', '.join(named)} ({fixed} tokens with the summary "
-            f"header) do not fit the summary budget of {plan.summary_tokens} tokens", named,
-        )  # fmt: skip
-    asked = max(1, plan.summary_tokens - fixed)
-    source = replace(source_of(plan, target), carried=len(constraints))
-    summary = await summarizer.summarize(taken, plan.reason, asked, source)
-    cut = await cpu.run_sync(cut_to_budget, summary.text, plan.summary_tokens, count)
-    text = opening + (summary.text if cut is None else cut)
-    lost = marks.missing(text, constraints) if constraints else []
-    if lost:
-        raise ConstraintLost(f"refused: the summary lost constraint {', '.join(lost)}", lost)
-    checksums = tuple(c.checksum for c in constraints)
-    return replace(summary, text=text, cut=summary.cut or cut is not None, constraints=checksums)
-
-
 def now() -> datetime:
     """The clock at the moment of writing: compactions of one request stay in order."""
     return datetime.now(UTC)
-
-
-def _written_by(summary: Summary) -> str:
-    """The backend that wrote the summary with its model and profile (``default`` unsaid), why
-    it fell back when it did, and whether it was cut to its budget."""
-    cut = " (cut to its budget)" if summary.cut else ""
-    model = f" {summary.model}" if summary.model else ""
-    profile = f" [profile {summary.profile}]" if summary.profile else ""
-    if summary.fallback_reason is None:
-        return (summary.backend + model + profile + cut)[:128]
-    return f"{summary.backend}{model}{profile}{cut} (fallback: {summary.fallback_reason})"[:128]
 
 
 async def compactions(db: AsyncSession, tenant: TenantId, session_id: str) -> list[CompactionRow]:

@@ -14,36 +14,21 @@ from app.adapters.summarizers import Summarizer, Summary
 from app.domain.compaction.planning import (
     PLANS,
     CompactionPolicy,
-    Kind,
     Plan,
     plan_session,
     reactive_kind,
 )
 from app.domain.compilers.base import Item
-from app.domain.errors import Conflict
 from app.domain.models import Catalog
-from app.domain.providers import ProviderProfile
-from app.domain.sessions import SessionPk, TenantId
+from app.domain.sessions import SessionPk
 from app.domain.summaries.profiles import SummarizerChoice
 from app.domain.tokens import TokenCounter
 from app.services import boundary, cpu, events, leases
-from app.services.compaction import (
-    ConstraintLost,
-    Done,
-    Gate,
-    LeaseLost,
-    NotCompacted,
-    Refused,
-    Where,
-    apply_plan,
-    now,
-    policy_of,
-    stored_items,
-    within_budget,
-)
+from app.services.compaction import Done, Gate, Where, apply_plan, now, stored_items
 from app.services.preparing import Prepared, Preparer
+from app.services.refusals import ConstraintLost, LeaseLost, NotCompacted, Refused
 from app.services.reports import Report, reported
-from app.services.sessions import require_session, session_profile
+from app.services.summarising import within_budget
 from app.storage import queries
 from app.storage.models import SessionRow
 
@@ -311,45 +296,3 @@ def _loss_counts(loss: dict[str, Any] | None) -> dict[str, int] | None:
     """How many entries the summary kept, merged, replaced and dropped (a ledger summary's)."""
     counts = loss.get("counts") if loss is not None else None
     return dict(counts) if isinstance(counts, dict) else None
-
-
-async def compact_now(
-    compactor: Compactor,
-    tenant: TenantId,
-    session_id: str,
-    kind: Kind,
-    override: dict[str, Any] | None,
-) -> Done:
-    """Run a compaction of ``kind`` now, whatever the triggers say (the session's policy, with
-    ``override`` over it, still chooses what is kept)."""
-    db = compactor.db
-    session = await require_session(db, tenant, session_id)
-    profile = session_profile(session, compactor.catalog)
-    stored = session.compaction_policy
-    policy = policy_of(stored, override, "policy", compactor.profiles) or CompactionPolicy()
-    rows = await queries.all_messages(db, SessionPk(session.pk))
-    items = stored_items(rows, profile.encoding)
-    plan = (
-        plan_session(items, policy, now=True) if kind == "session" else PLANS[kind](items, policy)
-    )
-    if plan is None:
-        raise Conflict("nothing to compact: no API round may be summarised (recent, pinned, "
-                       "the current prompt, or too few messages)")  # fmt: skip
-    where = Where.of(session, profile)
-    return await compactor.run(session, plan, where, policy.summarizer)
-
-
-async def compact_due(
-    compactor: Compactor,
-    session: SessionRow,
-    profile: ProviderProfile,
-    context_window: int | None,
-    override: dict[str, Any] | None,
-    report: Report | None,
-) -> list[Done]:
-    """The compactions a compile of ``session`` is due (none without an enabled policy)."""
-    policy = policy_of(session.compaction_policy, override, profiles=compactor.profiles)
-    if policy is None or not policy.enabled:
-        return []
-    where = Where.of(session, profile, context_window)
-    return await compactor.due(session, policy, where, report)

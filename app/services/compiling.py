@@ -36,8 +36,9 @@ from app.domain.tokens import Encoder, count_message
 from app.services import cpu
 from app.services.cache import Entry, MessageCache
 from app.services.calibration import calibration_for, key_for
+from app.services.compacting import compact_due
 from app.services.compaction import Done
-from app.services.compactor import Compactor, compact_due
+from app.services.compactor import Compactor
 from app.services.digesting import Digester, Tail, job_after, long_history, read_tail, view_of
 from app.services.originals import keep_originals
 from app.services.reports import Report

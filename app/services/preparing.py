@@ -43,13 +43,9 @@ from app.domain.summaries.loss import OUTCOMES, Loss, LossEntry
 from app.domain.tokens import TokenCounter, count_message
 from app.services import cpu, leases
 from app.services.cache import canonical_json
-from app.services.compaction import (
-    ConstraintLost,
-    Where,
-    stored_items,
-    summary_message,
-    within_budget,
-)
+from app.services.compaction import Where, stored_items
+from app.services.refusals import ConstraintLost
+from app.services.summarising import summary_message, within_budget
 from app.storage import prepared as store
 from app.storage import queries
 from app.storage.models import MessageRow

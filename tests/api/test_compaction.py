@@ -24,9 +24,10 @@ from app.domain.summaries import Reason
 from app.domain.tokens import TokenCounter
 from app.services import compiling
 from app.services.cache import MessageCache
-from app.services.compaction import NotCompacted
-from app.services.compactor import Compactor, compact_now
+from app.services.compacting import compact_now
+from app.services.compactor import Compactor
 from app.services.keys import authenticate
+from app.services.refusals import NotCompacted
 from app.storage.db import create_engine, create_sessionmaker
 from tests.api.sse import stream
 from tests.api.test_compile import valid

@@ -24,7 +24,7 @@ from app.domain.formats.documents import Provider, provider_document
 from app.domain.messages import JSONObject, Message
 from app.services import compaction as service
 from app.services import cpu, persisted_steps
-from app.services.compactor import compact_now
+from app.services.compacting import compact_now
 from app.storage.models import CompactionRow
 
 router = APIRouter(prefix="/v1/sessions/{session_id}", tags=["compaction"])
