@@ -28,7 +28,7 @@ from app.services.compaction import Done, Gate, Where, apply_plan, now, stored_i
 from app.services.preparing import Prepared, Preparer
 from app.services.refusals import ConstraintLost, LeaseLost, NotCompacted, Refused
 from app.services.reports import Report, reported
-from app.services.summarising import within_budget
+from app.services.summarising import summarized_under
 from app.storage import queries
 from app.storage.models import SessionRow
 
@@ -161,18 +161,9 @@ class Compactor:
         await self.db.commit()
         engine = self.db.bind
         assert isinstance(engine, AsyncEngine)
-        async with leases.kept(engine, lease):
-            encoder = self.counter.encoder(where.encoding)
-            try:
-                summary = await within_budget(self.summarizer_for(choice), plan, encoder,
-                                              where.output)  # fmt: skip
-            except ConstraintLost as err:  # raised out of the lease's task group, below
-                refused: ConstraintLost | None = err
-            else:
-                refused = None
-        if refused is not None:
-            raise refused
-        return summary
+        encoder = self.counter.encoder(where.encoding)
+        chosen = self.summarizer_for(choice)
+        return await summarized_under(engine, lease, chosen, plan, encoder, where.output)
 
     async def _lease(self, pk: SessionPk, plan: Plan) -> leases.Lease:
         """The session's compaction lease, in a transaction left open for the start event;

@@ -45,7 +45,7 @@ from app.services import cpu, leases
 from app.services.cache import canonical_json
 from app.services.compaction import Where, stored_items
 from app.services.refusals import ConstraintLost
-from app.services.summarising import summary_message, within_budget
+from app.services.summarising import summarized_under, summary_message
 from app.storage import prepared as store
 from app.storage import queries
 from app.storage.models import MessageRow
@@ -213,16 +213,10 @@ class Preparer:
         digest = content_digest([r for r in rows if r.seq in set(seqs)])
         del rows, items
         await db.commit()  # no transaction (nor connection) is held while it summarises
-        async with leases.kept(_engine(db), lease):
-            encoder = job.counter.encoder(job.where.encoding)
-            try:
-                summary = await within_budget(job.summarizer, plan, encoder, job.where.output)
-            except ConstraintLost as err:  # raised out of the lease's task group, below
-                refused: ConstraintLost | None = err
-            else:
-                refused = None
-        if refused is not None:
-            raise refused
+        encoder = job.counter.encoder(job.where.encoding)
+        summary = await summarized_under(
+            _engine(db), lease, job.summarizer, plan, encoder, job.where.output
+        )
         shed = plan.tokens_taken - count_message(summary_message(summary.text), encoder)
         if not sheds_enough(shed, plan.tokens_before, job.policy.min_shed_pct):
             await _give_back(db, lease)  # the swap would refuse it, and prepare it again

@@ -6,6 +6,8 @@ from __future__ import annotations
 
 from dataclasses import replace
 
+from sqlalchemy.ext.asyncio import AsyncEngine
+
 from app.adapters.summarizers import Summarizer, Summary
 from app.adapters.summarizers.base import Source
 from app.domain.compaction.planning import Plan
@@ -13,7 +15,7 @@ from app.domain.messages import Message, TextPart
 from app.domain.summaries import constraints as marks
 from app.domain.summaries.budget import cut_to_budget
 from app.domain.tokens import Encoder, count_message
-from app.services import cpu
+from app.services import cpu, leases
 from app.services.refusals import ConstraintLost
 
 SUMMARY_HEADER = "[Summary of the earlier conversation]\n"
@@ -83,3 +85,25 @@ def written_by(summary: Summary) -> str:
     if summary.fallback_reason is None:
         return (summary.backend + model + profile + cut)[:128]
     return f"{summary.backend}{model}{profile}{cut} (fallback: {summary.fallback_reason})"[:128]
+
+
+async def summarized_under(
+    engine: AsyncEngine,
+    lease: leases.Lease,
+    summarizer: Summarizer,
+    plan: Plan,
+    encoder: Encoder,
+    target: str | None = None,
+) -> Summary:
+    """``within_budget``, holding ``lease`` (renewed while the summariser works); a
+    ``ConstraintLost`` is raised as it is, not wrapped by the lease's task group."""
+    async with leases.kept(engine, lease):
+        try:
+            summary = await within_budget(summarizer, plan, encoder, target)
+        except ConstraintLost as err:
+            refused: ConstraintLost | None = err
+        else:
+            refused = None
+    if refused is not None:
+        raise refused
+    return summary
