@@ -88,7 +88,7 @@ def test_each_reason_has_its_own_instructions_and_they_ask_for_the_references() 
     assert len(set(texts.values())) == len(REASONS)
     for text in texts.values():
         assert "at most 1234 tokens" in text
-        assert "Every file path, URL and identifier" in text
+        assert "every file path, URL and identifier" in text
 
 
 def test_a_prompt_holds_the_transcript_and_names_its_part() -> None:

@@ -176,6 +176,8 @@ class Compaction(Model):
     resets_provider_session: bool
     summarizer: str | None
     created_at: datetime
+    prepared_at: datetime | None = None  # prepared in the background, then swapped in
+    economics: dict[str, Any] | None = None  # the cache-economic gate's figures
 
 
 class ArchivedMessage(Model):
@@ -190,6 +192,7 @@ class ArchivedMessage(Model):
 
 class CompactionDetail(Compaction):
     archived: list[ArchivedMessage]
+    loss: dict[str, Any] | None = None  # what the summary kept, merged, replaced and dropped
 
 
 class CompileResult(Model):
