@@ -29,12 +29,15 @@ class Extractive:
         max_tokens: int | None = None,
         source: Source | None = None,
     ) -> Summary:
-        history = tuple(messages)
         budget = self._max_tokens if max_tokens is None else max_tokens
-        text = await anyio.to_thread.run_sync(
-            summarize_extractive, history, reason, budget, self._count
-        )
-        return Summary(text, self.name)
+        seqs = source.seqs if source is not None else ()
+        return await anyio.to_thread.run_sync(self.write, tuple(messages), reason, budget, seqs)
+
+    def write(
+        self, history: tuple[Message, ...], reason: Reason, budget: int, seqs: tuple[int, ...]
+    ) -> Summary:
+        """The summary of ``history`` within ``budget`` (CPU work, run in a thread)."""
+        return Summary(summarize_extractive(history, reason, budget, self._count), self.name)
 
     async def aclose(self) -> None:
         return None
