@@ -12,18 +12,28 @@ from collections.abc import Mapping
 
 import httpx
 
-# What the sidecar forwards of the agent's request headers: the provider's credentials and
-# options. Nothing else (not ctxc's own key, not hop-by-hop or length headers).
-FORWARDED = frozenset({
-    "authorization", "x-api-key", "anthropic-version", "anthropic-beta", "openai-organization",
-    "openai-project", "openai-beta", "user-agent",
-})  # fmt: skip
+# Headers of one connection, not of the request (RFC 9110 7.6.1): never passed on either way.
+HOP_BY_HOP = frozenset(
+    {
+        "connection",
+        "keep-alive",
+        "proxy-authenticate",
+        "proxy-authorization",
+        "proxy-connection",
+        "te",
+        "trailer",
+        "transfer-encoding",
+        "upgrade",
+    }
+)
+# What the sidecar does not forward of the agent's request headers: the connection's, the
+# length of a body it may rewrite, and the encodings it asks for itself (it reads the answer).
+# Everything else reaches the upstream as sent, but ctxc's own ``X-Ctxc-*`` headers.
+NOT_FORWARDED = HOP_BY_HOP | {"host", "content-length", "accept-encoding"}
 # What it does not pass back of the upstream's answer headers: those of the connection and the
 # encoding (the body is passed decoded), which the server sets for its own answer.
-NOT_RETURNED = frozenset({
-    "content-length", "content-encoding", "transfer-encoding", "connection", "keep-alive",
-    "date", "server",
-})  # fmt: skip
+NOT_RETURNED = HOP_BY_HOP | {"content-length", "content-encoding", "date", "server"}
+CTXC_PREFIX = "x-ctxc-"
 
 
 class Upstreams:
@@ -42,7 +52,7 @@ class Upstreams:
     ) -> httpx.Response:  # fmt: skip
         """Send ``body`` to ``url`` (with the query string ``params``) with the agent's
         forwarded ``headers``: the answer with its body not read yet (close it)."""
-        sent = {name: value for name, value in headers.items() if name in FORWARDED}
+        sent = forwarded_headers(headers)
         sent["accept-encoding"] = "identity"
         if body:
             sent["content-type"] = headers.get("content-type", "application/json")
@@ -52,6 +62,16 @@ class Upstreams:
 
     async def aclose(self) -> None:
         await self.client.aclose()
+
+
+def forwarded_headers(headers: Mapping[str, str]) -> dict[str, str]:
+    """The agent's request headers the upstream gets (names in lower case)."""
+    named = ((name.lower(), value) for name, value in headers.items())
+    return {
+        name: value
+        for name, value in named
+        if name not in NOT_FORWARDED and not name.startswith(CTXC_PREFIX)
+    }
 
 
 def returned_headers(response: httpx.Response) -> dict[str, str]:

@@ -22,6 +22,7 @@ from app.api.sidecar.forwarding import ANSWER_BYTES, ERROR_BYTES, read_body, sen
 from app.api.sidecar.refusals import Refused, refusal
 from app.api.sidecar.requests import Endpoint, Turn, read_turn
 from app.api.sidecar.streams import Passthrough, until_disconnect
+from app.domain.compiling import Output
 from app.domain.errors import DomainError, FormatError, InvalidInput
 from app.domain.formats.convert import Format, parse_messages
 from app.domain.messages import Message
@@ -44,10 +45,15 @@ async def forward(request: Request, endpoint: Endpoint, path: str) -> Response:
     state: AppState = request.state.ctxc
     try:
         await sidecar_tenant(request, state)
-        base = endpoint.upstream(state).removesuffix(endpoint.path)
         headers = {k.lower(): v for k, v in request.headers.items()}
-        upstream = await send(state, f"{base}/{path}", await request.body(), headers,
-                               request.method, request.url.query)  # fmt: skip
+        upstream = await send(
+            state,
+            f"{endpoint.base(state)}/{path}",
+            await request.body(),
+            headers,
+            request.method,
+            request.url.query,
+        )
         state.metrics.sidecar.labels(endpoint.provider, "passed").inc()
         return Passthrough(endpoint.provider, upstream, {}, None)
     except Exception as exc:
@@ -70,7 +76,7 @@ async def _run(state: AppState, turn: Turn) -> Response:
     for attempt in (1, 2):
         done = await _compile(state, turn, opened, scale)
         payload = _payload(turn, done)
-        upstream = await send(state, turn.endpoint.upstream(state), payload, turn.headers)
+        upstream = await send(state, turn.upstream(state), payload, turn.headers, params=turn.query)
         if upstream.status_code == 200:
             headers = _headers(turn, opened, done, retried=attempt == 2)
             if turn.stream:
@@ -128,12 +134,21 @@ async def _compile(
     if opened is None:
         async with state.sessionmaker() as db:
             tenant_name = await queries.tenant_name(db, turn.tenant)
-        system = turn.body.get("system") if turn.endpoint.provider == "anthropic" else None
+        field = turn.endpoint.system
+        system = None if field is None else turn.body.get(field)
         return await cpu.run_sync(
-            compiling.compile_posted, state.cache, state.registry, turn.endpoint.format,
-            turn.body["messages"], system, options, Caller(turn.tenant, tenant_name),
-            turn.profile.name, catalog, now,
-        )  # fmt: skip
+            compiling.compile_posted,
+            state.cache,
+            state.registry,
+            turn.endpoint.format,
+            turn.body[turn.endpoint.history],
+            system,
+            options,
+            Caller(turn.tenant, tenant_name),
+            turn.profile.name,
+            catalog,
+            now,
+        )
     pending = tuple(opened.new)
     options = replace(options, pending=pending)
     if scale is not None:  # the upstream said too long: compact (a full compaction at least)
@@ -161,7 +176,7 @@ def _asks_usage(turn: Turn) -> bool:
 def _payload(turn: Turn, done: Compilation) -> bytes:
     """The agent's request with the compiled messages (and system prompt) in place of its own."""
     sent = dict(turn.body)
-    sent["messages"] = done.output.messages
+    _place(turn.endpoint, sent, done.output)
     offered = recalling.tools(turn, done)
     if offered is not None:
         sent["tools"] = offered
@@ -169,11 +184,18 @@ def _payload(turn: Turn, done: Compilation) -> bytes:
         options = sent.get("stream_options")
         sent["stream_options"] = {**(options if isinstance(options, dict) else {}),
                                   "include_usage": True}  # fmt: skip
-    if turn.endpoint.provider == "anthropic":
-        sent.pop("system", None)
-        if done.output.system is not None:
-            sent["system"] = done.output.system
     return orjson.dumps(sent)
+
+
+def _place(endpoint: Endpoint, body: dict[str, Any], output: Output) -> None:
+    """Put the compiled history (and the system prompt, where the shape keeps it apart) in the
+    request's ``body``."""
+    body[endpoint.history] = output.messages
+    if endpoint.system is None:
+        return
+    body.pop(endpoint.system, None)
+    if output.system is not None:
+        body[endpoint.system] = output.system
 
 
 def _headers(turn: Turn, opened: Opened | None, done: Compilation, retried: bool) -> dict[str, str]:

@@ -129,7 +129,7 @@ async def settle(
             {"role": "user", "content": results}]  # fmt: skip
         messages += [reply.message, *answer]
         body = orjson.dumps({**sent, "messages": messages})
-        upstream = await send(state, turn.endpoint.upstream(state), body, turn.headers)
+        upstream = await send(state, turn.upstream(state), body, turn.headers, params=turn.query)
         limit = ANSWER_BYTES if upstream.status_code == 200 else ERROR_BYTES
         data = await read_body(upstream, limit)
         if upstream.status_code != 200:

@@ -28,22 +28,33 @@ INLINE_BODY = 256 * 1024
 
 @dataclass(frozen=True)
 class Endpoint:
+    """A managed sidecar route: the provider's wire (its answers and errors), where the history
+    sits in the request's body, and where the request goes."""
+
     provider: Provider
     path: str  # after the upstream's base URL
     profile: str  # the provider profile of a model the catalog does not know
+    upstream_setting: str  # the setting naming the upstream's base URL
+    history: str = "messages"  # the body's field holding the history
+    system: str | None = None  # the body's field holding the system prompt, when apart
+
+    def base(self, state: AppState) -> str:
+        """The upstream's base URL."""
+        base: str = getattr(state.settings, self.upstream_setting)
+        return base
 
     def upstream(self, state: AppState) -> str:
-        base = state.settings.openai_upstream if self.provider == "openai" else (
-            state.settings.anthropic_upstream)  # fmt: skip
-        return base + self.path
+        return self.base(state) + self.path
 
     @property
     def format(self) -> Format:
         return self.provider
 
 
-OPENAI = Endpoint("openai", "/chat/completions", "openai")
-ANTHROPIC = Endpoint("anthropic", "/v1/messages", "anthropic")
+OPENAI = Endpoint("openai", "/chat/completions", "openai", "openai_upstream")
+ANTHROPIC = Endpoint(
+    "anthropic", "/v1/messages", "anthropic", "anthropic_upstream", system="system"
+)
 
 
 @dataclass(frozen=True)
@@ -59,6 +70,11 @@ class Turn:
     window: int
     stream: bool
     session_id: str | None
+    query: str = ""  # the request's query string, passed on as sent
+
+    def upstream(self, state: AppState) -> str:
+        """The URL the turn is forwarded to."""
+        return self.endpoint.upstream(state)
 
 
 async def read_turn(request: Request, state: AppState, endpoint: Endpoint) -> Turn:
@@ -74,9 +90,10 @@ async def read_turn(request: Request, state: AppState, endpoint: Endpoint) -> Tu
     model = body.get("model")
     if not isinstance(model, str) or not model:
         raise Refused(400, "`model` is required: the model to call", "model")
-    messages = body.get("messages")
+    field = endpoint.history
+    messages = body.get(field)
     if not isinstance(messages, list) or not messages:
-        raise Refused(400, "`messages` must be a non-empty array", "messages")
+        raise Refused(400, f"`{field}` must be a non-empty array", field)
     stream = body.get("stream", False)
     if not isinstance(stream, bool):
         raise Refused(400, "`stream` must be a boolean", "stream")
@@ -88,18 +105,34 @@ async def read_turn(request: Request, state: AppState, endpoint: Endpoint) -> Tu
                       f"most {MAX_THREAD_ID} characters)")  # fmt: skip
     profile = _profile(state, endpoint, model)
     window = _window(request, profile)
-    system = body.get("system") if endpoint.provider == "anthropic" else None
-    sent = _sent(state, tenant, endpoint.format, messages, system, profile.encoding)
+    system = None if endpoint.system is None else body.get(endpoint.system)
+    sent = _sent(state, tenant, endpoint, messages, system, profile.encoding)
     headers = {k.lower(): v for k, v in request.headers.items()}
-    return Turn(endpoint, tenant, body, headers, sent, profile, window, stream, session_id)
+    return Turn(
+        endpoint,
+        tenant,
+        body,
+        headers,
+        sent,
+        profile,
+        window,
+        stream,
+        session_id,
+        request.url.query,
+    )
 
 
 def _sent(
-    state: AppState, tenant: TenantId, fmt: Format, messages: list[Any], system: Any,
+    state: AppState,
+    tenant: TenantId,
+    endpoint: Endpoint,
+    messages: list[Any],
+    system: Any,
     encoding: str,
-) -> Sent:  # fmt: skip
-    """The history as sent (Anthropic's system prompt is one more item, first: it is parsed
+) -> Sent:
+    """The history as sent (a system prompt given apart is one more item, first: it is parsed
     into one system message), parsed on demand from an item on, off the event loop."""
+    fmt, field = endpoint.format, endpoint.history
     first = 0 if system is None else 1
     items = messages if system is None else [system, *messages]
 
@@ -107,27 +140,41 @@ def _sent(
         keys: list[bytes] = []
         if offset == 0:
             entries = await cpu.run_sync(
-                compiling.parse_posted, state.cache, tenant, fmt, messages, system, "messages",
-                (encoding,), keys,
-            )  # fmt: skip
+                compiling.parse_posted,
+                state.cache,
+                tenant,
+                fmt,
+                messages,
+                system,
+                field,
+                (encoding,),
+                keys,
+            )
             return History(fmt, items, entries, keys)
         try:
             entries = await cpu.run_sync(
-                compiling.parse_posted, state.cache, tenant, fmt, messages[offset - first :],
-                None, "messages", (encoding,), keys,
-            )  # fmt: skip
+                compiling.parse_posted,
+                state.cache,
+                tenant,
+                fmt,
+                messages[offset - first :],
+                None,
+                field,
+                (encoding,),
+                keys,
+            )
         except InvalidInput as exc:  # problems named by their index in the whole history
             raise InvalidInput(
-                [(_shifted(p, offset - first), m) for p, m in exc.problems]
+                [(_shifted(p, field, offset - first), m) for p, m in exc.problems]
             ) from None
         return History(fmt, items, entries, keys, offset)
 
     return Sent(fmt, items, parse)
 
 
-def _shifted(path: Path, by: int) -> Path:
-    if len(path) > 1 and path[0] == "messages" and isinstance(path[1], int):
-        return ("messages", path[1] + by, *path[2:])
+def _shifted(path: Path, field: str, by: int) -> Path:
+    if len(path) > 1 and path[0] == field and isinstance(path[1], int):
+        return (field, path[1] + by, *path[2:])
     return path
 
 
