@@ -97,6 +97,7 @@ class Seen:
     path: str
     headers: dict[str, str]
     body: Json
+    query: str = ""
 
 
 @dataclass(frozen=True)
@@ -181,7 +182,7 @@ class Upstream:
         """The model list (both providers answer ``GET /v1/models`` with a ``data`` list)."""
         headers = {name.lower(): value for name, value in request.headers.items()}
         with self._lock:
-            self.requests.append(Seen(request.url.path, headers, {}))
+            self.requests.append(Seen(request.url.path, headers, {}, request.url.query))
         models = [
             {
                 "id": "gpt-4o",
@@ -212,7 +213,7 @@ class Upstream:
             parsed = None
         body: Json = parsed if isinstance(parsed, dict) else {}
         headers = {name.lower(): value for name, value in request.headers.items()}
-        seen = Seen(request.url.path, headers, body)
+        seen = Seen(request.url.path, headers, body, request.url.query)
         with self._lock:
             self.requests.append(seen)
         n = next(self._ids)

@@ -186,3 +186,62 @@ def test_provider_credentials_are_never_stored_or_logged(
     assert session in text  # the rows were read
     assert "sk-upstream" not in text and "sk-ant-upstream" not in text
     assert "sk-upstream" not in caplog.text and "sk-ant-upstream" not in caplog.text
+
+
+# What Claude Code and Codex CLI send beside the provider's own headers (issue: dropped before).
+AGENT_HEADERS = {
+    "x-app": "cli",
+    "x-claude-code-session-id": "3f2c-session",
+    "anthropic-dangerous-direct-browser-access": "true",
+    "x-stainless-lang": "js",
+    "x-stainless-retry-count": "0",
+    "originator": "codex_cli_rs",
+    "session-id": "0199-thread",
+    "x-client-request-id": "0199-request",
+    "x-codex-beta-features": "unified_exec",
+    "accept": "text/event-stream",
+}
+
+
+@pytest.mark.parametrize("managed", [True, False])
+def test_every_end_to_end_header_and_the_query_reach_the_upstream(
+    sidecar: Sidecar, up: Upstream, managed: bool
+) -> None:
+    session = {"X-Ctxc-Session": f"pass-{uuid.uuid4().hex[:6]}"} if managed else {}
+    headers = {
+        **AGENT_HEADERS,
+        **session,
+        "x-api-key": "sk-ant-upstream",
+        "anthropic-version": "2023-06-01",
+        "X-Ctxc-Api-Key": sidecar.key,
+        "Connection": "keep-alive",
+    }
+    body = {"model": "claude-haiku-4-5", "max_tokens": 64,
+            "messages": [{"role": "user", "content": "hi"}]}  # fmt: skip
+    with httpx.Client(timeout=30) as client:
+        answer = client.post(
+            f"{sidecar.url}/anthropic/v1/messages?beta=true", json=body, headers=headers
+        )
+    assert answer.status_code == 200, answer.text
+    [seen] = up.requests
+    assert seen.path == "/v1/messages" and seen.query == "beta=true"
+    assert {k: seen.headers.get(k) for k in AGENT_HEADERS} == AGENT_HEADERS
+    assert seen.headers["x-api-key"] == "sk-ant-upstream"
+    # Not ctxc's own headers, nor those of the agent's connection to ctxc.
+    assert not [k for k in seen.headers if k.startswith("x-ctxc-")]
+    assert seen.headers["host"] != httpx.URL(sidecar.url).netloc.decode()
+    # The upstream's answer headers come back, beside ctxc's.
+    assert answer.headers["request-id"].startswith("req_upstream")
+    assert ("x-ctxc-session" in answer.headers) is managed
+
+
+def test_a_forwarded_call_keeps_its_headers_and_query(sidecar: Sidecar, up: Upstream) -> None:
+    headers = {**AGENT_HEADERS, "Authorization": "Bearer sk-upstream",
+               "X-Ctxc-Api-Key": sidecar.key}  # fmt: skip
+    with httpx.Client(timeout=30) as client:
+        answer = client.get(f"{sidecar.url}/openai/v1/models?limit=5&after=a", headers=headers)
+    assert answer.status_code == 200, answer.text
+    [seen] = up.requests
+    assert seen.query == "limit=5&after=a"
+    assert {k: seen.headers.get(k) for k in AGENT_HEADERS} == AGENT_HEADERS
+    assert not [k for k in seen.headers if k.startswith("x-ctxc-")]
