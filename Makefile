@@ -9,7 +9,7 @@ STAMP := $(VENV)/.dev-stamp
 LOCK := $(BIN)/uv pip compile pyproject.toml --quiet --universal --python-version 3.11 \
 	--generate-hashes --custom-compile-command "make lock"
 
-.PHONY: install serve test lint openapi bench lock
+.PHONY: install serve test lint docs openapi bench lock
 
 $(VENV)/bin/python:
 	$(PYTHON) -m venv $(VENV)
@@ -39,6 +39,10 @@ lint: $(STAMP)
 	$(BIN)/mypy
 	$(BIN)/yamllint --strict .
 	$(BIN)/hadolint Dockerfile
+	NO_MKDOCS_2_WARNING=1 $(BIN)/mkdocs build --strict --quiet
+
+docs: $(STAMP)
+	NO_MKDOCS_2_WARNING=1 $(BIN)/mkdocs build --strict
 
 test: lint
 	$(BIN)/pytest -n auto --maxprocesses 4 --dist worksteal

@@ -1,6 +1,7 @@
-"""The README's walk-through, run as written against `ctxc serve` on each database.
+"""The docs' walk-through and the README's first compile, run as written against `ctxc serve` on
+each database.
 
-The shell block of "## Walk-through" is read from the README at test time and run with bash,
+The shell blocks of a section are read from its page at test time and run with bash,
 its `API=` pointed at a server started as `make serve` starts one (`ctxc migrate`, then
 `ctxc serve`, local mode). Every `curl` of it goes through a wrapper that fails on a 4xx or 5xx
 (with the answer shown) and records each answer; then every answer the block shows in a
@@ -26,7 +27,9 @@ import pytest
 from tests.conftest import DATABASES, free_port, fresh_database
 from tests.processes import ctxc_command, ctxc_env, serving
 
-README = Path(__file__).resolve().parents[2] / "README.md"
+ROOT = Path(__file__).resolve().parents[2]
+README = ROOT / "README.md"
+WALKTHROUGH = ROOT / "docs" / "walkthrough.md"
 BIN = Path(sys.executable).parent
 ANY = "..."
 
@@ -71,25 +74,25 @@ class Call:
 
 @dataclass(frozen=True)
 class Expected:
-    """A `# -> ...` comment: the answer shown after a call, with its line in the README."""
+    """A `# -> ...` comment: the answer shown after a call, with its line in its page."""
 
     line: int
     text: str
 
 
-def walkthrough() -> list[tuple[int, str]]:
-    """The shell code of the README's "## Walk-through" section (its fenced blocks), line by
-    line with each line's number in the README."""
-    text = README.read_text()
-    start = text.index("\n## Walk-through\n") + 1
+def walkthrough(page: Path = WALKTHROUGH, heading: str = "# Walk-through") -> list[tuple[int, str]]:
+    """The shell code of the section under ``heading`` of ``page`` (its fenced blocks), line by
+    line with each line's number in the page."""
+    text = "\n" + page.read_text()
+    start = text.index(f"\n{heading}\n") + 1
     end = text.find("\n## ", start)
     section = text[start : end if end >= 0 else len(text)]
-    first = text.count("\n", 0, start) + 1
+    first = text.count("\n", 0, start)
     lines = []
     for block in re.finditer(r"^```(?:sh|bash|shell)\n(.*?)^```", section, re.M | re.S):
         at = first + section.count("\n", 0, block.start(1))
         lines += list(enumerate(block.group(1).splitlines(), at))
-    assert lines, "the Walk-through section has no sh block"
+    assert lines, f"{heading!r} of {page.name} has no sh block"
     return lines
 
 
@@ -175,7 +178,7 @@ def sse(body: str, data: Any = json.loads) -> list[dict[str, Any]]:
 
 def check(expected: Expected, call: Call) -> list[str]:
     """What the answer of ``call`` contradicts in the comment ``expected``."""
-    where = f"README.md line {expected.line} ({call.method} {call.url})"
+    where = f"line {expected.line} ({call.method} {call.url})"
     if expected.text.startswith(("{", "[")):
         return [f"{where}: {m}" for m in mismatches(pseudo_json(expected.text), call.json())]
     shown = sse(expected.text + "\n", pseudo_json)
@@ -205,9 +208,12 @@ def served(database_url: str, cwd: Path) -> Iterator[tuple[str, dict[str, str]]]
         yield base, env
 
 
-def run_walkthrough(api: str, env: dict[str, str], cwd: Path) -> tuple[list[Call], list[str]]:
-    """Run the README's block against ``api``: its calls in order, and the comments it broke."""
-    script, expected = instrument(walkthrough(), api)
+def run_walkthrough(
+    api: str, env: dict[str, str], cwd: Path, block: list[tuple[int, str]] | None = None
+) -> tuple[list[Call], list[str]]:
+    """Run the walk-through's block (or ``block``) against ``api``: its calls in order, and the
+    comments it broke."""
+    script, expected = instrument(walkthrough() if block is None else block, api)
     logs = cwd / "calls"
     logs.mkdir()
     (logs / "count").write_text("0\n")
@@ -267,3 +273,15 @@ def test_the_readme_walkthrough_runs_as_written(
     assert streams, "the walk-through reads no event stream"
     replayed = {e["data"].get("compaction_id") for c in streams for e in sse(c.body)}
     assert compaction["id"] in replayed
+
+
+@pytest.mark.parametrize("kind", DATABASES)
+def test_the_readme_first_compile_runs_as_written(
+    kind: str, tmp_path: Path, request: pytest.FixtureRequest
+) -> None:
+    block = walkthrough(README, "## A first compile")
+    with served(fresh_database(kind, tmp_path, request), tmp_path) as (api, env):
+        calls, broken = run_walkthrough(api, env, tmp_path, block)
+    assert not broken, "\n".join(broken)
+    [compiled] = answers(calls, "POST", "/compile")
+    assert [m["role"] for m in compiled["messages"]] == ["system", "user"]

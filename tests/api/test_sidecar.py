@@ -205,6 +205,9 @@ def quick_starts() -> list[str]:
     section = text[start : text.index("\n## ", start + 1)]
     blocks = re.findall(r"^```python\n(.*?)^```", section, re.M | re.S)
     assert len(blocks) == 2 and all(README_URL in b for b in blocks)
+    # The sidecar's page shows the same two, as its start.
+    page = (README.parent / "docs" / "sidecar.md").read_text()
+    assert re.findall(r"^```python\n(.*?)^```", page, re.M | re.S)[:2] == blocks
     return blocks
 
 
