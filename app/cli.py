@@ -3,67 +3,22 @@
 from __future__ import annotations
 
 import argparse
-import asyncio
 import logging
 import sys
-from collections.abc import Awaitable, Callable
 from datetime import UTC, datetime
 from importlib.metadata import PackageNotFoundError, version
-from typing import TypeVar
 
 from pydantic import ValidationError
-from sqlalchemy.exc import DBAPIError, SQLAlchemyError
+from sqlalchemy.exc import SQLAlchemyError
 from sqlalchemy.ext.asyncio import AsyncSession
 
-from app import transfer_cli
+from app.commands import transfer as transfer_cli
+from app.commands.database import Refusal, db_call, reason
 from app.domain.errors import Conflict, NotFound
 from app.logs import json_handler
 from app.services import keys
 from app.settings import Settings, is_loopback
-from app.storage.db import create_engine, create_sessionmaker
-from app.storage.migrate import SchemaNotCurrent, check_schema, describe, migrate, sqlite_file
-
-T = TypeVar("T")
-
-
-class Refusal(Exception):
-    """A condition the command reports in one line (exit status 1), with no traceback."""
-
-
-def _reason(exc: Exception) -> str:
-    """The first line of what went wrong, in the database driver's own words where it has some."""
-    cause: BaseException = exc
-    if isinstance(exc, DBAPIError) and exc.orig is not None:
-        cause = exc.orig
-    lines = str(cause).strip().splitlines()
-    return lines[0] if lines else type(cause).__name__
-
-
-def _db_call(settings: Settings, work: Callable[[AsyncSession], Awaitable[T]]) -> T:
-    """``work`` on a migrated database; a missing SQLite file is reported, never created."""
-    url = settings.database_url
-
-    async def run() -> T:
-        engine = create_engine(url)
-        try:
-            await check_schema(engine)
-            async with create_sessionmaker(engine)() as db:
-                return await work(db)
-        finally:
-            await engine.dispose()
-
-    try:
-        path = sqlite_file(url)
-        if path is not None and not path.is_file():
-            raise Refusal(
-                f"there is no database at {path}: run `ctxc migrate` to create it "
-                "(or set CTXC_DATABASE_URL to the one you mean)"
-            )
-        return asyncio.run(run())
-    except SchemaNotCurrent as exc:
-        raise Refusal(str(exc)) from exc
-    except (OSError, SQLAlchemyError) as exc:
-        raise Refusal(f"cannot use the database {describe(url)}: {_reason(exc)}") from exc
+from app.storage.migrate import SchemaNotCurrent, describe, migrate
 
 
 async def _nothing(_: AsyncSession) -> None:
@@ -85,7 +40,7 @@ def _serve(settings: Settings, args: argparse.Namespace) -> int:
         )
         return 2
     workers = args.workers or settings.workers
-    _db_call(settings, _nothing)
+    db_call(settings, _nothing)
     logging.basicConfig(level=settings.log_level.upper(), handlers=[json_handler()], force=True)
     config = uvicorn_config(
         "app.main:create_app", settings, factory=True, host=host, port=port, workers=workers
@@ -109,7 +64,7 @@ def _migrate(settings: Settings) -> int:
     except SchemaNotCurrent as exc:
         raise Refusal(str(exc)) from exc
     except (OSError, SQLAlchemyError) as exc:
-        raise Refusal(f"cannot migrate the database {describe(url)}: {_reason(exc)}") from exc
+        raise Refusal(f"cannot migrate the database {describe(url)}: {reason(exc)}") from exc
     if before is None:
         print(f"created the schema of {where} at revision {head}")
     elif before == head:
@@ -123,7 +78,7 @@ def _keys(settings: Settings, args: argparse.Namespace) -> int:
     now = datetime.now(UTC)
     if args.keys_command == "create":
         try:
-            key, info = _db_call(
+            key, info = db_call(
                 settings, lambda db: keys.create_key(db, args.tenant, args.label, now)
             )
         except Conflict as exc:
@@ -132,7 +87,7 @@ def _keys(settings: Settings, args: argparse.Namespace) -> int:
         print(key)
         print(f"(tenant {info.tenant}, id {info.id}; this key is shown once)", file=sys.stderr)
     elif args.keys_command == "list":
-        listed = _db_call(settings, keys.list_keys)
+        listed = db_call(settings, keys.list_keys)
         for info in listed:
             state = f"revoked {info.revoked_at.isoformat()}" if info.revoked_at else "active"
             print(f"{info.id}\t{info.prefix}\t{info.tenant}\t{info.label or ''}\t{state}")
@@ -143,7 +98,7 @@ def _keys(settings: Settings, args: argparse.Namespace) -> int:
             )
     else:
         try:
-            info = _db_call(settings, lambda db: keys.revoke_key(db, args.key, now))
+            info = db_call(settings, lambda db: keys.revoke_key(db, args.key, now))
         except NotFound as exc:
             print(f"ctxc: {exc}", file=sys.stderr)
             return 1

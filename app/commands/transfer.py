@@ -22,6 +22,7 @@ from sqlalchemy.ext.asyncio import AsyncSession
 
 from app.adapters.tokenizers import load_counter
 from app.api.transfer_ndjson import Reader
+from app.commands.database import Refusal, db_call
 from app.domain.errors import Conflict, InvalidInput, NotFound, UnknownName
 from app.domain.sessions import TenantId
 from app.services import keys, transfer
@@ -56,24 +57,21 @@ def add_commands(commands: Any) -> None:
 
 
 def run(settings: Settings, args: argparse.Namespace) -> int:
-    from app.cli import Refusal, _db_call  # here: app.cli registers this module's commands
-
     try:
         if args.command == "export":
             if args.all == (args.session is not None):
                 raise Refusal("give a SESSION, or --all for every session of the tenant")
             output = Path(args.output) if args.output else None
             args.folder = output if args.all and output and output.is_dir() else None
-            _db_call(settings, lambda db: _export(db, args))
+            db_call(settings, lambda db: _export(db, args))
         else:
             path = Path(args.file)
             if not path.exists():
                 raise Refusal(f"there is no file or folder {path}")
             args.files = _files(path)
-            count = _db_call(settings, lambda db: _import(db, settings, args))
+            count = db_call(settings, lambda db: _import(db, settings, args))
             print(f"imported {count} session(s) into tenant {args.tenant}", file=sys.stderr)
     except (NotFound, Conflict, Refusal) as exc:
-        # Said here: run as `python -m app.cli`, that module's Refusal is not this one.
         print(f"ctxc: {exc}", file=sys.stderr)
         return 1
     return 0
@@ -196,8 +194,6 @@ async def _sessions(
 
 async def _located(file: Path, work: Any) -> Any:
     """``work`` awaited; a problem becomes one line naming the file, line and field."""
-    from app.cli import Refusal
-
     try:
         return await work
     except InvalidInput as exc:

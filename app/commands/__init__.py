@@ -1,0 +1,1 @@
+"""The `ctxc` command line's parts: what its database commands share, export and import."""
