@@ -72,6 +72,29 @@ def test_anthropic_streamed_turn_is_stored(sidecar: Sidecar, up: Upstream) -> No
     assert [m["role"] for m in messages] == ["system", "user", "assistant", "user", "assistant"]
 
 
+@pytest.mark.parametrize("provider", ["openai", "anthropic"])
+def test_a_streamed_turn_is_stored_before_the_agent_has_its_end(
+    sidecar: Sidecar, up: Upstream, provider: str
+) -> None:
+    # An agent sends its next request as soon as a stream ended: that request must find this
+    # turn stored, or it would look like an edited history.
+    session = f"ordered-{uuid.uuid4().hex[:8]}"
+    prompt = [{"role": "user", "content": "Say hello."}]
+    for _ in range(5):
+        if provider == "openai":
+            chunks = sidecar.openai(session).chat.completions.create(
+                model="gpt-4o", messages=prompt, stream=True
+            )
+            assert [c for c in chunks]
+        else:
+            with sidecar.anthropic(session).messages.stream(
+                model="claude-haiku-4-5", max_tokens=64, messages=prompt
+            ) as stream:
+                stream.get_final_message()
+        assert [m["role"] for m in stored(sidecar, session)][-2:] == ["user", "assistant"]
+        session = f"ordered-{uuid.uuid4().hex[:8]}"
+
+
 def test_stateless_without_a_session_header(sidecar: Sidecar, up: Upstream) -> None:
     before = row_counts(sidecar.database_url)
     answer = sidecar.openai().chat.completions.create(

@@ -22,10 +22,11 @@ log = logging.getLogger("ctxc")
 
 
 class Passthrough(Response):
-    """The upstream's streamed answer, passed on as it arrives and read as it passes: once it
-    ended properly, the turn is stored. An agent that goes away ends the upstream request too
-    (nothing is stored); so does an upstream that breaks off (the stream ends there, and
-    nothing is stored)."""
+    """The upstream's streamed answer, passed on as it arrives and read as it passes: once its
+    reply is complete, the turn is stored, and only then does the agent get the stream's last
+    piece, so that its next request (sent as soon as it has the answer) finds this turn stored.
+    An agent that goes away before ends the upstream request too (nothing is stored); so does an
+    upstream that breaks off (the stream ends there, and nothing is stored)."""
 
     def __init__(
         self,
@@ -40,27 +41,21 @@ class Passthrough(Response):
         self.init_headers(returned_headers(upstream) | headers)
         self.provider, self.upstream, self.on_reply = provider, upstream, on_reply
         self.hide_usage = hide_usage
+        self.stored = False
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         reader = ReplyStream(self.provider)
-        ended = reading = False
 
         async def pump(group: anyio.abc.TaskGroup) -> None:
-            nonlocal ended, reading
             try:
-                await send({"type": "http.response.start", "status": self.status_code,
-                            "headers": self.raw_headers})  # fmt: skip
-                hidden = UsageChunks() if self.hide_usage else None
-                reading = self.on_reply is not None
-                async for chunk in _chunks(self.upstream):
-                    reading = reading and _fed(reader, chunk)
-                    passed = chunk if hidden is None else hidden.without(chunk)
-                    if passed:
-                        await send({"type": "http.response.body", "body": passed,
-                                    "more_body": True})  # fmt: skip
-                rest = hidden.pending if hidden is not None else b""
-                await send({"type": "http.response.body", "body": rest, "more_body": False})
-                ended = True
+                await send(
+                    {
+                        "type": "http.response.start",
+                        "status": self.status_code,
+                        "headers": self.raw_headers,
+                    }
+                )
+                await self._pass(reader, send)
             except OSError as exc:  # the agent went away
                 log.info("sidecar stream cut: %s", type(exc).__name__)
             group.cancel_scope.cancel()
@@ -77,12 +72,26 @@ class Passthrough(Response):
         finally:
             with anyio.CancelScope(shield=True):
                 await self.upstream.aclose()
-        if self.on_reply is None:  # forwarded as it is: nothing to store
-            return
-        reply = reader.reply() if ended and reading else None
-        if reply is None:
+        if self.on_reply is not None and not self.stored:
             log.info("sidecar stream ended without a complete answer: nothing stored")
-            return
+
+    async def _pass(self, reader: ReplyStream, send: Send) -> None:
+        """Pass the upstream's chunks on, storing the turn before the one that completes it."""
+        hidden = UsageChunks() if self.hide_usage else None
+        reading = self.on_reply is not None
+        async for chunk in _chunks(self.upstream):
+            reading = reading and _fed(reader, chunk)
+            if reading and not self.stored and (reply := reader.reply()) is not None:
+                await self._store(reply)
+            passed = chunk if hidden is None else hidden.without(chunk)
+            if passed:
+                await send({"type": "http.response.body", "body": passed, "more_body": True})
+        rest = hidden.pending if hidden is not None else b""
+        await send({"type": "http.response.body", "body": rest, "more_body": False})
+
+    async def _store(self, reply: Reply) -> None:
+        assert self.on_reply is not None
+        self.stored = True
         with anyio.CancelScope(shield=True):
             try:
                 await self.on_reply(reply)
