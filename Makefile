@@ -37,6 +37,7 @@ lint: $(STAMP)
 	$(BIN)/ruff check .
 	$(BIN)/ruff format --check .
 	$(BIN)/mypy
+	$(BIN)/lint-imports --no-cache
 	$(BIN)/yamllint --strict .
 	$(BIN)/hadolint Dockerfile
 	NO_MKDOCS_2_WARNING=1 $(BIN)/mkdocs build --strict --quiet
