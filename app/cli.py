@@ -16,7 +16,7 @@ from app.commands import transfer as transfer_cli
 from app.commands.database import Refusal, db_call, reason
 from app.domain.errors import Conflict, NotFound
 from app.logs import json_handler
-from app.services import keys
+from app.services.tenancy import keys
 from app.settings import Settings, is_loopback
 from app.storage.migrate import SchemaNotCurrent, describe, migrate
 

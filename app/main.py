@@ -39,14 +39,14 @@ from app.api.routes import (
 from app.api.schemas import MessagesAppend, SessionExport
 from app.api.transfer_schemas import SessionExportV2
 from app.domain.sessions import TenantId
-from app.services import leases
-from app.services.cache import Lru, MessageCache
-from app.services.cpu import TenantLimiters
-from app.services.digesting import Digester
-from app.services.events import EventReader
-from app.services.keys import KeyCache, local_tenant
-from app.services.plugins import load_registry
-from app.services.preparing import Preparer
+from app.services.compaction import leases
+from app.services.compaction.preparing import Preparer
+from app.services.compiling.digesting import Digester
+from app.services.compiling.plugins import load_registry
+from app.services.sessions.cache import Lru, MessageCache
+from app.services.sessions.events import EventReader
+from app.services.tenancy.cpu import TenantLimiters
+from app.services.tenancy.keys import KeyCache, local_tenant
 from app.settings import Settings
 from app.storage.db import create_engine, create_sessionmaker
 from app.storage.migrate import check_schema

@@ -20,7 +20,7 @@ from sqlalchemy import select
 from sqlalchemy.engine import make_url
 
 from app.domain.sessions import SessionPk
-from app.services import events
+from app.services.sessions import events
 from app.storage.db import create_engine, create_sessionmaker
 from app.storage.models import SessionRow
 from bench.common import database, describe, server

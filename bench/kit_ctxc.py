@@ -23,7 +23,7 @@ from app.domain.compilers.base import Item
 from app.domain.messages import DEFAULT_SECTION, SUMMARY_SECTION, Message, TextPart
 from app.domain.providers import PROFILES
 from app.domain.tokens import TokenCounter, count_message
-from app.services.summarising import summary_message, within_budget
+from app.services.compaction.summarising import summary_message, within_budget
 
 NEW_ROUNDS = 3  # user and assistant turns added between two compactions
 ENCODING = PROFILES["gpt-4o"].encoding

@@ -29,7 +29,9 @@ from sqlalchemy import inspect
 from app.adapters.tokenizers import load_counter
 from app.domain.models import BUILTIN_CATALOG
 from app.domain.sessions import SessionPk, TenantId
-from app.services import keys, messages, sessions
+from app.services import sessions
+from app.services.sessions import messages
+from app.services.tenancy import keys
 from app.storage import queries
 from app.storage import transfer as store
 from app.storage.db import create_engine, create_sessionmaker

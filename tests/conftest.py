@@ -23,7 +23,7 @@ from sqlalchemy.engine import make_url
 
 from app.main import create_app
 from app.server import uvicorn_config
-from app.services import keys
+from app.services.tenancy import keys
 from app.settings import Settings
 from app.storage.db import create_engine, create_sessionmaker
 from app.storage.migrate import upgrade
@@ -182,8 +182,8 @@ def scrape(client: httpx.Client) -> httpx.Response:
     return client.get("/metrics", headers={"Authorization": f"Bearer {METRICS_TOKEN}"})
 
 
-# Digests are made in the background after a compile (app/services/digesting.py), whenever it
-# ends: not writes of the request under test.
+# Digests are made in the background after a compile (app/services/compiling/digesting.py),
+# whenever it ends: not writes of the request under test.
 DERIVED = frozenset({"digests", "digest_ids"})
 
 

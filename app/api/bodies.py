@@ -20,7 +20,7 @@ from pydantic import BaseModel, ValidationError
 from app.api import json_pieces
 from app.api.problems import FieldError, ProblemError, field_path, invalid
 from app.domain.limits import json_problems
-from app.services import cpu
+from app.services.tenancy import cpu
 
 M = TypeVar("M", bound=BaseModel)
 T = TypeVar("T")

@@ -18,11 +18,11 @@ from app.api.problems import ProblemError
 from app.domain.compilers.registry import Registry
 from app.domain.sessions import TenantId
 from app.domain.tokens import TokenCounter
-from app.services import cpu, keys
-from app.services.cache import Lru, MessageCache
-from app.services.digesting import Digester
-from app.services.events import EventReader
-from app.services.preparing import Preparer
+from app.services.compaction.preparing import Preparer
+from app.services.compiling.digesting import Digester
+from app.services.sessions.cache import Lru, MessageCache
+from app.services.sessions.events import EventReader
+from app.services.tenancy import cpu, keys
 from app.settings import Settings, is_loopback
 
 

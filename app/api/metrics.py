@@ -27,10 +27,10 @@ from app.domain.models import Catalog
 from app.domain.summaries import Reason
 from app.domain.summaries.profiles import SummarizerChoice
 from app.domain.tokens import TokenCounter
-from app.services.cache import Lru
 from app.services.compaction import Done
-from app.services.compactor import Compactor
-from app.services.preparing import Preparer
+from app.services.compaction.compactor import Compactor
+from app.services.compaction.preparing import Preparer
+from app.services.sessions.cache import Lru
 
 Source = Literal["stateless", "session"]
 Trigger = Literal["compile", "request"]

@@ -33,7 +33,7 @@ from app.api.transfer_schemas import (
 )
 from app.domain.errors import InvalidInput, Path
 from app.domain.limits import json_problems
-from app.services import cpu
+from app.services.tenancy import cpu
 
 SPOOL_BYTES = 1 << 20
 BATCH_LINES = 1_000

@@ -96,8 +96,8 @@ class ExportedCompile(_Body):
     reported_at: StorableTime | None = None
     usage: JSONObject | None = None
     error_kind: str | None = Field(None, max_length=32, pattern=r"^[a-z_]+$")
-    # What a reported count of the compile teaches (app/services/calibration.py), so a compile
-    # acknowledged after the import still calibrates.
+    # What a reported count of the compile teaches (app/services/sessions/calibration.py), so a
+    # compile acknowledged after the import still calibrates.
     estimate: int | None = Field(None, ge=1, le=2**31 - 1, description="Its raw estimate.")
     count_key: str | None = Field(
         None, max_length=255, pattern=r"^[^\x00]+$", description="What its count calibrates."

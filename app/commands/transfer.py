@@ -25,7 +25,8 @@ from app.api.transfer_ndjson import Reader
 from app.commands.database import Refusal, db_call
 from app.domain.errors import Conflict, InvalidInput, NotFound, UnknownName
 from app.domain.sessions import TenantId
-from app.services import keys, transfer
+from app.services import transfer
+from app.services.tenancy import keys
 from app.settings import LOCAL_TENANT, Settings
 from app.storage import queries
 

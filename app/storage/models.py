@@ -151,8 +151,8 @@ class SessionRow(Base):
 
     created_at = LocalTime("created_utc", "created_offset")
     updated_at = LocalTime("updated_utc", "updated_offset")
-    # The compaction lease (app/services/leases.py): who summarises the session now, until when,
-    # and the id of the `context_compaction_start` it announced (closed when it ends).
+    # The compaction lease (app/services/compaction/leases.py): who summarises the session now,
+    # until when, and the id of the `context_compaction_start` it announced (closed when it ends).
     compaction_holder: Mapped[str | None] = mapped_column(String(64))
     compaction_expires: Mapped[datetime | None] = mapped_column(UTCDateTime(), index=True)
     compaction_start_event: Mapped[int | None] = mapped_column(BigInteger)

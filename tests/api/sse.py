@@ -14,7 +14,7 @@ import httpx
 from sqlalchemy import select
 
 from app.domain.sessions import SessionPk
-from app.services import events
+from app.services.sessions import events
 from app.storage.db import create_engine, create_sessionmaker
 from app.storage.models import SessionRow
 

@@ -23,11 +23,11 @@ from app.domain.models import BUILTIN_CATALOG
 from app.domain.summaries import Reason
 from app.domain.tokens import TokenCounter
 from app.services import compiling
-from app.services.cache import MessageCache
-from app.services.compacting import compact_now
-from app.services.compactor import Compactor
-from app.services.keys import authenticate
-from app.services.refusals import NotCompacted
+from app.services.compaction.compacting import compact_now
+from app.services.compaction.compactor import Compactor
+from app.services.compaction.refusals import NotCompacted
+from app.services.sessions.cache import MessageCache
+from app.services.tenancy.keys import authenticate
 from app.storage.db import create_engine, create_sessionmaker
 from tests.api.sse import stream
 from tests.api.test_compile import valid

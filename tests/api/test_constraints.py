@@ -9,7 +9,7 @@ from typing import Any
 import httpx
 
 from app.domain.summaries.constraints import BLOCK_TITLE, checksum
-from app.services.summarising import SUMMARY_HEADER
+from app.services.compaction.summarising import SUMMARY_HEADER
 from tests.api.sse import stream
 from tests.api.test_compaction import POLICY, canonical, compact, work_history
 from tests.conftest import new_session

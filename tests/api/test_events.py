@@ -10,7 +10,7 @@ from contextlib import ExitStack
 import httpx
 import pytest
 
-from app.services.events import COMPACTION, COMPACTION_END, COMPACTION_START
+from app.services.sessions.events import COMPACTION, COMPACTION_END, COMPACTION_START
 from app.settings import Settings
 from tests.api.sse import compaction, emit_events, emit_one, stream
 from tests.conftest import Api, LiveServer, new_session

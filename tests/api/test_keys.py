@@ -13,7 +13,7 @@ import httpx
 import pytest
 
 from app.domain.sessions import TenantId
-from app.services import keys
+from app.services.tenancy import keys
 from app.settings import Settings
 from app.storage.db import create_engine, create_sessionmaker
 from app.storage.models import ApiKeyRow

@@ -20,7 +20,7 @@ import httpx
 import pytest
 from sqlalchemy.ext.asyncio import AsyncEngine
 
-from app.services import keys
+from app.services.tenancy import keys
 from app.storage.db import create_engine, create_sessionmaker
 from app.storage.migrate import upgrade
 from tests.api.sse import compactable_turns, stream

@@ -14,7 +14,7 @@ from ctxc_client import Client, EventStreamLost, NotFound
 from ctxc_client.errors import Unavailable
 from ctxc_client.sse import Reconnects, SseParser
 
-from app.services.events import COMPACTION, COMPACTION_END
+from app.services.sessions.events import COMPACTION, COMPACTION_END
 from tests.api.sse import compaction, emit_events, emit_one
 from tests.client.conftest import connect
 from tests.conftest import Api, free_port

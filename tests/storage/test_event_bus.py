@@ -19,7 +19,9 @@ from app.api.schemas import SessionCreate
 from app.domain.errors import NotFound
 from app.domain.models import BUILTIN_CATALOG
 from app.domain.sessions import SessionPk, TenantId
-from app.services import events, keys, sessions
+from app.services import sessions
+from app.services.sessions import events
+from app.services.tenancy import keys
 from app.storage.db import create_engine, create_sessionmaker
 from app.storage.migrate import upgrade
 from app.storage.models import EventRow

@@ -19,7 +19,7 @@ from pydantic import BaseModel, field_validator
 from app.api import bodies, json_pieces
 from app.api.problems import ProblemError
 from app.api.schemas import MessagesAppend
-from app.services.messages import fingerprint
+from app.services.sessions.messages import fingerprint
 
 scalars = st.one_of(
     st.none(), st.booleans(), st.integers(), st.floats(allow_nan=False),

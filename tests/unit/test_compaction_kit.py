@@ -11,7 +11,7 @@ from compaction_kit import build_random_session
 from app.adapters.summarizers import summarizer_from_settings
 from app.adapters.tokenizers import load_counter
 from app.domain.messages import SUMMARY_SECTION
-from app.services.summarising import SUMMARY_HEADER
+from app.services.compaction.summarising import SUMMARY_HEADER
 from app.settings import Settings
 from bench.compaction_kit import CTXC, Tally, measure
 from bench.kit_ctxc import CtxcChain, new_turns, text_of

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import threading
 
-from app.services.cache import Lru
+from app.services.sessions.cache import Lru
 
 
 def kept(cache: Lru[str, str], keys: str) -> str:

@@ -11,7 +11,7 @@ import pytest
 from app.adapters.tokenizers import load_counter
 from app.domain.errors import InvalidInput
 from app.domain.formats.openai import from_openai
-from app.services.cache import PARALLEL_MESSAGES, MessageCache
+from app.services.sessions.cache import PARALLEL_MESSAGES, MessageCache
 from bench.append import agent_batch
 
 HISTORY = [{"role": "user", "content": "the deploy key is in vault/prod/deploy"}]

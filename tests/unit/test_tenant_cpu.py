@@ -9,7 +9,7 @@ from collections.abc import Callable
 import anyio
 import pytest
 
-from app.services import cpu
+from app.services.tenancy import cpu
 
 
 @pytest.mark.timeout(30)

@@ -23,8 +23,9 @@ from app.domain.formats.convert import Format
 from app.domain.formats.documents import Provider, provider_document
 from app.domain.messages import JSONObject, Message
 from app.services import compaction as service
-from app.services import cpu, persisted_steps
-from app.services.compacting import compact_now
+from app.services.compaction import tool_payloads as persisted_steps
+from app.services.compaction.compacting import compact_now
+from app.services.tenancy import cpu
 from app.storage.models import CompactionRow
 
 router = APIRouter(prefix="/v1/sessions/{session_id}", tags=["compaction"])

@@ -33,8 +33,10 @@ from app.domain.compilers.base import StepReport
 from app.domain.messages import JSONObject
 from app.domain.recall import with_tools
 from app.domain.sessions import PromptFragment
-from app.services import compiling, cpu, cursor
+from app.services import compiling
 from app.services.compiling import Compilation, Options
+from app.services.sessions import cursor
+from app.services.tenancy import cpu
 from app.storage import queries
 
 router = APIRouter(tags=["compile"])

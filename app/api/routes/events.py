@@ -15,7 +15,7 @@ from app.api.deps import AppState, DbDep, StateDep, TenantDep
 from app.api.problems import responses
 from app.api.unavailable import RETRY_AFTER_S
 from app.domain.sessions import SessionPk
-from app.services import events
+from app.services.sessions import events
 from app.storage.faults import is_fault
 
 log = logging.getLogger("ctxc")

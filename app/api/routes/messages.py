@@ -16,8 +16,8 @@ from app.domain.errors import FormatError, InvalidInput
 from app.domain.formats.convert import Format
 from app.domain.formats.documents import provider_document
 from app.domain.sessions import SECTION_PATTERN
-from app.services import messages as service
-from app.services.messages import Idempotency, StoredMessage
+from app.services.sessions import messages as service
+from app.services.sessions.messages import Idempotency, StoredMessage
 
 MAX_SEQ = 2**63 - 1
 router = APIRouter(prefix="/v1/sessions/{session_id}/messages", tags=["messages"])

@@ -17,8 +17,8 @@ from app.api.deps import DbDep, TenantDep
 from app.api.problems import responses
 from app.domain.formats.convert import Format
 from app.domain.formats.documents import Provider, call_shape, result_shape
-from app.services import originals
-from app.services.originals import Digests, ToolCall
+from app.services.sessions import originals
+from app.services.sessions.originals import Digests, ToolCall
 
 router = APIRouter(prefix="/v1/sessions/{session_id}", tags=["originals"])
 MAX_SEQ = 2**63 - 1

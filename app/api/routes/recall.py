@@ -7,7 +7,7 @@ from fastapi import APIRouter
 from app.api.deps import DbDep, StateDep, TenantDep
 from app.api.problems import check_body, responses
 from app.api.recall_schemas import RecallPage, RecallRequest, RecallResult
-from app.services import recall as recalling
+from app.services.sessions import recall as recalling
 
 router = APIRouter(prefix="/v1/sessions/{session_id}", tags=["originals"])
 

@@ -10,8 +10,8 @@ from app.api.model_schemas import TokenCount, TokenCountResult
 from app.api.openapi import json_body
 from app.api.problems import from_input_error, responses, system_prompt
 from app.domain.errors import FormatError, InvalidInput
-from app.services import cpu
-from app.services.tokens import RequestCount, count_request
+from app.services.compiling.tokens import RequestCount, count_request
+from app.services.tenancy import cpu
 
 router = APIRouter(prefix="/v1/tokens", tags=["tokens"])
 

@@ -28,10 +28,11 @@ from app.domain.formats.convert import Format, parse_messages
 from app.domain.messages import Message
 from app.domain.wire import Reply, WireError, is_overflow
 from app.domain.wire import reply_of as wire_reply
-from app.services import compiling, cpu
+from app.services import compiling
 from app.services.compiling import Caller, Compilation, Options
 from app.services.sidecar import turns
 from app.services.sidecar.turns import Opened
+from app.services.tenancy import cpu
 from app.storage import queries
 from app.storage.faults import is_fault
 

@@ -23,8 +23,8 @@ from app.api.sidecar.requests import Turn
 from app.domain.recall import MIN_PAGE_TOKENS, PAGE_TOKENS, tool_names, with_tools
 from app.domain.wire import WireError
 from app.domain.wire import reply_of as wire_reply
-from app.services import recall as recalling
 from app.services.compiling import Compilation
+from app.services.sessions import recall as recalling
 from app.services.sidecar.turns import Opened
 
 MAX_RECALLS: Final = 3

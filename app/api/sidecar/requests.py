@@ -16,8 +16,9 @@ from app.domain.formats.convert import Format
 from app.domain.providers import ProviderProfile
 from app.domain.sessions import SESSION_ID_RE, TenantId
 from app.domain.wire import Provider
-from app.services import compiling, cpu
+from app.services import compiling
 from app.services.sidecar.threads import MAX_THREAD_ID, History, Sent
+from app.services.tenancy import cpu
 
 SESSION_HEADER: Final = "x-ctxc-session"
 WINDOW_HEADER: Final = "x-ctxc-context-window"

@@ -109,7 +109,8 @@ def payload_sha256(value: Any) -> str:
 
 # What compaction works out of a tool part (its fields' sizes and hashes, its compacted form),
 # kept while that part object lives: the parts of a remembered parsed message (a posted history
-# the message cache holds, see ``app.services.cache``) are hashed once, not on every compile.
+# the message cache holds, see ``app.services.sessions.cache``) are hashed once, not on every
+# compile.
 # Keyed by the object itself (its id, while a weak reference says it is alive), never by its
 # content: no compile is faster for what another tenant sent. Parts are frozen, and a changed
 # part is a new object. A space never refers to its own part (None stands for it), so

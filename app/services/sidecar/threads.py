@@ -42,11 +42,11 @@ from app.domain.messages import (
 from app.domain.models import Catalog
 from app.domain.sessions import SessionPk, TenantId
 from app.domain.tokens import TokenCounter, count_message
-from app.services import cpu
-from app.services.cache import Entry, canonical_json
 from app.services.compiling import item_of
-from app.services.messages import insert_messages
 from app.services.sessions import add_session
+from app.services.sessions.cache import Entry, canonical_json
+from app.services.sessions.messages import insert_messages
+from app.services.tenancy import cpu
 from app.storage import compiles, queries
 from app.storage.models import ProxyThreadRow, SessionRow
 

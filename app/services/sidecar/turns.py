@@ -2,7 +2,7 @@
 messages with the upstream's reply and its usage, in one transaction.
 
 Nothing of a turn is stored until its model call succeeded (the new messages are compiled as
-``pending``, app/services/compiling.py): an upstream error or an agent gone mid-stream leaves the
+``pending``, app/services/compiling/): an upstream error or an agent gone mid-stream leaves the
 session as it was, and the agent's retry finds it so. Only a fork writes before the call: it
 stores the agent's history, which is what it is whatever the upstream answers.
 """
@@ -21,9 +21,9 @@ from app.domain.messages import Message
 from app.domain.models import Catalog
 from app.domain.sessions import SessionPk, TenantId
 from app.domain.tokens import TokenCounter
-from app.services.cache import Entry
-from app.services.calibration import learn
 from app.services.sessions import add_session
+from app.services.sessions.cache import Entry
+from app.services.sessions.calibration import learn
 from app.services.sidecar import threads
 from app.services.sidecar.threads import History, Sent
 from app.storage import queries

@@ -4,9 +4,9 @@ One compaction is one transaction: the summarised messages leave the live histor
 compaction's archive (exactly as they were stored), and one summary message in the ``summary``
 section takes the seq of the last of them, so the history keeps its order. Before the summariser
 is called (a slow remote call, run with no transaction held), the session's compaction lease is
-taken (app/services/leases.py): of concurrent compactions of one session, on any replica, one
-summarises and the others call nothing. The session row is locked again before anything is
-written and the plan is checked against what is stored then.
+taken (app/services/compaction/leases.py): of concurrent compactions of one session, on any
+replica, one summarises and the others call nothing. The session row is locked again before
+anything is written and the plan is checked against what is stored then.
 """
 
 from __future__ import annotations
@@ -42,11 +42,11 @@ from app.domain.messages import SUMMARY_SECTION
 from app.domain.providers import ProviderProfile
 from app.domain.sessions import SessionPk, TenantId
 from app.domain.tokens import TokenCounter
-from app.services import leases
-from app.services.messages import NewMessage, message_rows, stored_message
-from app.services.refusals import LeaseLost, NotCompacted, Refused
+from app.services.compaction import leases
+from app.services.compaction.refusals import LeaseLost, NotCompacted, Refused
+from app.services.compaction.summarising import CARRIED_KEY, summary_message, written_by
 from app.services.sessions import require_session
-from app.services.summarising import CARRIED_KEY, summary_message, written_by
+from app.services.sessions.messages import NewMessage, message_rows, stored_message
 from app.storage import queries
 from app.storage.models import CompactionRow, MessageRow, SessionRow
 

@@ -1,5 +1,5 @@
 """What the caller reported of its last model call: the usage or failure that drives reactive
-compaction (app/services/compactor.py)."""
+compaction (app/services/compaction/compactor.py)."""
 
 from __future__ import annotations
 

@@ -27,10 +27,10 @@ from app.domain.messages import Message
 from app.domain.models import Catalog
 from app.domain.sessions import SessionPk, TenantId
 from app.domain.tokens import TokenCounter
-from app.services import cpu
-from app.services.messages import tool_parts
 from app.services.sessions import SessionView, add_session, require_session, view
-from app.services.transfer_ledger import Ledger, refuse, written_by_compaction
+from app.services.sessions.messages import tool_parts
+from app.services.tenancy import cpu
+from app.services.transfer.ledger import Ledger, refuse, written_by_compaction
 from app.storage import queries
 from app.storage import transfer as store
 from app.storage.models import (

@@ -1,8 +1,8 @@
 """Request-boundary compaction off the request path: what a compile does about it.
 
 Past the early mark (``prepare_pct`` of ``trigger_tokens``) with nothing prepared, a compile
-schedules a preparation (app/services/preparing.py) and goes on. Over the trigger, it swaps in
-the prepared one, in one transaction, if the messages it takes are all still stored and
+schedules a preparation (app/services/compaction/preparing.py) and goes on. Over the trigger,
+it swaps in the prepared one, in one transaction, if the messages it takes are all still stored and
 unchanged (else it is discarded and another prepared), and if the gate lets it through. A
 refused one stays for a later compile, when more turns may make it pay, unless one planned on
 the history now would pass: then it is discarded and that one prepared. With nothing to swap
@@ -15,21 +15,61 @@ overridden.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import TYPE_CHECKING
+from typing import Protocol
 
+from sqlalchemy.ext.asyncio import AsyncSession
+
+from app.adapters.summarizers import Summarizer
 from app.domain.compaction.planning import CompactionPolicy, Plan, plan_session
 from app.domain.compilers.base import Item
 from app.domain.sessions import SessionPk
-from app.services import cpu
+from app.domain.summaries.profiles import SummarizerChoice
+from app.domain.tokens import TokenCounter
 from app.services.compaction import Done, Gate, Where, rewrite_tokens, stored_items
-from app.services.preparing import Preparation, Prepared, content_digest, summary_of
-from app.services.refusals import NotCompacted, Refused
+from app.services.compaction.preparing import (
+    Preparation,
+    Prepared,
+    Preparer,
+    content_digest,
+    summary_of,
+)
+from app.services.compaction.refusals import NotCompacted, Refused
+from app.services.tenancy import cpu
 from app.storage import prepared as store
 from app.storage import queries
 from app.storage.models import MessageRow, PreparedCompactionRow, SessionRow
 
-if TYPE_CHECKING:
-    from app.services.compactor import Compactor
+
+class Compactor(Protocol):
+    """What request-boundary compaction needs of the compactor running it
+    (app/services/compaction/compactor.py, which calls this module: a protocol, not an import)."""
+
+    db: AsyncSession
+    counter: TokenCounter
+    notes: list[str]
+    preparer: Preparer | None
+
+    def summarizer_for(self, choice: SummarizerChoice | None) -> Summarizer: ...
+
+    async def run(
+        self,
+        session: SessionRow,
+        plan: Plan,
+        where: Where,
+        choice: SummarizerChoice | None = None,
+        gate: Gate | None = None,
+        prepared: Prepared | None = None,
+    ) -> Done: ...
+
+    async def attempt(
+        self,
+        session: SessionRow,
+        plan: Plan,
+        where: Where,
+        choice: SummarizerChoice | None,
+        gate: Gate | None = None,
+    ) -> list[Done]: ...
+
 
 PREPARING = ("the history is over trigger_tokens: a compaction is being prepared in the "
              "background; compiled without it")  # fmt: skip

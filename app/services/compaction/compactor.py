@@ -1,5 +1,5 @@
 """Running compactions: under the session's compaction lease, announced as events, the ones a
-compile is due or a caller asks for (app/services/compaction.py plans and persists them)."""
+compile is due or a caller asks for (app/services/compaction/ plans and persists them)."""
 
 from __future__ import annotations
 
@@ -23,12 +23,22 @@ from app.domain.models import Catalog
 from app.domain.sessions import SessionPk
 from app.domain.summaries.profiles import SummarizerChoice
 from app.domain.tokens import TokenCounter
-from app.services import boundary, cpu, events, leases
-from app.services.compaction import Done, Gate, Where, apply_plan, now, stored_items
-from app.services.preparing import Prepared, Preparer
-from app.services.refusals import ConstraintLost, LeaseLost, NotCompacted, Refused
-from app.services.reports import Report, reported
-from app.services.summarising import summarized_under
+from app.services.compaction import (
+    Done,
+    Gate,
+    Where,
+    apply_plan,
+    boundary,
+    leases,
+    now,
+    stored_items,
+)
+from app.services.compaction.preparing import Prepared, Preparer
+from app.services.compaction.refusals import ConstraintLost, LeaseLost, NotCompacted, Refused
+from app.services.compaction.reports import Report, reported
+from app.services.compaction.summarising import summarized_under
+from app.services.sessions import events
+from app.services.tenancy import cpu
 from app.storage import queries
 from app.storage.models import SessionRow
 
@@ -200,7 +210,7 @@ class Compactor:
         self, session: SessionRow, policy: CompactionPolicy, where: Where, report: Report | None
     ) -> list[Done]:
         """Request-boundary compaction (prepared in the background and swapped in, see
-        app/services/boundary.py; inline over the trigger without a preparer or with
+        app/services/compaction/boundary.py; inline over the trigger without a preparer or with
         ``background`` off), then the reactive ones the report calls for (at most
         ``max_reactive_compactions_per_request``). The history is read only when one may be
         due."""

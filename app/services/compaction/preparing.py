@@ -5,7 +5,7 @@ schedules a preparation and does not wait for it: under the session's compaction
 a time across replicas), it plans as a compaction asked for now would, calls the summariser
 with no transaction held, and stores the summary with the seqs it takes and a digest of their
 stored content, without applying it. A later compile over the trigger swaps it in
-(app/services/boundary.py) if those messages are all still there, unchanged.
+(app/services/compaction/boundary.py) if those messages are all still there, unchanged.
 
 One task per session in this process, at most ``background_compactions`` summarising at once,
 and at most ``MAX_WAITING`` sessions waiting: more are not scheduled (a later compile schedules
@@ -41,11 +41,11 @@ from app.domain.errors import NotFound
 from app.domain.sessions import SessionPk
 from app.domain.summaries.loss import OUTCOMES, Loss, LossEntry
 from app.domain.tokens import TokenCounter, count_message
-from app.services import cpu, leases
-from app.services.cache import canonical_json
-from app.services.compaction import Where, stored_items
-from app.services.refusals import ConstraintLost
-from app.services.summarising import summarized_under, summary_message
+from app.services.compaction import Where, leases, stored_items
+from app.services.compaction.refusals import ConstraintLost
+from app.services.compaction.summarising import summarized_under, summary_message
+from app.services.sessions.cache import canonical_json
+from app.services.tenancy import cpu
 from app.storage import prepared as store
 from app.storage import queries
 from app.storage.models import MessageRow

@@ -24,7 +24,7 @@ def refuse(where: Path, message: str) -> InvalidInput:
 
 
 def written_by_compaction(message: Message) -> bool:
-    """A summary, or a message a tool-payload compaction rewrote (see services.originals)."""
+    """A summary, or a message a tool-payload compaction rewrote (see services.sessions.originals)."""
     if "compaction_id" in message.metadata:
         return True
     return any(

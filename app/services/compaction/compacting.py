@@ -11,8 +11,8 @@ from app.domain.errors import Conflict
 from app.domain.providers import ProviderProfile
 from app.domain.sessions import SessionPk, TenantId
 from app.services.compaction import Done, Where, policy_of, stored_items
-from app.services.compactor import Compactor
-from app.services.reports import Report
+from app.services.compaction.compactor import Compactor
+from app.services.compaction.reports import Report
 from app.services.sessions import require_session, session_profile
 from app.storage import queries
 from app.storage.models import SessionRow

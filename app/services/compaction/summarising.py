@@ -15,8 +15,9 @@ from app.domain.messages import Message, TextPart
 from app.domain.summaries import constraints as marks
 from app.domain.summaries.budget import cut_to_budget
 from app.domain.tokens import Encoder, count_message
-from app.services import cpu, leases
-from app.services.refusals import ConstraintLost
+from app.services.compaction import leases
+from app.services.compaction.refusals import ConstraintLost
+from app.services.tenancy import cpu
 
 SUMMARY_HEADER = "[Summary of the earlier conversation]\n"
 CARRIED_KEY = "carried_constraints"  # a summary message's metadata: the checksums it carries

@@ -26,7 +26,7 @@ from sqlalchemy.ext.asyncio import AsyncEngine, AsyncSession, async_sessionmaker
 
 from app.domain.errors import NotFound
 from app.domain.sessions import SessionPk
-from app.services import events
+from app.services.sessions import events
 from app.storage import leases as store
 from app.storage import queries
 

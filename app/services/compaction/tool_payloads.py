@@ -20,11 +20,11 @@ from app.domain.compilers.spec import parse_spec
 from app.domain.errors import Conflict, InvalidInput, NotFound, Path
 from app.domain.sessions import SessionPk, TenantId
 from app.domain.tokens import count_message
-from app.services import cpu, events
 from app.services.compaction import Done, Where, archived, stored_counts, stored_items
-from app.services.compactor import Compactor
-from app.services.originals import keep_originals
-from app.services.sessions import require_session, session_profile
+from app.services.compaction.compactor import Compactor
+from app.services.sessions import events, require_session, session_profile
+from app.services.sessions.originals import keep_originals
+from app.services.tenancy import cpu
 from app.storage import queries
 from app.storage.models import CompactionRow
 

@@ -33,8 +33,8 @@ from app.domain.providers import ProviderProfile
 from app.domain.sessions import SessionPk
 from app.domain.tokens import Encoder, count_message
 from app.domain.validity.repair import Earlier
-from app.services import cpu
-from app.services.cache import canonical_json
+from app.services.sessions.cache import canonical_json
+from app.services.tenancy import cpu
 from app.storage import digests
 from app.storage.digests import Stored
 from app.storage.models import SessionRow

@@ -29,8 +29,8 @@ from app.domain.recall import (
 )
 from app.domain.sessions import SessionPk, TenantId
 from app.domain.tokens import TokenCounter
-from app.services import cpu, originals
-from app.services.sessions import require_session, session_profile
+from app.services.sessions import originals, require_session, session_profile
+from app.services.tenancy import cpu
 
 # Texts up to this many characters are paged on the event loop (counting a few of them takes
 # less than a worker thread round trip).

@@ -33,16 +33,23 @@ from app.domain.models import Catalog
 from app.domain.providers import ProviderProfile
 from app.domain.sessions import PromptFragment, SessionPk, TenantId
 from app.domain.tokens import Encoder, count_message
-from app.services import cpu
-from app.services.cache import Entry, MessageCache
-from app.services.calibration import calibration_for, key_for
-from app.services.compacting import compact_due
 from app.services.compaction import Done
-from app.services.compactor import Compactor
-from app.services.digesting import Digester, Tail, job_after, long_history, read_tail, view_of
-from app.services.originals import keep_originals
-from app.services.reports import Report
+from app.services.compaction.compacting import compact_due
+from app.services.compaction.compactor import Compactor
+from app.services.compaction.reports import Report
+from app.services.compiling.digesting import (
+    Digester,
+    Tail,
+    job_after,
+    long_history,
+    read_tail,
+    view_of,
+)
 from app.services.sessions import require_session_and_tenant_name, session_profile
+from app.services.sessions.cache import Entry, MessageCache
+from app.services.sessions.calibration import calibration_for, key_for
+from app.services.sessions.originals import keep_originals
+from app.services.tenancy import cpu
 from app.storage import compiles
 from app.storage.db import autocommit
 

@@ -3,7 +3,8 @@
 A compile is acknowledged after the caller's model call succeeded; only then does the cursor move
 to the last seq that compile sent, and never backwards (one conditional UPDATE, so racing
 acknowledgements end at the highest). A reported failure is stored and moves nothing. A
-successful call's reported prompt count calibrates later estimates (app/services/calibration.py).
+successful call's reported prompt count calibrates later estimates
+(app/services/sessions/calibration.py).
 """
 
 from __future__ import annotations
@@ -17,8 +18,8 @@ from sqlalchemy.orm.exc import StaleDataError
 
 from app.domain.errors import InvalidInput, NotFound
 from app.domain.sessions import SessionPk, TenantId
-from app.services.calibration import learn
 from app.services.sessions import require_session
+from app.services.sessions.calibration import learn
 from app.storage import queries
 from app.storage.models import SessionRow
 

@@ -19,8 +19,8 @@ from app.domain.models import Catalog
 from app.domain.sessions import SessionPk, TenantId
 from app.domain.summaries.constraints import marking_problems
 from app.domain.tokens import TokenCounter
-from app.services import cpu
 from app.services.sessions import readable_profile, require_session, session_profile
+from app.services.tenancy import cpu
 from app.storage import queries
 from app.storage.models import IdempotencyKeyRow, MessageRow, ToolPartRow
 

@@ -1,0 +1,1 @@
+"""Tenants' keys and their share of the CPU."""
