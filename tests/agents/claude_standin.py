@@ -1,0 +1,297 @@
+"""A scripted stand-in of Anthropic's Messages API that drives Claude Code through a long session.
+
+Requests are told apart by their first user message: the one holding the sub-agent's marker
+(``SUB_MARKER``, which the stand-in itself writes into its ``Agent`` call) is the sub-agent's
+conversation ("sub"), one holding the task sentence with tools offered is the main loop ("main"),
+anything else a side request ("side": answered with plain text).
+
+The main loop is a fixed plan, one step per main request answered: ``Read`` the working
+directory's 20 KB files one by one, a ``Bash`` command now and then, once an ``Agent`` call whose
+sub-agent reads a file and answers, then a final text. Each answer opens with a thinking block
+carrying a signature; every thinking block the agent sends back must carry a signature the
+stand-in issued, with the text it was issued with (else a problem is noted). Once, at
+``overflow_at``, a main request gets Anthropic's real "prompt is too long" 400; a request over
+``window`` tokens always does.
+"""
+
+from __future__ import annotations
+
+import base64
+import hashlib
+import itertools
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from starlette.responses import Response
+
+from tests.agents.standin import Json, Received, StandIn
+from tests.upstream_anthropic import AnthropicWire
+from tests.upstream_wires import TEXT_PIECE, Error, Reply, dumps, json_reply, pieces
+
+SUB_MARKER = "[sub-agent 7f3c]"
+FINAL_TEXT = "All files are read and summarised: the task is complete."
+WIRE = AnthropicWire()
+OVERFLOW = Error("overflow")
+
+
+@dataclass(frozen=True)
+class Call:
+    """A tool call the plan makes."""
+
+    name: str
+    input: Json
+
+
+def files(count: int, size: int) -> dict[str, str]:
+    """``count`` text files of about ``size`` bytes for the working directory, each distinct."""
+    out = {}
+    for i in range(1, count + 1):
+        line = f"notes {i:02d}: line %05d of a long file the agent reads in full, with words.\n"
+        lines = itertools.count(1)
+        text = ""
+        while len(text) < size:
+            text += line % next(lines)
+        out[f"notes/part{i:02d}.txt"] = text
+    return out
+
+
+class ClaudeStandIn(StandIn):
+    """Options: ``task`` (the task sentence), ``files`` (the names to read, in order),
+    ``window`` (tokens), ``overflow_at`` (the main step that gets a "prompt is too long" once),
+    ``agent_at`` (the main step that calls the ``Agent`` tool; -1: never), ``bash_every``."""
+
+    provider = "anthropic"
+
+    def __init__(self, options: Json, workdir: Path) -> None:
+        super().__init__(options, workdir)
+        self.plan = self._plan()
+        self.step = 0  # main requests answered so far
+        self.sub_step = 0
+        self.overflowed = False
+        self.issued: dict[str, str] = {}  # signature -> thinking text
+        self.ids = itertools.count(1)
+
+    def _plan(self) -> list[Call]:
+        names: list[str] = self.options["files"]
+        calls: list[Call] = []
+        for i, name in enumerate(names):
+            calls.append(Call("Read", {"file_path": str(self.workdir / name)}))
+            if self.options.get("bash_every") and i % self.options["bash_every"] == 0:
+                calls.append(
+                    Call(
+                        "Bash",
+                        {
+                            "command": f"wc -l {name}",
+                            "description": "Count the lines of a notes file",
+                        },
+                    )
+                )
+        agent_at = self.options.get("agent_at", -1)
+        if agent_at >= 0:
+            prompt = (
+                f'{SUB_MARKER} For the task "{self.options["task"]}": read '
+                f"{self.workdir / names[0]} and report its first line."
+            )
+            calls.insert(
+                agent_at,
+                Call(
+                    "Agent",
+                    {
+                        "description": "Read the first notes file",
+                        "prompt": prompt,
+                        "subagent_type": "general-purpose",
+                        "run_in_background": False,
+                    },
+                ),
+            )
+        return calls
+
+    async def answer(self, seen: Received) -> Response:
+        if seen.method != "POST" or not seen.path.startswith("/v1/messages"):
+            seen.answer = "status:404"
+            return _reply(WIRE._error(404, "not_found_error", f"Not found: {seen.path}", 0))
+        n = next(self.ids)
+        refusal = WIRE.refuse(seen.headers, seen.body, True, None, n)
+        if refusal is not None:
+            seen.answer = f"status:{refusal.status}"
+            return _reply(refusal)
+        if seen.path.endswith("/count_tokens"):
+            seen.answer = "count"
+            return _reply(_json(200, {"input_tokens": seen.tokens}))
+        self._check_signatures(seen.body)
+        seen.kind = self._kind(seen.body)
+        window = int(self.options["window"])
+        if seen.tokens > window:
+            seen.answer = "error:overflow"
+            return _reply(WIRE.error(OVERFLOW, seen.body, seen.tokens, window, n))
+        return self._model(seen, n)
+
+    def _model(self, seen: Received, n: int) -> Response:
+        with self.lock:
+            scripted = seen.kind == "main" and self.step == self.options.get("overflow_at", -1)
+            if scripted and not self.overflowed:
+                self.overflowed = True
+                seen.answer = "error:overflow-scripted"
+                window = int(self.options["window"])
+                over = max(seen.tokens, window + 1)
+                return _reply(WIRE.error(OVERFLOW, seen.body, over, window, n))
+            call = self._next_call(seen.kind)
+        seen.answer = "text" if call is None else f"tool:{call.name}"
+        return self._message(seen, call, n)
+
+    def _next_call(self, kind: str) -> Call | None:
+        if kind == "main":
+            call = self.plan[self.step] if self.step < len(self.plan) else None
+            self.step += 1
+            return call
+        if kind == "sub":
+            self.sub_step += 1
+            if self.sub_step == 1:
+                return Call("Read", {"file_path": str(self.workdir / self.options["files"][0])})
+        return None
+
+    def _kind(self, body: Json) -> str:
+        first = _first_user_text(body.get("messages") or [])
+        if SUB_MARKER in first:
+            return "sub"
+        if self.options["task"] in first and body.get("tools"):
+            return "main"
+        return "side"
+
+    def _check_signatures(self, body: Json) -> None:
+        for i, message in enumerate(body.get("messages") or []):
+            content = message.get("content") if isinstance(message, dict) else None
+            for block in content if isinstance(content, list) else []:
+                if not isinstance(block, dict) or block.get("type") != "thinking":
+                    continue
+                signature = block.get("signature")
+                with self.lock:
+                    issued = self.issued.get(signature) if isinstance(signature, str) else None
+                if issued is None or issued != block.get("thinking"):
+                    self.problem(
+                        f"messages[{i}]: a thinking block not as issued: {dumps(block)[:200]}"
+                    )
+
+    def _message(self, seen: Received, call: Call | None, n: int) -> Response:
+        body = seen.body
+        omitted = (body.get("thinking") or {}).get("display") == "omitted"
+        thought = "" if omitted else f"Step {n}: deciding what to read next."
+        signature = base64.b64encode(hashlib.sha256(f"sig{n}{thought}".encode()).digest() * 4)
+        with self.lock:
+            self.issued[signature.decode()] = thought
+        blocks: list[Json] = [
+            {"type": "thinking", "thinking": thought, "signature": signature.decode()}
+        ]
+        if call is None:
+            blocks.append(
+                {
+                    "type": "text",
+                    "text": FINAL_TEXT
+                    if seen.kind == "main"
+                    else "Side answer."
+                    if seen.kind == "side"
+                    else "First line read.",
+                }
+            )
+        else:
+            blocks.append(
+                {
+                    "type": "tool_use",
+                    "id": f"toolu_standin{n:05d}",
+                    "name": call.name,
+                    "input": call.input,
+                }
+            )
+        usage = {
+            "input_tokens": seen.tokens,
+            "cache_creation_input_tokens": 0,
+            "cache_read_input_tokens": 0,
+            "output_tokens": 40,
+        }
+        message = {
+            "id": f"msg_standin{n:05d}",
+            "type": "message",
+            "role": "assistant",
+            "model": body.get("model"),
+            "content": blocks,
+            "stop_reason": "end_turn" if call is None else "tool_use",
+            "stop_sequence": None,
+            "usage": usage,
+        }
+        if not body.get("stream"):
+            return _reply(_json(200, message))
+        return Response(
+            b"".join(_events(message)),
+            200,
+            media_type="text/event-stream",
+            headers={"request-id": f"req_standin{n:05d}"},
+        )
+
+
+def _first_user_text(messages: list[Any]) -> str:
+    for message in messages:
+        if isinstance(message, dict) and message.get("role") == "user":
+            return dumps(message.get("content"))
+    return ""
+
+
+def _json(status: int, body: Json) -> Reply:
+    return json_reply(status, body, {})
+
+
+def _reply(reply: Reply) -> Response:
+    return Response(b"".join(reply.parts), reply.status, headers=reply.headers)
+
+
+def _events(message: Json) -> list[bytes]:
+    """The SSE events of ``message``, as Anthropic streams one."""
+
+    def event(name: str, data: Json) -> bytes:
+        return f"event: {name}\ndata: {dumps({'type': name, **data})}\n\n".encode()
+
+    start = {
+        **message,
+        "content": [],
+        "stop_reason": None,
+        "usage": {**message["usage"], "output_tokens": 1},
+    }
+    out = [event("message_start", {"message": start}), event("ping", {})]
+    for index, block in enumerate(message["content"]):
+        out += [event(name, {"index": index, **data}) for name, data in _block_events(block)]
+    out.append(
+        event(
+            "message_delta",
+            {
+                "delta": {"stop_reason": message["stop_reason"], "stop_sequence": None},
+                "usage": {"output_tokens": 40},
+            },
+        )
+    )
+    out.append(event("message_stop", {}))
+    return out
+
+
+def _block_events(block: Json) -> list[tuple[str, Json]]:
+    if block["type"] == "thinking":
+        opened: Json = {"type": "thinking", "thinking": "", "signature": ""}
+        deltas = [
+            {"type": "thinking_delta", "thinking": p}
+            for p in pieces(block["thinking"], TEXT_PIECE)
+            if p
+        ]
+        deltas.append({"type": "signature_delta", "signature": block["signature"]})
+    elif block["type"] == "text":
+        opened = {"type": "text", "text": ""}
+        deltas = [{"type": "text_delta", "text": p} for p in pieces(block["text"], TEXT_PIECE)]
+    else:
+        opened = {**block, "input": {}}
+        deltas = [
+            {"type": "input_json_delta", "partial_json": p}
+            for p in pieces(dumps(block["input"]), 8)
+        ]
+    return [
+        ("content_block_start", {"content_block": opened}),
+        *(("content_block_delta", {"delta": d}) for d in deltas),
+        ("content_block_stop", {}),
+    ]
