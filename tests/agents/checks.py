@@ -93,14 +93,19 @@ def within_window(report: Report, window: int, kinds: tuple[str, ...] = MODEL_CA
     assert not over, f"requests over the {window}-token window (index, kind, tokens): {over}"
 
 
-def task_everywhere(report: Report, task: str, kinds: tuple[str, ...] = MODEL_CALLS) -> None:
-    """``task`` is in every model request the stand-in received."""
-    missing = [
-        (i, r["kind"])
-        for i, r in enumerate(received(report, kinds))
-        if task not in json.dumps(r["body"], ensure_ascii=False)
-    ]
-    assert not missing, f"requests without the task sentence (index, kind): {missing}"
+def task_everywhere(
+    report: Report, task: str, target: str, kinds: tuple[str, ...] = MODEL_CALLS
+) -> None:
+    """``task`` is in the first user message of every model request of ``kinds`` the stand-in
+    received (where the agent put it: not summarised away, not only quoted later on)."""
+    _, messages_field = FIELDS[target]
+    missing = []
+    for i, request in enumerate(received(report, kinds)):
+        messages = request["body"].get(messages_field) or []
+        users = [m for m in messages if isinstance(m, dict) and m.get("role") == "user"]
+        if not users or task not in json.dumps(users[0], ensure_ascii=False):
+            missing.append((i, request["kind"]))
+    assert not missing, f"requests whose first user message lacks {task!r} (index, kind): {missing}"
 
 
 def compactions_at_most(report: Report, most: int) -> None:
@@ -112,14 +117,14 @@ def compactions_at_most(report: Report, most: int) -> None:
 def all_stored(report: Report, target: str, paths: tuple[str, ...]) -> None:
     """Every message the agent sent on ``paths`` is stored, live or archived: each text,
     reasoning, signature and call id in it is a value of a stored message."""
-    kept = set(_leaves(_stored_messages(report)))
+    kept = set(_leaves(list(_stored_messages(report))))
     _, messages_field = FIELDS[target]
     missing: list[str] = []
     for e in report["sent"]:
         if e["path"] not in paths or not isinstance(e["body"], dict):
             continue
         for message in e["body"].get(messages_field) or []:
-            missing += [atom[:80] for atom in _atoms(message) if atom not in kept]
+            missing += [atom[:80] for atom in _atoms(message) if atom and atom not in kept]
     assert not missing, f"{len(missing)} pieces of sent messages are not stored: {missing[:10]}"
 
 

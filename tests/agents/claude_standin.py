@@ -1,9 +1,9 @@
 """A scripted stand-in of Anthropic's Messages API that drives Claude Code through a long session.
 
-Requests are told apart by their first user message: the one holding the sub-agent's marker
-(``SUB_MARKER``, which the stand-in itself writes into its ``Agent`` call) is the sub-agent's
-conversation ("sub"), one holding the task sentence with tools offered is the main loop ("main"),
-anything else a side request ("side": answered with plain text).
+Requests are told apart by their system prompt: the sub-agent's (Claude Code marks it, and its
+first user message holds ``SUB_MARKER``, which the stand-in writes into its ``Agent`` call) is
+"sub"; the main loop's (that of the first request with tools whose first user message holds the
+task) is "main"; anything else a side request ("side", answered with plain text).
 
 The main loop is a fixed plan, one step per main request answered: ``Read`` the working
 directory's 20 KB files one by one, a ``Bash`` command now and then, once an ``Agent`` call whose
@@ -30,9 +30,12 @@ from tests.upstream_anthropic import AnthropicWire
 from tests.upstream_wires import TEXT_PIECE, Error, Reply, dumps, json_reply, pieces
 
 SUB_MARKER = "[sub-agent 7f3c]"
+# The sub-agent's task, as the main loop's Agent call gives it.
+SUB_TASK = f"{SUB_MARKER} Report the first line of the first notes file."
 FINAL_TEXT = "All files are read and summarised: the task is complete."
 WIRE = AnthropicWire()
 OVERFLOW = Error("overflow")
+BILLING = "x-anthropic-billing-header:"
 
 
 @dataclass(frozen=True)
@@ -71,6 +74,7 @@ class ClaudeStandIn(StandIn):
         self.overflowed = False
         self.issued: dict[str, str] = {}  # signature -> thinking text
         self.ids = itertools.count(1)
+        self.main_system: str | None = None
 
     def _plan(self) -> list[Call]:
         names: list[str] = self.options["files"]
@@ -89,17 +93,13 @@ class ClaudeStandIn(StandIn):
                 )
         agent_at = self.options.get("agent_at", -1)
         if agent_at >= 0:
-            prompt = (
-                f'{SUB_MARKER} For the task "{self.options["task"]}": read '
-                f"{self.workdir / names[0]} and report its first line."
-            )
             calls.insert(
                 agent_at,
                 Call(
                     "Agent",
                     {
                         "description": "Read the first notes file",
-                        "prompt": prompt,
+                        "prompt": SUB_TASK,
                         "subagent_type": "general-purpose",
                         "run_in_background": False,
                     },
@@ -152,12 +152,27 @@ class ClaudeStandIn(StandIn):
         return None
 
     def _kind(self, body: Json) -> str:
-        first = _first_user_text(body.get("messages") or [])
-        if SUB_MARKER in first:
+        """Told apart by the system prompt (ctxc may rewrite the messages, not the system): the
+        first with the task and tools is the main loop's; Claude Code marks its sub-agents'
+        billing line ``cc_is_subagent=true``."""
+        system = body.get("system")
+        blocks = system if isinstance(system, list) else [{"text": system or ""}]
+        texts = [b.get("text") or "" for b in blocks if isinstance(b, dict)]
+        if any("cc_is_subagent=true" in text for text in texts):
             return "sub"
-        if self.options["task"] in first and body.get("tools"):
-            return "main"
-        return "side"
+        # The billing line changes from request to request.
+        fingerprint = dumps([t for t in texts if not t.startswith(BILLING)])
+        with self.lock:
+            if self.main_system is None and self._opens_task(body):
+                self.main_system = fingerprint
+            if fingerprint == self.main_system:
+                return "main"
+        return "sub" if SUB_MARKER in _first_user_text(body.get("messages") or []) else "side"
+
+    def _opens_task(self, body: Json) -> bool:
+        return bool(body.get("tools")) and self.options["task"] in _first_user_text(
+            body.get("messages") or []
+        )
 
     def _check_signatures(self, body: Json) -> None:
         for i, message in enumerate(body.get("messages") or []):

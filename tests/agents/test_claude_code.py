@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from tests.agents import checks
-from tests.agents.claude_standin import files
+from tests.agents.claude_standin import SUB_TASK, files
 from tests.agents.harness import REPO, Report, Scenario, run
 from tests.agents.install import CLAUDE_CODE, installed
 
@@ -91,7 +91,8 @@ def test_every_request_is_valid_and_within_the_window(session: Report) -> None:
 
 
 def test_the_task_is_in_every_request(session: Report) -> None:
-    checks.task_everywhere(session, TASK)
+    checks.task_everywhere(session, TASK, "anthropic", ("main",))
+    checks.task_everywhere(session, SUB_TASK, "anthropic", ("sub",))
 
 
 def test_at_most_three_compactions(session: Report) -> None:
