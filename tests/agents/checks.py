@@ -69,6 +69,7 @@ def no_forks(report: Report) -> None:
         for e in report["sent"]
         if "x-ctxc-forked-to" in (e["answer_headers"] or {})
     ]
+    assert report["stored"], f"ctxc stored no session\n{report.brief()}"
     forks = [s["id"] for s in report["stored"] if ":fork-" in s["id"]]
     assert not forked and not forks, f"forked to {forked}; fork sessions {forks}"
 
@@ -110,6 +111,7 @@ def task_everywhere(
 
 def compactions_at_most(report: Report, most: int) -> None:
     """ctxc compacted at most ``most`` times, over all its sessions."""
+    assert report["stored"], f"ctxc stored no session\n{report.brief()}"
     counts = {s["id"]: len(s["compactions"]) for s in report["stored"] if s["compactions"]}
     assert sum(counts.values()) <= most, f"compactions by session: {counts}"
 
@@ -132,6 +134,12 @@ def tool_turns(report: Report, least: int, kinds: tuple[str, ...] = ("main",)) -
     """The stand-in answered at least ``least`` requests of ``kinds`` with a tool call."""
     calls = [r for r in received(report, kinds) if r["answer"].startswith("tool:")]
     assert len(calls) >= least, f"{len(calls)} tool turns, not {least}"
+
+
+def answered(report: Report, answer: str) -> None:
+    """The stand-in gave ``answer`` (e.g. its scripted "error:overflow-scripted") at least once."""
+    answers = [r["answer"] for r in received(report)]
+    assert answer in answers, f"no {answer!r} among the stand-in's answers: {answers}"
 
 
 def interleaved(report: Report, others: tuple[str, ...] = ("sub", "side")) -> None:

@@ -11,7 +11,8 @@ sub-agent reads a file and answers, then a final text. Each answer opens with a 
 carrying a signature; every thinking block the agent sends back must carry a signature the
 stand-in issued, with the text it was issued with (else a problem is noted). Once, at
 ``overflow_at``, a main request gets Anthropic's real "prompt is too long" 400; a request over
-``window`` tokens always does.
+``window`` tokens always does, and so does a tool-call turn sent back without its thinking
+block (Anthropic's own 400, noted as a problem too).
 """
 
 from __future__ import annotations
@@ -121,6 +122,11 @@ class ClaudeStandIn(StandIn):
             return _reply(_json(200, {"input_tokens": seen.tokens}))
         self._check_signatures(seen.body)
         seen.kind = self._kind(seen.body)
+        unthought = _unthought(seen.body)
+        if unthought is not None:
+            seen.answer = "error:thinking"
+            self.problem(f"refused with Anthropic's 400: {unthought}")
+            return _reply(WIRE._error(400, "invalid_request_error", unthought, n))
         window = int(self.options["window"])
         if seen.tokens > window:
             seen.answer = "error:overflow"
@@ -242,6 +248,29 @@ class ClaudeStandIn(StandIn):
             media_type="text/event-stream",
             headers={"request-id": f"req_standin{n:05d}"},
         )
+
+
+def _unthought(body: Json) -> str | None:
+    """Anthropic's 400 for a request with thinking on whose last assistant turn, a tool call,
+    does not open with its thinking block (the agent sent it back, so ctxc dropped it)."""
+    if (body.get("thinking") or {}).get("type") not in ("enabled", "adaptive"):
+        return None
+    messages = [m for m in body.get("messages") or [] if isinstance(m, dict)]
+    turns = [i for i, m in enumerate(messages) if m.get("role") == "assistant"]
+    content = messages[turns[-1]].get("content") if turns else None
+    if not isinstance(content, list) or not content:
+        return None
+    kinds = [b.get("type") for b in content if isinstance(b, dict)]
+    if "tool_use" not in kinds or kinds[0] in ("thinking", "redacted_thinking"):
+        return None
+    return (
+        f"messages.{turns[-1]}.content.0.type: Expected `thinking` or `redacted_thinking`, but "
+        f"found `{kinds[0]}`. When `thinking` is enabled, a final `assistant` message must start "
+        "with a thinking block (preceeding the lastmost set of `tool_use` and `tool_result` "
+        "blocks). We recommend you include thinking blocks from previous turns. To avoid this "
+        "requirement, disable `thinking`. Please consult our documentation at "
+        "https://docs.claude.com/en/docs/build-with-claude/extended-thinking"
+    )
 
 
 def _first_user_text(messages: list[Any]) -> str:

@@ -79,6 +79,7 @@ def test_runs_to_the_end_in_a_loopback_only_namespace(session: Report) -> None:
 def test_a_long_session_with_a_sub_agent(session: Report) -> None:
     checks.tool_turns(session, 15)
     checks.interleaved(session, ("sub",))
+    checks.answered(session, "error:overflow-scripted")
 
 
 def test_never_forks(session: Report) -> None:
