@@ -106,13 +106,12 @@ def test_every_message_sent_is_stored(session: Report) -> None:
 
 def test_the_readme_recipe_as_written(claude: Path, tmp_path: Path) -> None:
     """The README's Claude Code recipe, run by bash as written: only the URL (ctxc's port) and
-    the key are the test's; `claude` is the installed CLI."""
+    the key are the test's; `claude` is the installed CLI, in a user's plain environment."""
     recipe = RECIPE.read_text().replace("http://127.0.0.1:8080", "{ctxc}")
     scenario = Scenario(
         standin=STANDIN,
         command=["bash", "-euo", "pipefail", "{root}/recipe.sh"],
         env={
-            **QUIET,
             "YOUR_ANTHROPIC_API_KEY": "sk-ant-recipe",
             "PATH": f"{claude.parent}:/usr/local/bin:/usr/bin:/bin",
         },
