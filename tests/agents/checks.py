@@ -36,6 +36,21 @@ KEPT_KEYS = frozenset(
     }
 )
 CALL_TYPES = frozenset({"tool_use", "function_call"})
+# Headers a proxy sets itself (RFC 9110 section 7.6.1's hop-by-hop ones, and the body's own).
+NOT_PASSED = frozenset(
+    {
+        "connection",
+        "keep-alive",
+        "proxy-connection",
+        "te",
+        "trailer",
+        "transfer-encoding",
+        "upgrade",
+        "host",
+        "content-length",
+        "accept-encoding",
+    }
+)
 
 
 def received(report: Report, kinds: tuple[str, ...] = MODEL_CALLS) -> list[dict[str, Any]]:
@@ -72,6 +87,23 @@ def no_forks(report: Report) -> None:
     assert report["stored"], f"ctxc stored no session\n{report.brief()}"
     forks = [s["id"] for s in report["stored"] if ":fork-" in s["id"]]
     assert not forked and not forks, f"forked to {forked}; fork sessions {forks}"
+
+
+def passed_on(report: Report, paths: tuple[str, ...], kinds: tuple[str, ...] = MODEL_CALLS) -> None:
+    """Every header the agent sent in all its requests on ``paths`` (but hop-by-hop ones, Host,
+    Content-Length, Accept-Encoding and X-Ctxc-*) reached the stand-in in each model request,
+    with the agent's query string."""
+    sent = [e for e in report["sent"] if e["path"] in paths]
+    assert sent, f"the agent sent nothing on {paths}"
+    names = set.intersection(*(set(e["headers"]) for e in sent)) - NOT_PASSED
+    names = {name for name in names if not name.startswith("x-ctxc-")}
+    queries = {e["query"] for e in sent}
+    for i, request in enumerate(received(report, kinds)):
+        missing = sorted(names - set(request["headers"]))
+        assert not missing, f"request {i} ({request['kind']}) lacks the agent's headers {missing}"
+        assert request["query"] in queries, (
+            f"request {i}: query {request['query']!r}, not {queries}"
+        )
 
 
 def provider_valid(report: Report, target: str, kinds: tuple[str, ...] = MODEL_CALLS) -> None:

@@ -86,6 +86,10 @@ def test_never_forks(session: Report) -> None:
     checks.no_forks(session)
 
 
+def test_headers_and_query_reach_the_provider(session: Report) -> None:
+    checks.passed_on(session, ("/anthropic/v1/messages",))
+
+
 def test_every_request_is_valid_and_within_the_window(session: Report) -> None:
     checks.provider_valid(session, "anthropic")
     checks.within_window(session, WINDOW)
