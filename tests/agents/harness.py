@@ -51,26 +51,27 @@ class Report:
         )
 
 
-def namespace_available() -> None:
-    """Skip (fail in CI) unless this process may make a network namespace."""
+def unshare() -> list[str]:
+    """The command prefix that makes a network namespace: ``unshare -n`` as root, else in a user
+    namespace of its own (``-r``, where the kernel allows unprivileged ones). Skip (fail in CI)
+    when neither works."""
     if shutil.which("unshare") is None or shutil.which("ip") is None:
         unavailable("unshare and ip (util-linux, iproute2) are needed for the agent tests")
-    probe = subprocess.run(["unshare", "-n", "--", "true"], capture_output=True, timeout=30)
+    prefix = ["unshare", "-n"] if os.geteuid() == 0 else ["unshare", "-r", "-n"]
+    probe = subprocess.run([*prefix, "--", "true"], capture_output=True, timeout=30)
     if probe.returncode != 0:
-        unavailable(f"cannot make a network namespace (unshare -n): {probe.stderr.decode()}")
+        unavailable(f"cannot make a network namespace ({' '.join(prefix)}): {probe.stderr!r}")
+    return [*prefix, "--kill-child", "--"]
 
 
 def run(scenario: Scenario, root: Path) -> Report:
     """Run ``scenario`` under ``unshare -n`` with ``root`` as its directory; its report."""
-    namespace_available()
+    prefix = unshare()
     (root / "work").mkdir(parents=True, exist_ok=True)
     spec, out = root / "scenario.json", root / "report.json"
     spec.write_text(json.dumps({**asdict(scenario), "root": str(root)}))
     command = [
-        "unshare",
-        "-n",
-        "--kill-child",
-        "--",
+        *prefix,
         sys.executable,
         "-m",
         "tests.agents.scenario",
