@@ -3,7 +3,8 @@
 Requests are told apart by their system prompt: the sub-agent's (Claude Code marks it, and its
 first user message holds ``SUB_MARKER``, which the stand-in writes into its ``Agent`` call) is
 "sub"; the main loop's (that of the first request with tools whose first user message holds the
-task) is "main"; anything else a side request ("side", answered with plain text).
+task) is "main"; anything else, and Claude Code's own summary request (what it sends when a
+"prompt is too long" reaches it), a side request ("side", answered with plain text).
 
 The main loop is a fixed plan, one step per main request answered: ``Read`` the working
 directory's 20 KB files one by one, a ``Bash`` command now and then, once an ``Agent`` call whose
@@ -33,10 +34,13 @@ from tests.upstream_wires import TEXT_PIECE, Error, Reply, dumps, json_reply, pi
 SUB_MARKER = "[sub-agent 7f3c]"
 # The sub-agent's task, as the main loop's Agent call gives it.
 SUB_TASK = f"{SUB_MARKER} Report the first line of the first notes file."
+SUMMARY = "<analysis>The notes files.</analysis>\n<summary>Some notes files were read.</summary>"
 FINAL_TEXT = "All files are read and summarised: the task is complete."
 WIRE = AnthropicWire()
 OVERFLOW = Error("overflow")
 BILLING = "x-anthropic-billing-header:"
+# How Claude Code asks for a summary when a "prompt is too long" reaches it.
+COMPACT_ASK = "CRITICAL: Respond with TEXT ONLY. Do NOT call any tools."
 
 
 @dataclass(frozen=True)
@@ -113,11 +117,14 @@ class ClaudeStandIn(StandIn):
             seen.answer = "status:404"
             return _reply(WIRE._error(404, "not_found_error", f"Not found: {seen.path}", 0))
         n = next(self.ids)
-        refusal = WIRE.refuse(seen.headers, seen.body, True, None, n)
+        counting = seen.path.endswith("/count_tokens")
+        # Counting takes no max_tokens; the rest is refused as the Messages API refuses it.
+        checked = {"max_tokens": 1, **seen.body} if counting else seen.body
+        refusal = WIRE.refuse(seen.headers, checked, True, None, n)
         if refusal is not None:
             seen.answer = f"status:{refusal.status}"
             return _reply(refusal)
-        if seen.path.endswith("/count_tokens"):
+        if counting:
             seen.answer = "count"
             return _reply(_json(200, {"input_tokens": seen.tokens}))
         self._check_signatures(seen.body)
@@ -166,6 +173,8 @@ class ClaudeStandIn(StandIn):
         texts = [b.get("text") or "" for b in blocks if isinstance(b, dict)]
         if any("cc_is_subagent=true" in text for text in texts):
             return "sub"
+        if COMPACT_ASK in _last_user_text(body.get("messages") or []):
+            return "side"  # Claude Code's own compaction, after an overflow reached it
         # The billing line changes from request to request.
         fingerprint = dumps([t for t in texts if not t.startswith(BILLING)])
         with self.lock:
@@ -210,7 +219,7 @@ class ClaudeStandIn(StandIn):
                     "type": "text",
                     "text": FINAL_TEXT
                     if seen.kind == "main"
-                    else "Side answer."
+                    else SUMMARY
                     if seen.kind == "side"
                     else "First line read.",
                 }
@@ -271,6 +280,11 @@ def _unthought(body: Json) -> str | None:
         "requirement, disable `thinking`. Please consult our documentation at "
         "https://docs.claude.com/en/docs/build-with-claude/extended-thinking"
     )
+
+
+def _last_user_text(messages: list[Any]) -> str:
+    users = [m for m in messages if isinstance(m, dict) and m.get("role") == "user"]
+    return dumps(users[-1].get("content")) if users else ""
 
 
 def _first_user_text(messages: list[Any]) -> str:
