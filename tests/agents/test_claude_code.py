@@ -32,14 +32,14 @@ STANDIN = "tests.agents.claude_standin:ClaudeStandIn"
 UPSTREAM = {"CTXC_ANTHROPIC_UPSTREAM": "{standin}"}
 
 
-def long_session(claude: Path, tmp_path: Path) -> Report:
+def long_session(claude: Path, model: list[str], tmp_path: Path) -> Report:
     """Claude Code through 16 reads of 20 KB, 4 Bash calls, a sub-agent and a "prompt is too
-    long", in a 40,000-token window."""
+    long", in a 40,000-token window; ``model``: its --model option, if any."""
     notes = files(16, 20_000)
     headers = f"X-Ctxc-Session: {SESSION}\nX-Ctxc-Context-Window: {WINDOW}"
     scenario = Scenario(
         standin=STANDIN,
-        command=[str(claude), "-p", TASK, "--dangerously-skip-permissions"],
+        command=[str(claude), "-p", TASK, "--dangerously-skip-permissions", *model],
         env={
             **QUIET,
             "ANTHROPIC_BASE_URL": "{ctxc}/anthropic",
@@ -66,9 +66,16 @@ def claude() -> Path:
     return installed(CLAUDE_CODE)
 
 
-@pytest.fixture(scope="module")
-def session(claude: Path, tmp_path_factory: pytest.TempPathFactory) -> Report:
-    return long_session(claude, tmp_path_factory.mktemp("claude"))
+# Its default model (system messages inside `messages`), and an older one (none: the session's
+# system prompt and tools only).
+MODELS = {"default-model": [], "sonnet-4-5": ["--model", "claude-sonnet-4-5-20250929"]}
+
+
+@pytest.fixture(scope="module", params=list(MODELS))
+def session(
+    claude: Path, tmp_path_factory: pytest.TempPathFactory, request: pytest.FixtureRequest
+) -> Report:
+    return long_session(claude, MODELS[request.param], tmp_path_factory.mktemp("claude"))
 
 
 def test_runs_to_the_end_in_a_loopback_only_namespace(session: Report) -> None:
