@@ -116,6 +116,11 @@ def test_every_message_sent_is_stored(session: Report) -> None:
     checks.all_stored(session, "anthropic", ("/anthropic/v1/messages",))
 
 
+def test_the_readme_shows_the_recipe_the_test_runs() -> None:
+    readme = (REPO / "README.md").read_text()
+    assert f"```bash\n{RECIPE.read_text()}```" in readme
+
+
 def test_the_readme_recipe_as_written(claude: Path, tmp_path: Path) -> None:
     """The README's Claude Code recipe, run by bash as written: only the URL (ctxc's port) and
     the key are the test's; `claude` is the installed CLI, in a user's plain environment."""
