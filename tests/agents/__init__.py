@@ -12,13 +12,17 @@ How a test uses the harness (tests/agents/test_claude_code.py is the worked exam
    answers, and set ``seen.kind`` to "main" / "sub" / "side" for model calls and ``seen.answer``
    to "tool:<name>", "text" or "error:<kind>"; ``problem()`` notes what the test must fail on,
    e.g. a signature that came back changed). ``claude_standin.ClaudeStandIn`` is Anthropic's.
-   Its constructor takes ``(options, workdir)``; it runs in the scenario's process.
+   Its constructor takes ``(options, workdir)``; it runs in the scenario's process. Any factory
+   of that signature does, returning a context manager with ``url`` and ``report()`` (a dict:
+   ``requests``, each with the fields of ``Received``, and ``problems``): e.g. a thin wrapper
+   around tests/upstreams.py's ``Upstream`` with a script.
 3. ``harness.Scenario``: the stand-in (``"module:Class"``) and its options, the CLI's command
    line and environment, ctxc's settings (``{"CTXC_ANTHROPIC_UPSTREAM": "{standin}"}``), the
    working directory's files, and a timeout. In command, env, files and settings,
    ``{ctxc}`` is ctxc's URL (add the route: ``{ctxc}/anthropic``, ``{ctxc}/openai/v1``,
    ``{ctxc}/gemini``), ``{standin}`` the stand-in's, ``{workdir}``, ``{home}`` and ``{root}`` the
-   agent's directory, its HOME and the scenario's directory.
+   agent's directory, its HOME and the scenario's directory. ``files`` are relative to the
+   working directory: ``"../home/.codex/config.toml"`` lands in the agent's HOME.
 4. ``harness.run(scenario, tmp_path)`` runs ``python -m tests.agents.scenario`` under
    ``unshare -n`` (a network namespace with only ``lo``, brought up): it starts the stand-in, a
    real ``ctxc serve`` on a migrated SQLite file with default settings, and ``tap.Tap`` in front
