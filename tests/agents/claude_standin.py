@@ -203,36 +203,25 @@ class ClaudeStandIn(StandIn):
                         f"messages[{i}]: a thinking block not as issued: {dumps(block)[:200]}"
                     )
 
-    def _message(self, seen: Received, call: Call | None, n: int) -> Response:
-        body = seen.body
+    def _thinking(self, body: Json, n: int) -> Json:
+        """A signed thinking block, remembered; its text empty when the agent asked for the
+        thinking display omitted, as the API sends it then."""
         omitted = (body.get("thinking") or {}).get("display") == "omitted"
         thought = "" if omitted else f"Step {n}: deciding what to read next."
         signature = base64.b64encode(hashlib.sha256(f"sig{n}{thought}".encode()).digest() * 4)
         with self.lock:
             self.issued[signature.decode()] = thought
-        blocks: list[Json] = [
-            {"type": "thinking", "thinking": thought, "signature": signature.decode()}
-        ]
+        return {"type": "thinking", "thinking": thought, "signature": signature.decode()}
+
+    def _message(self, seen: Received, call: Call | None, n: int) -> Response:
+        body = seen.body
         if call is None:
-            blocks.append(
-                {
-                    "type": "text",
-                    "text": FINAL_TEXT
-                    if seen.kind == "main"
-                    else SUMMARY
-                    if seen.kind == "side"
-                    else "First line read.",
-                }
-            )
+            texts = {"main": FINAL_TEXT, "side": SUMMARY, "sub": "First line read."}
+            block: Json = {"type": "text", "text": texts[seen.kind]}
         else:
-            blocks.append(
-                {
-                    "type": "tool_use",
-                    "id": f"toolu_standin{n:05d}",
-                    "name": call.name,
-                    "input": call.input,
-                }
-            )
+            block = {"type": "tool_use", "id": f"toolu_standin{n:05d}", "name": call.name}
+            block["input"] = call.input
+        blocks = [self._thinking(body, n), block]
         usage = {
             "input_tokens": seen.tokens,
             "cache_creation_input_tokens": 0,
