@@ -44,7 +44,7 @@ async def anthropic_messages(request: Request) -> Response:
 
 
 # Registered after the managed endpoints, which match first.
-METHODS = ["GET", "POST", "PUT", "PATCH", "DELETE"]
+METHODS = ["GET", "HEAD", "POST", "PUT", "PATCH", "DELETE"]
 
 
 @router.api_route("/openai/v1/{path:path}", methods=METHODS, include_in_schema=False)
