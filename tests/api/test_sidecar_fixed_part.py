@@ -75,6 +75,41 @@ def small(database_url: str) -> Iterator[Sidecar]:
                 sidecar.clients.pop().close()
 
 
+def openai_tool(n: int) -> dict[str, Any]:
+    """``tool(n)`` as OpenAI takes it."""
+    found = tool(n)
+    function = {
+        "name": found["name"],
+        "description": found["description"],
+        "parameters": found["input_schema"],
+    }
+    return {"type": "function", "function": function}
+
+
+def openai_agent(sidecar: Sidecar, session: str) -> list[tuple[int, int]]:
+    """``agent`` written against the OpenAI SDK: its system prompt a system message."""
+    client = sidecar.openai(session, **{"X-Ctxc-Context-Window": str(WINDOW)})
+    tools: Any = [openai_tool(n) for n in range(len(TOOLS))]
+    history: list[Any] = [{"role": "system", "content": SYSTEM}]
+    said = []
+    for turn in range(TURNS):
+        history.append({"role": "user", "content": f"Turn {turn}: read src/module_{turn}.py."})
+        while True:
+            raw = client.chat.completions.with_raw_response.create(
+                model="gpt-4o", messages=history, tools=tools
+            )
+            said.append((turn, int(raw.headers["x-ctxc-compactions"])))
+            message = raw.parse().choices[0].message
+            history.append(message.model_dump(exclude_none=True))
+            if not message.tool_calls:
+                break
+            history += [
+                {"role": "tool", "tool_call_id": c.id, "content": result(turn)}
+                for c in message.tool_calls
+            ]
+    return said
+
+
 def agent(sidecar: Sidecar, session: str) -> list[tuple[int, int]]:
     """Claude Code's loop, its fixed part included: each turn a prompt, a file read and an
     answer. The (turn, compactions) of each request, as ctxc's headers said."""
@@ -115,14 +150,22 @@ def prompt_tokens(body: dict[str, Any]) -> int:
     return len(load_encoding("o200k_base").encode_ordinary(dumps(prompt)))
 
 
-def test_a_claude_code_session_compacts_rarely_and_keeps_its_prefix(small: Sidecar) -> None:
+def fixed_part(body: dict[str, Any]) -> dict[str, Any]:
+    """What of a request the agent sends unchanged every turn: tools and system prompt."""
+    system = [m for m in body["messages"] if m["role"] == "system"]
+    return {key: body[key] for key in ("tools", "system") if key in body} | {"messages": system}
+
+
+@pytest.mark.parametrize("provider", ["anthropic", "openai"])
+def test_an_agent_with_a_big_fixed_part_compacts_rarely_and_keeps_its_prefix(
+    small: Sidecar, provider: str
+) -> None:
     session = f"fixed-{uuid.uuid4().hex[:6]}"
-    said = agent(small, session)
+    said = (agent if provider == "anthropic" else openai_agent)(small, session)
     bodies = [r.body for r in small.upstream.requests]
     # Each request answered the first time: none refused for its length and retried.
     assert len(bodies) == len(said) == 2 * TURNS
-    fixed = prompt_tokens({"tools": TOOLS, "system": SYSTEM, "messages": []})
-    assert 24_000 < fixed < 26_000
+    assert 24_000 < prompt_tokens(fixed_part(bodies[0])) < 26_000
     assert all(prompt_tokens(b) <= WINDOW for b in bodies)
     with small.ctxc() as c:
         compactions = c.get(f"/v1/sessions/{session}/compactions").json()["items"]
