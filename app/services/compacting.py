@@ -89,8 +89,9 @@ async def compact_sent(
     where = Where.of(session, profile, context_window)
     window = where.context_window
     trigger, low_water = sent_marks(policy, window - default_reserve(window) - output.fixed)
-    if output.history_tokens <= trigger and not trimmed(output):
-        return []
+    over = trimmed(output)
+    if not over and (output.history_tokens <= trigger or await _just_compacted(compactor, session)):
+        return []  # what fits waits a turn after a compaction: at most every other turn
     await compactor.db.commit()  # compactions need transactions of their own: out of autocommit
     items = sent_items(
         await compactor.items(SessionPk(session.pk), where), dict(output.sent_tokens)
@@ -108,3 +109,11 @@ def trimmed(output: Output) -> bool:
     return any(r.reason == "token_limit" for r in output.left_out) or any(
         s.name == "token_limit" and s.touched for s in output.steps
     )
+
+
+async def _just_compacted(compactor: Compactor, session: SessionRow) -> bool:
+    """Whether the session's last compile compacted it (no compile was recorded since its last
+    compaction: a compile is recorded with its request's start, before what it compacted)."""
+    pk = SessionPk(session.pk)
+    when = await queries.last_compaction_at(compactor.db, pk)
+    return when is not None and not await queries.compiled_since(compactor.db, pk, when)

@@ -4,6 +4,7 @@ what it leaves, the summary, the stateful-profile reset and one compaction at a 
 from __future__ import annotations
 
 import asyncio
+import itertools
 import json
 from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
@@ -486,3 +487,30 @@ def test_a_policy_measuring_the_history_as_sent_compacts_by_what_is_sent(
     for record in records:
         assert record["kind"] == "session"
         assert 2_000 < record["tokens_before"] < 3_000 and record["tokens_after"] <= 700
+
+
+def test_a_history_as_sent_that_fits_is_not_compacted_two_compiles_in_a_row(
+    client: httpx.Client,
+) -> None:
+    """A task that alone nearly reaches the trigger leaves every compaction over it: what fits
+    the window waits a compile after a compaction, rather than compacting on every one."""
+    policy = {
+        "measure": "sent",
+        "trigger_tokens": 2_000,
+        "target_tokens": 700,
+        "summary_tokens": 200,
+        "min_messages": 2,
+    }
+    sid = new_session(client, provider="gpt-4o", compaction=policy)
+    task = {"role": "user", "content": "Fix it. " + "Keep the API stable. " * 370}
+    assert client.post(f"/v1/sessions/{sid}/messages", json={"messages": [task]}).status_code
+    ran = []
+    for n in range(12):
+        rounds = [*work_history(2)[1:5], {"role": "assistant", "content": f"Read {n}."}]
+        posted = client.post(f"/v1/sessions/{sid}/messages", json={"messages": rounds})
+        assert posted.status_code == 201
+        answer = client.post(f"/v1/sessions/{sid}/compile", json={})
+        assert answer.status_code == 200, answer.text
+        ran.append(len(answer.json()["compactions"]))
+    assert sum(ran) >= 2
+    assert all(not (a and b) for a, b in itertools.pairwise(ran)), ran
