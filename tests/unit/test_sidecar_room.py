@@ -3,6 +3,7 @@ planning of a policy that measures the history as sent."""
 
 from __future__ import annotations
 
+from app.adapters.tokenizers import load_counter
 from app.domain.compaction import room
 from app.domain.compaction.planning import (
     CompactionPolicy,
@@ -13,7 +14,12 @@ from app.domain.compaction.planning import (
 from app.domain.compilers.base import Item
 from app.domain.compilers.registry import BUILTINS, build
 from app.domain.compilers.spec import parse_spec
-from tests.unit.compiler_builders import assistant, items, system, tool, user
+from app.domain.compiling import Target, compile_request
+from app.domain.messages import Message
+from app.domain.providers import PROFILES
+from app.domain.sessions import PromptFragment
+from app.domain.tokens import REPLY_PRIMING, count_message
+from tests.unit.compiler_builders import assistant, items, snapshot, system, tool, user
 
 
 def test_the_marks_are_shares_of_the_room_beside_the_fixed_part() -> None:
@@ -90,3 +96,34 @@ def test_a_history_as_sent_counts_previews_and_leaves_the_fixed_part_out() -> No
     # Counted as stored, the newest result alone is over the mark: all that may go goes.
     whole = plan_sent(stored, policy, low_water=1_300)
     assert whole is not None and [i.seq for i in whole.taken] == [3, 4, 5, 6, 7, 8, 9, 10]
+
+
+def test_a_compile_tells_its_fixed_part_from_the_history_it_sends() -> None:
+    big = "\n".join(f"line {k}: value_{k} = compute(alpha_{k % 7})" for k in range(400))
+    history = [
+        system("rules " * 300),
+        user("the task"),
+        assistant("", "c1"),
+        tool("c1", big),
+        assistant("read"),
+        user("go on"),
+        assistant("", "c2"),
+        tool("c2", big),
+    ]
+    encoder = load_counter().encoder("o200k_base")
+
+    def count(message: Message) -> int:
+        return count_message(message, encoder)
+
+    stored = tuple(Item(n + 1, "messages", m, count(m)) for n, m in enumerate(history))
+    spec = parse_spec(room.compiler(40_000, 25_000))
+    fragments = (PromptFragment(name="base", text="You are an agent."),)
+    target = Target(PROFILES["gpt-4o"], 40_000, fragments, tools_tokens=3_000)
+    output = compile_request(snapshot(stored, count=count), build(spec, BUILTINS), target)
+    sent = dict(output.sent_tokens)
+    assert sorted(sent) == [2, 3, 4, 5, 6, 7, 8]  # the system message is the fixed part
+    # Both results previewed alike, the newest one as the older one.
+    assert sent[4] == sent[8] < stored[3].tokens // 3
+    prompt = output.sections["system_prompt"]
+    assert output.fixed == prompt + stored[0].tokens + 3_000 + REPLY_PRIMING
+    assert output.history_tokens == sum(sent.values()) == output.estimate - output.fixed

@@ -94,7 +94,8 @@ class CompactionPolicy(BaseModel):
         "messages and tool definitions). `sent`: a compile whose history passes the trigger, "
         "or does not fit beside the fixed part, compacts first, inline, down to the low-water "
         "mark (both lowered in proportion when the fixed part leaves less room than the "
-        "trigger), then compiles; nothing is prepared in the background.",
+        "trigger), then compiles (one that fits, not on two compiles in a row); nothing is "
+        "prepared in the background.",
     )
 
     @model_validator(mode="after")
