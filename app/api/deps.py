@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from collections.abc import AsyncIterator
 from dataclasses import dataclass
+from datetime import UTC, datetime
 from typing import Annotated
 
 from fastapi import Depends, Request, Security
@@ -13,12 +14,13 @@ from sqlalchemy.ext.asyncio import AsyncEngine, AsyncSession, async_sessionmaker
 from app.adapters.events import EventBus
 from app.adapters.summarizers.profiles import Summarizers
 from app.adapters.upstream import Upstreams
-from app.api.metrics import Metrics
+from app.api.metrics import Metrics, metered_compactor
 from app.api.problems import ProblemError
 from app.domain.compilers.registry import Registry
 from app.domain.sessions import TenantId
 from app.domain.tokens import TokenCounter
 from app.services.compaction.preparing import Preparer
+from app.services.compiling import Context
 from app.services.compiling.digesting import Digester
 from app.services.sessions.cache import Lru, MessageCache
 from app.services.sessions.events import EventReader
@@ -47,6 +49,27 @@ class AppState:
     digester: Digester  # digests of long histories, made after the compiles that need them
     upstreams: Upstreams  # the sidecar's pooled HTTP to the provider APIs
     preparer: Preparer  # request-boundary compactions prepared in the background
+
+    def compile_context(self, tenant: TenantId, db: AsyncSession | None = None) -> Context:
+        """What a compile needs: a posted one's (no ``db``), or a session's with its
+        compactions metered."""
+        now, catalog = datetime.now(UTC), self.settings.catalog
+        if db is None:
+            return Context(self.cache, self.registry, catalog, tenant, now)
+        compactor = metered_compactor(
+            db,
+            self.counter,
+            self.summarizer,
+            now,
+            catalog,
+            self.metrics,
+            trigger="compile",
+            lease_seconds=self.settings.compaction_lease_seconds,
+            preparer=self.preparer,
+        )
+        return Context(
+            self.cache, self.registry, catalog, tenant, now, db, compactor, self.digester
+        )
 
 
 async def get_state(request: Request) -> AppState:

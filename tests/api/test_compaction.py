@@ -417,17 +417,23 @@ def test_a_compaction_that_finds_the_lease_held_calls_no_summariser(
                 assert tenant is not None
                 now = datetime.now(UTC)
                 slow = Compactor(slow_db, counter, held, now, BUILTIN_CATALOG)
-                compile_task = asyncio.create_task(compiling.compile_session(
-                    slow_db, MessageCache(counter, 1 << 20), BUILTINS, tenant, sid,
-                    compiling.Options(), now, BUILTIN_CATALOG, slow))  # fmt: skip
+                slow_ctx = compiling.Context(
+                    MessageCache(counter, 1 << 20), BUILTINS, BUILTIN_CATALOG, tenant, now,
+                    slow_db, slow,
+                )  # fmt: skip
+                compile_task = asyncio.create_task(
+                    compiling.compile_session(slow_ctx, sid, compiling.Options())
+                )
                 await held.waiting.wait()  # the compile's compaction is summarising...
                 counting = CountingSummarizer(counter)
                 fast = Compactor(fast_db, counter, counting, now, BUILTIN_CATALOG)
                 with pytest.raises(NotCompacted, match="is running"):  # ... it holds the lease
                     await compact_now(fast, tenant, sid, "session", None)
-                loser = await compiling.compile_session(
-                    fast_db, MessageCache(counter, 1 << 20), BUILTINS, tenant, sid,
-                    compiling.Options(), now, BUILTIN_CATALOG, fast)  # fmt: skip
+                fast_ctx = compiling.Context(
+                    MessageCache(counter, 1 << 20), BUILTINS, BUILTIN_CATALOG, tenant, now,
+                    fast_db, fast,
+                )  # fmt: skip
+                loser = await compiling.compile_session(fast_ctx, sid, compiling.Options())
                 assert loser.compactions == ()  # compiled without waiting
                 assert "compiled without waiting" in loser.output.warnings[0]
                 held.release.set()

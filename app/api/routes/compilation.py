@@ -25,7 +25,7 @@ from app.api.compile_schemas import (
     StepRead,
 )
 from app.api.deps import DbDep, StateDep, TenantDep
-from app.api.metrics import counted, metered_compactor
+from app.api.metrics import counted
 from app.api.openapi import json_body
 from app.api.problems import check_body, responses, system_prompt
 from app.api.routes.compactions import compaction_read
@@ -150,13 +150,13 @@ async def compile_posted(request: Request, state: StateDep, tenant: TenantDep) -
     body = await parse_sized(CompileRequest, raw)
     system = system_prompt(body.format, body.system, body.instructions)
 
+    posted = compiling.Posted(body.format, body.messages, system)
+    options = _options(body)
+    options = replace(options, provider=options.provider or state.settings.default_provider)
+
     def run(tenant_name: str) -> tuple[Compilation, bytes]:
-        done = compiling.compile_posted(
-            state.cache, state.registry, body.format, body.messages, system,
-            _options(body), compiling.Caller(tenant, tenant_name), state.settings.default_provider,
-            state.settings.catalog,
-            datetime.now(UTC),
-        )  # fmt: skip
+        ctx = state.compile_context(tenant)
+        done = compiling.compile_posted(ctx, posted, options, tenant_name)
         return done, _answer(done, body.tools)
 
     with counted(state.metrics, "stateless", "full"):
@@ -184,17 +184,9 @@ async def compile_session(
     the history is over `trigger_tokens`, then reactive ones from the usage reported with the
     last acknowledgement (or `usage` / `error_kind` here); they are listed in `compactions`."""
     check_body(body)
-    now = datetime.now(UTC)
-    catalog = state.settings.catalog
-    compactor = metered_compactor(
-        db, state.counter, state.summarizer, now, catalog, state.metrics, trigger="compile",
-        lease_seconds=state.settings.compaction_lease_seconds, preparer=state.preparer,
-    )  # fmt: skip
+    ctx = state.compile_context(tenant, db)
     with counted(state.metrics, "session") as tally:
-        done = await compiling.compile_session(
-            db, state.cache, state.registry, tenant, session_id, _options(body), now, catalog,
-            compactor, state.digester,
-        )  # fmt: skip
+        done = await compiling.compile_session(ctx, session_id, _options(body))
         tally.mode = done.mode
     state.metrics.session_reads.labels(done.read).inc()
     return Response(_answer(done, body.tools), media_type=JSON)

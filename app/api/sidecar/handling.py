@@ -15,7 +15,6 @@ from starlette.responses import Response
 
 from app.adapters.upstream import returned_headers
 from app.api.deps import AppState, sidecar_tenant
-from app.api.metrics import metered_compactor
 from app.api.schemas import SessionCreate
 from app.api.sidecar import recalling
 from app.api.sidecar.forwarding import ANSWER_BYTES, ERROR_BYTES, read_body, send, shrink
@@ -31,7 +30,7 @@ from app.domain.tokens import REPLY_PRIMING, Encoder
 from app.domain.wire import Reply, WireError, is_overflow
 from app.domain.wire import reply_of as wire_reply
 from app.services import compiling
-from app.services.compiling import Caller, Compilation, Options
+from app.services.compiling import Compilation, Options
 from app.services.sidecar import turns
 from app.services.sidecar.turns import Opened
 from app.services.tenancy import cpu
@@ -152,39 +151,21 @@ async def _compile(
     window = turn.window if scale is None else max(1, int(turn.window * scale))
     options = Options(provider=turn.profile.name, context_window=window,
                       tools=turn.body.get("tools"))  # fmt: skip
-    now = datetime.now(UTC)
-    catalog = state.settings.catalog
     if opened is None:
         async with state.sessionmaker() as db:
             tenant_name = await queries.tenant_name(db, turn.tenant)
         field = turn.endpoint.system
         system = None if field is None else turn.body.get(field)
-        return await cpu.run_sync(
-            compiling.compile_posted,
-            state.cache,
-            state.registry,
-            turn.endpoint.format,
-            turn.body[turn.endpoint.history],
-            system,
-            options,
-            Caller(turn.tenant, tenant_name),
-            turn.profile.name,
-            catalog,
-            now,
-        )
+        posted = compiling.Posted(turn.endpoint.format, turn.body[turn.endpoint.history], system)
+        ctx = state.compile_context(turn.tenant)
+        return await cpu.run_sync(compiling.compile_posted, ctx, posted, options, tenant_name)
     pending = tuple(opened.new)
     options = replace(options, pending=pending)
     if scale is not None:  # the upstream said too long: compact (a full compaction at least)
         options = replace(options, error_kind="prompt_too_long", compaction={})
     async with state.sessionmaker() as db:
-        compactor = metered_compactor(
-            db, state.counter, state.summarizer, now, catalog, state.metrics, trigger="compile",
-            lease_seconds=state.settings.compaction_lease_seconds, preparer=state.preparer,
-        )  # fmt: skip
-        return await compiling.compile_session(
-            db, state.cache, state.registry, turn.tenant, opened.session_id, options, now,
-            catalog, compactor, state.digester,
-        )  # fmt: skip
+        ctx = state.compile_context(turn.tenant, db)
+        return await compiling.compile_session(ctx, opened.session_id, options)
 
 
 def _asks_usage(turn: Turn) -> bool:
