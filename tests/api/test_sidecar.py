@@ -23,10 +23,12 @@ from app.settings import Settings
 from app.storage.db import create_engine
 from app.storage.models import CompileRow
 from tests.api.sidecar import (
+    TOOLS_ANTHROPIC,
     TOOLS_OPENAI,
     Sidecar,
     anthropic_loop,
     openai_loop,
+    prompt,
     stored,
 )
 from tests.conftest import LiveServer, row_counts, scrape
@@ -301,3 +303,48 @@ def test_a_history_serialised_differently_still_extends_the_session(
         model="gpt-4o", messages=resent)  # fmt: skip
     assert "x-ctxc-forked-to" not in raw.headers
     assert len(stored(sidecar, session)) == len(resent) + 1
+
+
+def _claude_code_turn(history: list[Any], billing: int) -> tuple[list[Any], list[Any]]:
+    """The request Claude Code sends for ``history``: a billing line of its own in the system
+    prompt, its breakpoint on the newest message only, and a message that had one text block
+    and lost its breakpoint written back as a string."""
+    system = [
+        {"type": "text", "text": f"x-anthropic-billing-header: cc_version=2.1; cch={billing:04x};"},
+        {"type": "text", "text": "You are a coding agent.", "cache_control": {"type": "ephemeral"}},
+    ]
+    messages = []
+    for i, message in enumerate(history):
+        blocks = [dict(b) for b in message["content"]]
+        if i == len(history) - 1:
+            blocks[-1]["cache_control"] = {"type": "ephemeral"}
+        elif len(blocks) == 1 and blocks[0]["type"] == "text":
+            messages.append({"role": message["role"], "content": blocks[0]["text"]})
+            continue
+        messages.append({"role": message["role"], "content": blocks})
+    return system, messages
+
+
+def test_an_agent_that_moves_its_breakpoints_never_forks(sidecar: Sidecar, up: Upstream) -> None:
+    session = f"moves-{uuid.uuid4().hex[:6]}"
+    client = sidecar.anthropic(session)
+    history: list[Any] = [{"role": "user", "content": [{"type": "text", "text": prompt(0)}]}]
+    for turn in range(16):
+        system, messages = _claude_code_turn(history, turn)
+        raw = client.messages.with_raw_response.create(
+            model="claude-haiku-4-5", max_tokens=256, system=system, messages=messages,
+            tools=TOOLS_ANTHROPIC,
+        )  # fmt: skip
+        assert "x-ctxc-forked-to" not in raw.headers
+        # The system prompt goes on as the agent sent it this turn, its billing line included.
+        assert up.requests[-1].body["system"] == system
+        reply = raw.parse()
+        history.append({"role": "assistant", "content": [b.model_dump() for b in reply.content]})
+        calls = [b for b in reply.content if b.type == "tool_use"]
+        results = [{"type": "tool_result", "tool_use_id": c.id, "content": f"module {turn}"}
+                   for c in calls] or [{"type": "text", "text": prompt(turn + 1)}]  # fmt: skip
+        history.append({"role": "user", "content": results})
+    with sidecar.ctxc() as c:
+        assert c.get(f"/v1/sessions/{session}:fork-1").status_code == 404
+    # Each message once: the system prompt, then every message the agent sent or got back.
+    assert len(stored(sidecar, session)) == 1 + len(history) - 1

@@ -29,6 +29,7 @@ from app.domain.messages import Message
 from app.domain.tokens import REPLY_PRIMING, Encoder
 from app.domain.wire import Reply, WireError, is_overflow
 from app.domain.wire import reply_of as wire_reply
+from app.domain.wire.identity import identity
 from app.services import compiling
 from app.services.compiling import Compilation, Options
 from app.services.sidecar import turns
@@ -193,13 +194,17 @@ def _payload(turn: Turn, done: Compilation) -> bytes:
 
 def _place(endpoint: Endpoint, body: dict[str, Any], output: Output) -> None:
     """Put the compiled history (and the system prompt, where the shape keeps it apart) in the
-    request's ``body``."""
+    request's ``body``. A compiled system prompt that is the agent's own, but for what agents
+    change every turn (``identity``: a billing line, breakpoints), goes as the agent sent it
+    this turn."""
     body[endpoint.history] = output.messages
     if endpoint.system is None:
         return
-    body.pop(endpoint.system, None)
-    if output.system is not None:
-        body[endpoint.system] = output.system
+    sent = body.pop(endpoint.system, None)
+    if output.system is None:
+        return
+    same = sent is not None and identity(sent) == identity(output.system)
+    body[endpoint.system] = sent if same else output.system
 
 
 def _headers(turn: Turn, opened: Opened | None, done: Compilation, retried: bool) -> dict[str, str]:

@@ -1,8 +1,10 @@
 """Which stored history a sidecar request continues, and what of it is new.
 
 An agent behind the sidecar resends its whole history on every turn. The session's proxy thread
-remembers it as a hash chain over the first ``sent`` messages, keyed as the agent sent them (the
-message cache's keys: computed anyway while the request is parsed), then the digest of the
+remembers it as a hash chain over the first ``sent`` messages as the agent sent them, less what
+agents move from turn to turn without changing what is said (``app.domain.wire.identity``:
+prompt-cache breakpoints, one text block written back as a string, a billing line), then the
+digest of the
 ``replies`` messages ctxc stored after them: the upstream's answer, which the agent resends in its
 own serialisation, so it is compared by content. A request whose history starts with exactly that
 extends the session: what follows is new. Any other history (the agent edited, trimmed or
@@ -23,7 +25,6 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
-import orjson
 import xxhash
 from sqlalchemy.ext.asyncio import AsyncSession
 
@@ -42,6 +43,7 @@ from app.domain.messages import (
 from app.domain.models import Catalog
 from app.domain.sessions import SessionPk, TenantId
 from app.domain.tokens import TokenCounter, count_message
+from app.domain.wire.identity import identity
 from app.services.compiling import item_of
 from app.services.sessions import add_session
 from app.services.sessions.cache import Entry, canonical_json
@@ -81,7 +83,7 @@ class Sent:
 
 
 def chain(keys: Iterable[bytes], start: str = "") -> str:
-    """One hash over a run of message keys, going on from the chain ``start`` of the run before
+    """One hash over a run of item keys, going on from the chain ``start`` of the run before
     them: equal runs, equal chains."""
     value = bytes.fromhex(start)
     for key in keys:
@@ -89,12 +91,17 @@ def chain(keys: Iterable[bytes], start: str = "") -> str:
     return value.hex()
 
 
+def item_keys(items: Iterable[Any]) -> list[bytes]:
+    """A key for each item: a hash of what it is for a thread (``identity``)."""
+    return [xxhash.xxh3_128_digest(identity(item)) for item in items]
+
+
 def raw_digest(items: Sequence[Any]) -> str:
-    """A fast hash of ``items`` as sent (key order included): what a thread compares first, so
-    that the part it holds need not be parsed again."""
+    """A fast hash of ``items`` as a thread knows them: what it compares first, so that the
+    part it holds need not be parsed again."""
     digest = xxhash.xxh3_128()
     for item in items:
-        digest.update(orjson.dumps(item))
+        digest.update(identity(item))
         digest.update(b"\x1e")
     return digest.hexdigest()
 
@@ -169,7 +176,7 @@ def _extends(thread: ProxyThreadRow, history: History) -> int | None:
         return None
     if offset not in (0, sent):
         return None
-    if offset == 0 and chain(history.keys[:sent]) != thread.chain:
+    if offset == 0 and chain(item_keys(history.items[:sent])) != thread.chain:
         return None
     resent = (message for message, _ in history.entries[sent - offset : sent - offset + replies])
     if replies and content_digest(resent) != thread.reply:
@@ -203,7 +210,8 @@ async def _hashes(history: History, upto: int, start: str) -> tuple[str, str]:
     long history."""
 
     def work() -> tuple[str, str]:
-        return chain(history.keys[: upto - history.offset], start), raw_digest(history.items[:upto])
+        new = history.items[history.offset : upto]
+        return chain(item_keys(new), start), raw_digest(history.items[:upto])
 
     return await cpu.run_sync(work) if upto > INLINE_ITEMS else work()
 
