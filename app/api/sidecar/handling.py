@@ -17,7 +17,7 @@ from app.adapters.upstream import returned_headers
 from app.api.deps import AppState, sidecar_tenant
 from app.api.metrics import metered_compactor
 from app.api.schemas import SessionCreate
-from app.api.sidecar import recalling
+from app.api.sidecar import recalling, responses
 from app.api.sidecar.forwarding import ANSWER_BYTES, ERROR_BYTES, read_body, send, shrink
 from app.api.sidecar.refusals import Refused, refusal
 from app.api.sidecar.requests import Endpoint, Turn, read_turn
@@ -36,6 +36,8 @@ from app.storage import queries
 from app.storage.faults import is_fault
 
 log = logging.getLogger("ctxc")
+# Why a call of the provider's API other than its conversation endpoint is not managed.
+FORWARDED = "not a conversation request: forwarded as it is"
 
 
 async def forward(request: Request, endpoint: Endpoint, path: str) -> Response:
@@ -55,9 +57,21 @@ async def forward(request: Request, endpoint: Endpoint, path: str) -> Response:
             request.url.query,
         )
         state.metrics.sidecar.labels(endpoint.provider, "passed").inc()
-        return Passthrough(endpoint.provider, upstream, {}, None)
+        told = {responses.MANAGED: "false", responses.UNMANAGED_REASON: FORWARDED}
+        return Passthrough(endpoint.provider, upstream, told, None)
     except Exception as exc:
         return await refusal(request, endpoint.provider, exc, state)
+
+
+async def _pass_on(request: Request, state: AppState, turn: responses.Unmanaged,
+                   endpoint: Endpoint) -> Response:  # fmt: skip
+    """A conversation call ctxc does not manage, passed on as sent and said so in headers."""
+    headers = {k.lower(): v for k, v in request.headers.items()}
+    upstream = await send(state, endpoint.upstream(state), turn.body, headers,
+                          params=request.url.query)  # fmt: skip
+    state.metrics.sidecar.labels(endpoint.provider, "unmanaged").inc()
+    told = {responses.MANAGED: "false", responses.UNMANAGED_REASON: turn.reason}
+    return Passthrough(endpoint.provider, upstream, told, None)
 
 
 async def handle(request: Request, endpoint: Endpoint) -> Response:
@@ -66,6 +80,11 @@ async def handle(request: Request, endpoint: Endpoint) -> Response:
     try:
         turn = await read_turn(request, state, endpoint)
         return await until_disconnect(request, lambda: _run(state, turn), endpoint.provider, state)
+    except responses.Unmanaged as unmanaged:
+        try:
+            return await _pass_on(request, state, unmanaged, endpoint)
+        except Exception as exc:
+            return await refusal(request, endpoint.provider, exc, state)
     except Exception as exc:
         return await refusal(request, endpoint.provider, exc, state)
 
@@ -194,14 +213,17 @@ def _place(endpoint: Endpoint, body: dict[str, Any], output: Output) -> None:
     if endpoint.system is None:
         return
     body.pop(endpoint.system, None)
-    if output.system is not None:
-        body[endpoint.system] = output.system
+    # Responses' instructions are apart from the compiled system prompt (its ``instructions``).
+    system = output.instructions if endpoint.provider == "responses" else output.system
+    if system is not None:
+        body[endpoint.system] = system
 
 
 def _headers(turn: Turn, opened: Opened | None, done: Compilation, retried: bool) -> dict[str, str]:
     """What ctxc tells the agent beside the provider's answer."""
     out = done.output
     headers = {
+        responses.MANAGED: "true",
         "x-ctxc-compile-id": done.compile_id,
         "x-ctxc-tokens": str(out.total),
         "x-ctxc-context-window": str(out.context_window),
@@ -276,18 +298,22 @@ async def _store(
     """Store the turn: its new messages, the reply and its usage (``teaches``: see
     ``turns.store_turn``)."""
     try:
-        [message] = await cpu.run_sync(_parsed_reply, turn.endpoint.format, reply)
+        messages = await cpu.run_sync(_parsed_reply, turn.endpoint.format, reply)
     except (FormatError, InvalidInput, ValueError) as exc:
         raise Refused(502, f"the upstream's reply cannot be stored: {exc}") from None
     async with state.sessionmaker() as db:
         return await turns.store_turn(
-            db, state.counter, turn.tenant, opened, turn.sent, message, done.compile_id,
+            db, state.counter, turn.tenant, opened, turn.sent, messages, done.compile_id,
             reply.usage, datetime.now(UTC), state.settings.catalog, teaches,
         )  # fmt: skip
 
 
 def _parsed_reply(fmt: Format, reply: Reply) -> list[Message]:
-    return list(parse_messages(fmt, [reply.message]))
+    """The reply's messages: one, or as many as a Responses output's items make."""
+    if fmt == "responses":
+        return list(parse_messages(fmt, reply.message["output"]))
+    [message] = parse_messages(fmt, [reply.message])
+    return [message]
 
 
 def _stored(
