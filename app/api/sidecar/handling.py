@@ -63,12 +63,14 @@ async def forward(request: Request, endpoint: Endpoint, path: str) -> Response:
         return await refusal(request, endpoint.provider, exc, state)
 
 
-async def _pass_on(request: Request, state: AppState, turn: responses.Unmanaged,
-                   endpoint: Endpoint) -> Response:  # fmt: skip
+async def _pass_on(
+    request: Request, state: AppState, turn: responses.Unmanaged, endpoint: Endpoint
+) -> Response:
     """A conversation call ctxc does not manage, passed on as sent and said so in headers."""
     headers = {k.lower(): v for k, v in request.headers.items()}
-    upstream = await send(state, endpoint.upstream(state), turn.body, headers,
-                          params=request.url.query)  # fmt: skip
+    upstream = await send(
+        state, endpoint.upstream(state), turn.body, headers, params=request.url.query
+    )
     state.metrics.sidecar.labels(endpoint.provider, "unmanaged").inc()
     told = {responses.MANAGED: "false", responses.UNMANAGED_REASON: turn.reason}
     return Passthrough(endpoint.provider, upstream, told, None)

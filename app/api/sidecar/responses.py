@@ -70,9 +70,16 @@ def sent(
         before = sum(len(group) for group in groups[:start])
         try:
             entries = await cpu.run_sync(
-                compiling.parse_posted, state.cache, tenant, "responses",
-                _flat(groups[start:]), system, "input", (encoding,), item_keys,
-            )  # fmt: skip
+                compiling.parse_posted,
+                state.cache,
+                tenant,
+                "responses",
+                _flat(groups[start:]),
+                system,
+                "input",
+                (encoding,),
+                item_keys,
+            )
         except InvalidInput as exc:
             raise shifted_items(exc, "input", before) from None
         check_groups(entries, groups[start:], lead)
