@@ -15,7 +15,7 @@ from app.domain.formats.responses import from_responses
 from app.domain.formats.responses_turns import item_turns
 from app.domain.wire import ReplyStream, WireError, error_body, is_overflow, reply_of
 
-REASONING = {
+REASONING: dict[str, Any] = {
     "id": "rs_68af",
     "type": "reasoning",
     "summary": [],
@@ -57,7 +57,9 @@ RESPONSE = {
 
 def events(response: dict[str, Any]) -> bytes:
     """The response as the API streams it (the events a reader needs, and deltas it skips)."""
-    out = [{"type": "response.created", "response": {**response, "output": [], "usage": None}}]
+    out: list[dict[str, Any]] = [
+        {"type": "response.created", "response": {**response, "output": [], "usage": None}}
+    ]
     for index, item in enumerate(response["output"]):
         out.append({"type": "response.output_item.added", "output_index": index, "item": item})
         out.append({"type": "response.output_text.delta", "output_index": index, "delta": "x"})
