@@ -5,6 +5,7 @@ input each turn, reasoning items with ``encrypted_content``, a ``prompt_cache_ke
 
 from __future__ import annotations
 
+import json
 import uuid
 from typing import Any
 
@@ -113,14 +114,15 @@ def test_a_codex_loop_is_stored_and_compiled_in_a_small_window(
     sidecar: Sidecar, up: Upstream, stream: bool
 ) -> None:
     session = f"codex-{uuid.uuid4().hex[:8]}"
-    history = codex_loop(sidecar, session, turns=8, window=4_000, stream=stream)
+    history = codex_loop(sidecar, session, turns=10, window=2_000, stream=stream)
     requests = [seen for seen in up.requests if seen.path == "/v1/responses"]
-    assert len(requests) == 16
+    assert len(requests) == 20
     with sidecar.ctxc() as c:
         compactions = c.get(f"/v1/sessions/{session}/compactions").json()["items"]
         assert c.get(f"/v1/sessions/{session}:fork-1").status_code == 404  # never forked
     assert compactions, "a window this small must have made ctxc compact"
-    assert len(requests[-1].body["input"]) < len(history) / 2
+    # The last request is much less than the agent's history: its older part summarised.
+    assert len(json.dumps(requests[-1].body["input"])) < len(json.dumps(history)) / 2
     for seen in requests:
         body = seen.body
         # The rest of the body as Codex sent it.
@@ -254,5 +256,21 @@ def test_bad_input_gets_openais_error_and_stores_nothing(
     assert isinstance(error, dict) and error["type"] == "invalid_request_error"
     assert error["param"] == param and error["message"]
     assert not up.requests
+    after = row_counts(sidecar.database_url)
+    assert after["messages"] == before["messages"] and after["sessions"] == before["sessions"]
+
+
+def test_without_a_session_the_request_is_compiled_and_nothing_stored(
+    sidecar: Sidecar, up: Upstream
+) -> None:
+    before = row_counts(sidecar.database_url)
+    raw = sidecar.openai().responses.with_raw_response.create(
+        model="gpt-4o", input=[DEVELOPER, {"role": "user", "content": TASK}]
+    )
+    assert raw.parse().output_text
+    assert raw.headers["x-ctxc-managed"] == "true" and "x-ctxc-session" not in raw.headers
+    # An OpenAI model through Responses: its own window, the Responses shape.
+    assert raw.headers["x-ctxc-context-window"] == "128000"
+    assert up.requests[-1].body["input"][0] == DEVELOPER
     after = row_counts(sidecar.database_url)
     assert after["messages"] == before["messages"] and after["sessions"] == before["sessions"]

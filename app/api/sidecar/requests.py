@@ -3,7 +3,7 @@ parsed and counted."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any, Final
 
 import orjson
@@ -196,6 +196,9 @@ def _profile(state: AppState, endpoint: Endpoint, model: str) -> ProviderProfile
         profile = catalog.resolve(model)
         if profile.output == endpoint.provider:
             return profile
+        if endpoint.provider == "responses" and profile.output == "openai":
+            # An OpenAI model through the Responses API: the endpoint's shape, its window.
+            return replace(catalog.resolve(endpoint.profile), context_window=profile.context_window)
     return catalog.resolve(endpoint.profile)
 
 
