@@ -103,7 +103,7 @@ def codex_loop(sidecar: Sidecar, session: str, turns: int, window: int, stream: 
                 {
                     "type": "function_call_output",
                     "call_id": call["call_id"],
-                    "output": f"output of step {turn}\n" + "a line of a file\n" * 60,
+                    "output": f"output of step {turn}\n" + "a line of a file\n" * 120,
                 }
                 for call in calls
             ]
