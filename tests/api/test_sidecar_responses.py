@@ -288,3 +288,24 @@ def test_without_a_session_the_request_is_compiled_and_nothing_stored(
     assert up.requests[-1].body["input"][0] == DEVELOPER
     after = row_counts(sidecar.database_url)
     assert after["messages"] == before["messages"] and after["sessions"] == before["sessions"]
+
+
+@pytest.mark.parametrize(
+    ("given", "reason"),
+    [
+        ({"conversation": "conv_123"}, "conversation:"),
+        ({"background": True}, "background:"),
+    ],
+)
+def test_a_conversation_the_provider_holds_is_passed_on_and_said_unmanaged(
+    sidecar: Sidecar, up: Upstream, given: dict[str, Any], reason: str
+) -> None:
+    before = row_counts(sidecar.database_url)
+    raw = sidecar.openai(f"held-{uuid.uuid4().hex[:8]}").responses.with_raw_response.create(
+        model="gpt-5", input="Go on.", **given
+    )
+    assert raw.headers["x-ctxc-managed"] == "false"
+    assert raw.headers["x-ctxc-unmanaged-reason"].startswith(reason)
+    assert all(up.requests[-1].body[k] == v for k, v in given.items())
+    after = row_counts(sidecar.database_url)
+    assert after["messages"] == before["messages"] and after["sessions"] == before["sessions"]

@@ -44,7 +44,8 @@ async def openai_responses(request: Request) -> Response:
     """Point an OpenAI SDK's `base_url` (or Codex CLI's model provider) at `/openai/v1`: a
     request that resends its whole `input` (`store: false`, as Codex does) is forwarded to
     `CTXC_OPENAI_UPSTREAM` with the compiled `input` and `instructions`, the rest of the body
-    as sent. One that continues a `previous_response_id` is passed on as it is, with
+    as sent. One that continues a `previous_response_id` or a `conversation`
+    (the provider holds the history), or runs in the `background`, is passed on as it is, with
     `X-Ctxc-Managed: false` and `X-Ctxc-Unmanaged-Reason`. Headers as for Chat Completions."""
     return await sidecar.handle(request, sidecar.RESPONSES)
 

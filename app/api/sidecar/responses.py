@@ -23,8 +23,11 @@ from app.services.sidecar.threads import History, Sent
 
 # Why ctxc passes a request on without managing it (the ``x-ctxc-unmanaged-reason`` header).
 PROVIDER_STATE: Final = (
-    "previous_response_id: the provider holds the conversation, so ctxc can neither see nor "
-    "compile it; resend the whole input (store: false) to have it managed"
+    "{field}: the provider holds the conversation, so ctxc can neither see nor compile it; "
+    "resend the whole input (store: false) to have it managed"
+)
+BACKGROUND: Final = (
+    "background: the answer is fetched later from the provider, so ctxc cannot store it"
 )
 UNMANAGED_REASON: Final = "x-ctxc-unmanaged-reason"
 MANAGED: Final = "x-ctxc-managed"
@@ -40,9 +43,13 @@ class Unmanaged(Exception):
 
 def unmanaged(body: dict[str, Any]) -> str | None:
     """Why this request is passed on as it is (None: it is managed). A request that continues a
-    response the provider stored (``previous_response_id``) sends only what is new."""
-    if body.get("previous_response_id") is not None:
-        return PROVIDER_STATE
+    response (``previous_response_id``) or a conversation (``conversation``) the provider stored
+    sends only what is new; a ``background`` one is answered later, through another path."""
+    for field in ("previous_response_id", "conversation"):
+        if body.get(field) is not None:
+            return PROVIDER_STATE.format(field=field)
+    if body.get("background") is True:
+        return BACKGROUND
     return None
 
 
