@@ -22,10 +22,11 @@ log = logging.getLogger("ctxc")
 
 
 class Passthrough(Response):
-    """The upstream's streamed answer, passed on as it arrives and read as it passes: once it
-    ended properly, the turn is stored. An agent that goes away ends the upstream request too
-    (nothing is stored); so does an upstream that breaks off (the stream ends there, and
-    nothing is stored)."""
+    """The upstream's streamed answer, passed on as it arrives and read as it passes: once its
+    last event arrived, the turn is stored, and only then is that event passed on (an agent
+    waits for it before its next turn, which so finds this one stored). An agent that goes
+    away ends the upstream request too (nothing is stored); so does an upstream that breaks off
+    (the stream ends there, and nothing is stored)."""
 
     def __init__(
         self,
@@ -43,10 +44,10 @@ class Passthrough(Response):
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         reader = ReplyStream(self.provider)
-        ended = reading = False
+        stored = False
 
         async def pump(group: anyio.abc.TaskGroup) -> None:
-            nonlocal ended, reading
+            nonlocal stored
             try:
                 await send({"type": "http.response.start", "status": self.status_code,
                             "headers": self.raw_headers})  # fmt: skip
@@ -54,13 +55,15 @@ class Passthrough(Response):
                 reading = self.on_reply is not None
                 async for chunk in _chunks(self.upstream):
                     reading = reading and _fed(reader, chunk)
+                    if reading and not stored and (reply := reader.reply()) is not None:
+                        stored = True
+                        await self._store(reply)
                     passed = chunk if hidden is None else hidden.without(chunk)
                     if passed:
                         await send({"type": "http.response.body", "body": passed,
                                     "more_body": True})  # fmt: skip
                 rest = hidden.pending if hidden is not None else b""
                 await send({"type": "http.response.body", "body": rest, "more_body": False})
-                ended = True
             except OSError as exc:  # the agent went away
                 log.info("sidecar stream cut: %s", type(exc).__name__)
             group.cancel_scope.cancel()
@@ -77,12 +80,12 @@ class Passthrough(Response):
         finally:
             with anyio.CancelScope(shield=True):
                 await self.upstream.aclose()
-        if self.on_reply is None:  # forwarded as it is: nothing to store
-            return
-        reply = reader.reply() if ended and reading else None
-        if reply is None:
+        if self.on_reply is not None and not stored:
             log.info("sidecar stream ended without a complete answer: nothing stored")
-            return
+
+    async def _store(self, reply: Reply) -> None:
+        """The turn stored, whatever happens to the agent meanwhile."""
+        assert self.on_reply is not None
         with anyio.CancelScope(shield=True):
             try:
                 await self.on_reply(reply)
