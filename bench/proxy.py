@@ -1,5 +1,6 @@
 """The sidecar proxy's added latency against calling the upstream directly, at 200 and 10,000
-stored messages, non-streaming and streaming, with a session compile of the same session beside.
+stored messages, non-streaming and streaming, with a session compile of the same session beside;
+the Responses endpoint (`/openai/v1/responses`, the agent as Codex CLI) at 200.
 
 `python -m bench.proxy` (`--quick`, or `CTXC_BENCH_QUICK=1`: fewer turns). On Postgres and on
 SQLite, one `ctxc serve` each, its `CTXC_OPENAI_UPSTREAM` at a local upstream (tests/upstreams.py)
@@ -41,6 +42,8 @@ from typing import Any
 import httpx
 import orjson
 
+from app.domain.formats.convert import parse_messages
+from app.domain.formats.responses import to_responses
 from bench.append import agent_batch
 from bench.common import _ctxc, database, percentile, quick_run, serving, verdict
 from tests.upstreams import Upstream
@@ -81,7 +84,10 @@ class Turns:
 
 
 class Agent:
-    """An agent behind the sidecar: its history, resent whole on every turn."""
+    """An agent behind the sidecar: its history, resent whole on every turn (Chat Completions;
+    bench/proxy_responses.py: Responses)."""
+
+    PATH = "/chat/completions"
 
     def __init__(self, base: str, key: str, session: str, history: list[dict[str, Any]]) -> None:
         headers = {
@@ -103,20 +109,63 @@ class Agent:
     def turn(self) -> float:
         body = self.body(stream=False)
         start = time.perf_counter()
-        answer = self.http.post("/chat/completions", content=body, headers=JSON)
+        answer = self.http.post(self.PATH, content=body, headers=JSON)
         took = time.perf_counter() - start
         answer.raise_for_status()
         self.tokens = int(answer.headers["x-ctxc-tokens"])
-        self.history.append(answer.json()["choices"][0]["message"])
+        self.history += self.reply(answer.json())
         return took
 
+    def reply(self, answer: Any) -> list[dict[str, Any]]:
+        """What the agent appends to its history of a whole answer."""
+        return [answer["choices"][0]["message"]]
+
     def streamed_turn(self) -> Timed:
-        timed, data = stream(self.http, "/chat/completions", self.body(stream=True))
-        self.history.append({"role": "assistant", "content": streamed_text(data)})
+        timed, data = stream(self.http, self.PATH, self.body(stream=True))
+        self.history += self.streamed_reply(data)
         return timed
+
+    def streamed_reply(self, data: bytes) -> list[dict[str, Any]]:
+        """What the agent appends to its history of a streamed answer."""
+        return [{"role": "assistant", "content": streamed_text(data)}]
 
     def close(self) -> None:
         self.http.close()
+
+
+class ResponsesAgent(Agent):
+    """The same agent on the Responses API, as Codex CLI sends it: the whole ``input`` each
+    turn (``store: false``), the output items it got appended."""
+
+    PATH = "/responses"
+
+    def __init__(self, base: str, key: str, session: str, history: list[dict[str, Any]]) -> None:
+        _, items = to_responses(parse_messages("openai", history))
+        super().__init__(base, key, session, items)
+
+    def body(self, stream: bool) -> bytes:
+        if self.history[-1].get("role") != "user":
+            prompt = " ".join(self.rng.choices(PROMPTS, k=self.rng.randint(5, 40)))
+            self.history.append({"role": "user", "content": prompt})
+        return orjson.dumps(
+            {
+                "model": MODEL,
+                "input": self.history,
+                "stream": stream,
+                "store": False,
+                "prompt_cache_key": "bench",
+            }
+        )
+
+    def reply(self, answer: Any) -> list[dict[str, Any]]:
+        items: list[dict[str, Any]] = answer["output"]
+        return items
+
+    def streamed_reply(self, data: bytes) -> list[dict[str, Any]]:
+        events = (
+            orjson.loads(line[6:]) for line in data.splitlines() if line.startswith(b"data: ")
+        )
+        return [e["item"] for e in events if e["type"] == "response.output_item.done"]
 
 
 def stream(http: httpx.Client, path: str, body: bytes) -> tuple[Timed, bytes]:
@@ -182,11 +231,18 @@ def compile_time(ctxc: httpx.Client, session: str) -> float:
 
 
 def measure_size(
-    kind: str, base: str, key: str, ctxc: httpx.Client, up: Upstream, size: int, turns: int
+    kind: str,
+    base: str,
+    key: str,
+    ctxc: httpx.Client,
+    up: Upstream,
+    size: int,
+    turns: int,
+    agent_type: type[Agent] = Agent,
 ) -> Turns:
     """Build a session of ``size`` messages through the proxy, then time ``turns`` turns."""
     session = f"bench-{size}-{time.monotonic_ns()}"
-    agent = Agent(base, key, session, transcript(size))
+    agent = agent_type(base, key, session, transcript(size))
     direct = httpx.Client(base_url=up.openai_base, timeout=600,
                           headers={"Authorization": f"Bearer {UPSTREAM_KEY}"})  # fmt: skip
     out = Turns(kind, size, [], [], [], [], [], [], [], [])
@@ -200,14 +256,14 @@ def measure_size(
         for n in range(WARMUP + turns):
             proxy = agent.turn()
             start = time.perf_counter()
-            direct.post("/chat/completions", content=forwarded(up), headers=JSON)
+            direct.post(agent.PATH, content=forwarded(up), headers=JSON)
             plain = time.perf_counter() - start
             compiled = compile_time(ctxc, session)
             stored = last_seq(ctxc, session)
             proxy_stream = agent.streamed_turn()
             sent = forwarded(up)
             settle(ctxc, session, stored + 2)  # the new prompt and the reply
-            direct_stream, _ = stream(direct, "/chat/completions", sent)
+            direct_stream, _ = stream(direct, agent.PATH, sent)
             if n >= WARMUP:
                 out.proxy.append(proxy)
                 out.direct.append(plain)
@@ -236,8 +292,12 @@ def sidecar(url: str, up: Upstream) -> Iterator[tuple[str, str, httpx.Client]]:
 
 
 def measure(kind: str, sizes: dict[int, int]) -> list[Turns]:
+    """The Chat Completions turns at each size, then the Responses ones at the smallest."""
     with database(kind) as url, Upstream() as up, sidecar(url, up) as (base, key, ctxc):
-        return [measure_size(kind, base, key, ctxc, up, size, n) for size, n in sizes.items()]
+        rows = [measure_size(kind, base, key, ctxc, up, size, n) for size, n in sizes.items()]
+        size, n = min(sizes.items())
+        rows.append(measure_size(f"{kind}/resp", base, key, ctxc, up, size, n, ResponsesAgent))
+        return rows
 
 
 def p50(values: list[float]) -> float:
@@ -263,19 +323,19 @@ def _heads(*names: str) -> str:
 
 def table(rows: list[Turns]) -> None:
     print(f"whole answer, non-streaming ({MODEL}, {WINDOW:,}-token window; ms, p50 and p90)")
-    print(f"  database   stored  tokens   n | "
+    print(f"  database        stored  tokens   n | "
           f"{_heads('proxy', 'direct', 'added', 'compile')} | added/compile")  # fmt: skip
     for r in rows:
         more = added(r.proxy, r.direct)
         tokens = round(statistics.median(r.tokens))
-        print(f"  {r.kind:8s} {r.size:>8,} {tokens:>7,} {len(r.proxy):3d} | {_pair(r.proxy)} | "
+        print(f"  {r.kind:13s} {r.size:>8,} {tokens:>7,} {len(r.proxy):3d} | {_pair(r.proxy)} | "
               f"{_pair(r.direct)} | {_pair(more)} | {_pair(r.compile)} | "
               f"{p50(more) / p50(r.compile):12.2f}x")  # fmt: skip
     print("streaming: to the first body byte (TTFB), and added to the end (ms, p50 and p90)")
-    print(f"  database   stored   n | "
+    print(f"  database        stored   n | "
           f"{_heads('TTFB proxy', 'TTFB direct', 'TTFB added', 'end added')}")  # fmt: skip
     for r in rows:
-        print(f"  {r.kind:8s} {r.size:>8,} {len(r.proxy_first):3d} | {_pair(r.proxy_first)} | "
+        print(f"  {r.kind:13s} {r.size:>8,} {len(r.proxy_first):3d} | {_pair(r.proxy_first)} | "
               f"{_pair(r.direct_first)} | {_pair(added(r.proxy_first, r.direct_first))} | "
               f"{_pair(added(r.proxy_stream, r.direct_stream))}")  # fmt: skip
 
@@ -286,13 +346,13 @@ def targets(rows: list[Turns]) -> None:
         ratio = p50(added(r.proxy, r.direct)) / p50(r.compile)
         stream_ratio = p50(added(r.proxy_stream, r.direct_stream)) / p50(r.compile)
         first = p50(added(r.proxy_first, r.direct_first))
-        print(f"  {r.kind:8s} {r.size:>8,}: added p50 / compile p50 {ratio:5.2f}x "
+        print(f"  {r.kind:13s} {r.size:>8,}: added p50 / compile p50 {ratio:5.2f}x "
               f"(streamed to the end {stream_ratio:5.2f}x) target <= 2x: {verdict(ratio <= 2)}"
               f" | TTFB added p50 {first:7.1f} ms target <= 10 ms: "
               f"{verdict(first <= 10)}")  # fmt: skip
         # A turn cannot forward before it compiled: what the proxy adds beyond that compile.
         beyond = first - p50(r.compile)
-        print(f"  {'':8s} {'':>8}  TTFB added beyond a session compile's p50: {beyond:6.1f} ms")
+        print(f"  {'':13s} {'':>8}  TTFB added beyond a session compile's p50: {beyond:6.1f} ms")
 
 
 def run(quick: bool | None = None) -> None:

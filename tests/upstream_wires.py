@@ -8,7 +8,7 @@ import json
 from dataclasses import dataclass
 from typing import Any, Literal, Protocol
 
-Provider = Literal["openai", "anthropic"]
+Provider = Literal["openai", "anthropic", "responses"]
 ErrorKind = Literal["overflow", "rate_limit", "server", "overloaded"]
 Json = dict[str, Any]
 

@@ -5,23 +5,26 @@ real HTTP on a loopback port (Starlette under uvicorn, in a thread of the test p
 providers' own wire formats, headers and error bodies, so the official SDKs parse it as they would
 the real thing:
 
-- ``POST /v1/chat/completions`` (OpenAI; needs ``Authorization: Bearer``) and ``POST /v1/messages``
-  (Anthropic; needs ``anthropic-version`` and a key: ``x-api-key``, or a bearer token as the SDK
-  sends it since 2.x), each non-streaming or as SSE. ``api_key`` makes one key the only good one.
+- ``POST /v1/chat/completions`` (OpenAI; needs ``Authorization: Bearer``), ``POST /v1/responses``
+  (OpenAI Responses, tests/upstream_responses.py: reasoning items whose ``encrypted_content``
+  must come back byte for byte) and ``POST /v1/messages`` (Anthropic; needs ``anthropic-version``
+  and a key: ``x-api-key``, or a bearer token as the SDK sends it since 2.x), each non-streaming
+  or as SSE. ``api_key`` makes one key the only good one.
 - What each request gets is scripted: ``script`` is a queue of steps, one consumed per request
   (the first one whose ``provider`` is unset or names the request's provider). With no step left,
   a deterministic agent answers: it calls the request's first tool (arguments made from the
   tool's schema) when the last message is a user prompt, and answers text otherwise (after a tool
   result, or when no tool is offered or ``tool_choice`` is none).
 - The prompt is counted as the o200k_base tokens of the compact JSON of the request's ``tools``,
-  ``system`` and ``messages`` (in that order; ``json.dumps(..., separators=(",", ":"),
-  ensure_ascii=False)`` of a dict holding those present). Over ``window`` it is refused with the
+  ``system`` and ``messages``, or ``instructions`` and ``input`` (in that order;
+  ``json.dumps(..., separators=(",", ":"), ensure_ascii=False)`` of a dict holding those
+  present). Over ``window`` it is refused with the
   provider's real context-overflow error, before any step is consumed.
 - Prompt caching as the providers report it: a prompt whose first 128-token blocks (at least 1024
   tokens) repeat an earlier prompt's to the same model and provider reports them cached. OpenAI
-  always caches (``prompt_tokens`` counts the whole prompt, ``cached_tokens`` the reused part);
-  Anthropic only for a request with a ``cache_control`` marker, and then, as Anthropic does,
-  ``input_tokens`` is what is left after ``cache_read_input_tokens`` and
+  (both APIs) always caches (``prompt_tokens`` counts the whole prompt, ``cached_tokens`` the
+  reused part); Anthropic only for a request with a ``cache_control`` marker, and then, as
+  Anthropic does, ``input_tokens`` is what is left after ``cache_read_input_tokens`` and
   ``cache_creation_input_tokens`` (the new whole blocks): the three add up to the count.
 - ``prompt_count``, when given, is the provider's own tokenizer: it counts each request's prompt
   in place of the o200k count of its JSON, and the cached parts scale with it.
@@ -52,6 +55,7 @@ from app.adapters.tokenizers import load_encoding
 from tests.serving import Serving
 from tests.upstream_anthropic import AnthropicWire
 from tests.upstream_openai import OpenAIWire
+from tests.upstream_responses import ResponsesWire
 from tests.upstream_wires import (
     DEFAULT_TEXT,
     Answer,
@@ -148,8 +152,11 @@ class Upstream:
         self._ids = itertools.count(1)
         self._cache: set[bytes] = set()
         self._encoding = load_encoding("o200k_base")
+        # Its own Responses wire: it remembers the reasoning it gave out.
+        self.wires: dict[Provider, Wire] = {**WIRES, "responses": ResponsesWire()}
         routes = [
             Route("/v1/chat/completions", self._endpoint("openai"), methods=["POST"]),
+            Route("/v1/responses", self._endpoint("responses"), methods=["POST"]),
             Route("/v1/messages", self._endpoint("anthropic"), methods=["POST"]),
             Route("/v1/models", self._models, methods=["GET"]),
         ]
@@ -205,7 +212,7 @@ class Upstream:
         return endpoint
 
     async def _answer(self, request: Request, provider: Provider) -> Response:
-        wire = WIRES[provider]
+        wire = self.wires[provider]
         raw = await request.body()
         try:
             parsed = json.loads(raw)
@@ -268,10 +275,11 @@ class Upstream:
         return own, cached * own // max(1, total), created * own // max(1, total)
 
     def _json_count(self, provider: Provider, body: Json) -> tuple[int, int, int]:
-        prompt = {key: body[key] for key in ("tools", "system", "messages") if key in body}
+        fields = ("tools", "system", "messages", "instructions", "input")
+        prompt = {key: body[key] for key in fields if key in body}
         text = dumps(prompt)
         tokens = self._encoding.encode_ordinary(text)
-        caching = provider == "openai" or '"cache_control"' in text
+        caching = provider != "anthropic" or '"cache_control"' in text
         if not caching or len(tokens) < CACHE_MIN:
             return len(tokens), 0, 0
         digest = xxhash.xxh3_128(f"{provider}\0{body.get('model')}".encode())

@@ -104,8 +104,9 @@ class Metrics:
             "Sidecar turns by endpoint and outcome: stored (in a session), not_stored (answered, "
             "but ctxc could not store it), stateless, forked (stored as a new branch), "
             "upstream_error (passed through), error (ctxc's own), cancelled (the agent went "
-            "away), passed (another path, forwarded as it is); retried counts prompt-too-long "
-            "retries",
+            "away), passed (another path, forwarded as it is), unmanaged (a conversation the "
+            "provider holds, passed on as it is); retried counts prompt-too-long retries; "
+            "provider: openai, responses, anthropic",
             ["provider", "outcome"],
             registry=r,
         )

@@ -9,6 +9,7 @@ import pytest
 
 from app.domain.validity.anthropic_rules import anthropic_problems
 from app.domain.validity.openai_rules import openai_problems
+from app.domain.validity.responses_rules import responses_problems
 from app.settings import Settings
 from tests.api.sidecar import Sidecar
 from tests.conftest import METRICS_TOKEN, LiveServer, make_key
@@ -45,3 +46,7 @@ def up(sidecar: Sidecar) -> Iterator[Upstream]:
             assert openai_problems(seen.body["messages"]) == [], seen.body
         elif seen.path == "/v1/messages":
             assert anthropic_problems(seen.body.get("system"), seen.body["messages"]) == []
+        elif seen.path == "/v1/responses" and "previous_response_id" not in seen.body:
+            items = seen.body["input"]
+            items = [{"role": "user", "content": items}] if isinstance(items, str) else items
+            assert responses_problems(seen.body.get("instructions"), items) == [], seen.body

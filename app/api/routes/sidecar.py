@@ -19,10 +19,12 @@ ANSWERS: dict[int | str, dict[str, Any]] = {
 
 
 @router.post(
-    "/openai/v1/chat/completions", operation_id="sidecar_openai_chat",
-    summary="OpenAI Chat Completions, context-managed", response_description=SHAPES,
+    "/openai/v1/chat/completions",
+    operation_id="sidecar_openai_chat",
+    summary="OpenAI Chat Completions, context-managed",
+    response_description=SHAPES,
     responses=ANSWERS,
-)  # fmt: skip
+)
 async def openai_chat(request: Request) -> Response:
     """Point an OpenAI SDK's `base_url` at `/openai/v1`: the request is forwarded to
     `CTXC_OPENAI_UPSTREAM` with the compiled messages. `X-Ctxc-Session` names the session (made
@@ -32,10 +34,29 @@ async def openai_chat(request: Request) -> Response:
 
 
 @router.post(
-    "/anthropic/v1/messages", operation_id="sidecar_anthropic_messages",
-    summary="Anthropic Messages, context-managed", response_description=SHAPES,
+    "/openai/v1/responses",
+    operation_id="sidecar_openai_responses",
+    summary="OpenAI Responses, context-managed",
+    response_description=SHAPES,
     responses=ANSWERS,
-)  # fmt: skip
+)
+async def openai_responses(request: Request) -> Response:
+    """Point an OpenAI SDK's `base_url` (or Codex CLI's model provider) at `/openai/v1`: a
+    request that resends its whole `input` (`store: false`, as Codex does) is forwarded to
+    `CTXC_OPENAI_UPSTREAM` with the compiled `input` and `instructions`, the rest of the body
+    as sent. One that continues a `previous_response_id` or a `conversation`
+    (the provider holds the history), or runs in the `background`, is passed on as it is, with
+    `X-Ctxc-Managed: false` and `X-Ctxc-Unmanaged-Reason`. Headers as for Chat Completions."""
+    return await sidecar.handle(request, sidecar.RESPONSES)
+
+
+@router.post(
+    "/anthropic/v1/messages",
+    operation_id="sidecar_anthropic_messages",
+    summary="Anthropic Messages, context-managed",
+    response_description=SHAPES,
+    responses=ANSWERS,
+)
 async def anthropic_messages(request: Request) -> Response:
     """Point an Anthropic SDK's `base_url` at `/anthropic`: the request is forwarded to
     `CTXC_ANTHROPIC_UPSTREAM` with the compiled messages and system prompt. Headers as for

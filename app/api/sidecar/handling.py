@@ -16,7 +16,7 @@ from starlette.responses import Response
 from app.adapters.upstream import returned_headers
 from app.api.deps import AppState, sidecar_tenant
 from app.api.schemas import SessionCreate
-from app.api.sidecar import recalling
+from app.api.sidecar import recalling, responses
 from app.api.sidecar.forwarding import ANSWER_BYTES, ERROR_BYTES, read_body, send, shrink
 from app.api.sidecar.refusals import Refused, refusal
 from app.api.sidecar.requests import Endpoint, Turn, read_turn
@@ -39,6 +39,8 @@ from app.storage import queries
 from app.storage.faults import is_fault
 
 log = logging.getLogger("ctxc")
+# Why a call of the provider's API other than its conversation endpoint is not managed.
+FORWARDED = "not a conversation request: forwarded as it is"
 
 
 async def forward(request: Request, endpoint: Endpoint, path: str) -> Response:
@@ -58,9 +60,23 @@ async def forward(request: Request, endpoint: Endpoint, path: str) -> Response:
             request.url.query,
         )
         state.metrics.sidecar.labels(endpoint.provider, "passed").inc()
-        return Passthrough(endpoint.provider, upstream, {}, None)
+        told = {responses.MANAGED: "false", responses.UNMANAGED_REASON: FORWARDED}
+        return Passthrough(endpoint.provider, upstream, told, None)
     except Exception as exc:
         return await refusal(request, endpoint.provider, exc, state)
+
+
+async def _pass_on(
+    request: Request, state: AppState, turn: responses.Unmanaged, endpoint: Endpoint
+) -> Response:
+    """A conversation call ctxc does not manage, passed on as sent and said so in headers."""
+    headers = {k.lower(): v for k, v in request.headers.items()}
+    upstream = await send(
+        state, endpoint.upstream(state), turn.body, headers, params=request.url.query
+    )
+    state.metrics.sidecar.labels(endpoint.provider, "unmanaged").inc()
+    told = {responses.MANAGED: "false", responses.UNMANAGED_REASON: turn.reason}
+    return Passthrough(endpoint.provider, upstream, told, None)
 
 
 async def handle(request: Request, endpoint: Endpoint) -> Response:
@@ -69,6 +85,11 @@ async def handle(request: Request, endpoint: Endpoint) -> Response:
     try:
         turn = await read_turn(request, state, endpoint)
         return await until_disconnect(request, lambda: _run(state, turn), endpoint.provider, state)
+    except responses.Unmanaged as unmanaged:
+        try:
+            return await _pass_on(request, state, unmanaged, endpoint)
+        except Exception as exc:
+            return await refusal(request, endpoint.provider, exc, state)
     except Exception as exc:
         return await refusal(request, endpoint.provider, exc, state)
 
@@ -135,8 +156,9 @@ def _fixed_tokens(turn: Turn, encoder: Encoder) -> int:
     """The fixed part of the agent's request, estimated: its system prompt and system
     messages (their text, or the JSON of other content) and its tool definitions, as the
     compile counts them, and the reply priming."""
-    messages = turn.body["messages"]
-    parts = [turn.body.get("system")] if turn.endpoint.provider == "anthropic" else []
+    messages = turn.body[turn.endpoint.history]
+    field = turn.endpoint.system  # Anthropic's `system`, Responses' `instructions`, ...
+    parts = [turn.body.get(field)] if field is not None else []
     parts += [
         m.get("content") for m in messages if isinstance(m, dict) and m.get("role") in SYSTEM_ROLES
     ]
@@ -201,16 +223,19 @@ def _place(endpoint: Endpoint, body: dict[str, Any], output: Output) -> None:
     if endpoint.system is None:
         return
     sent = body.pop(endpoint.system, None)
-    if output.system is None:
+    # Responses' instructions are apart from the compiled system prompt (its ``instructions``).
+    system = output.instructions if endpoint.provider == "responses" else output.system
+    if system is None:
         return
-    same = sent is not None and identity(sent) == identity(output.system)
-    body[endpoint.system] = sent if same else output.system
+    same = sent is not None and identity(sent) == identity(system)
+    body[endpoint.system] = sent if same else system
 
 
 def _headers(turn: Turn, opened: Opened | None, done: Compilation, retried: bool) -> dict[str, str]:
     """What ctxc tells the agent beside the provider's answer."""
     out = done.output
     headers = {
+        responses.MANAGED: "true",
         "x-ctxc-compile-id": done.compile_id,
         "x-ctxc-tokens": str(out.total),
         "x-ctxc-context-window": str(out.context_window),
@@ -285,18 +310,22 @@ async def _store(
     """Store the turn: its new messages, the reply and its usage (``teaches``: see
     ``turns.store_turn``)."""
     try:
-        [message] = await cpu.run_sync(_parsed_reply, turn.endpoint.format, reply)
+        messages = await cpu.run_sync(_parsed_reply, turn.endpoint.format, reply)
     except (FormatError, InvalidInput, ValueError) as exc:
         raise Refused(502, f"the upstream's reply cannot be stored: {exc}") from None
     async with state.sessionmaker() as db:
         return await turns.store_turn(
-            db, state.counter, turn.tenant, opened, turn.sent, message, done.compile_id,
+            db, state.counter, turn.tenant, opened, turn.sent, messages, done.compile_id,
             reply.usage, datetime.now(UTC), state.settings.catalog, teaches,
         )  # fmt: skip
 
 
 def _parsed_reply(fmt: Format, reply: Reply) -> list[Message]:
-    return list(parse_messages(fmt, [reply.message]))
+    """The reply's messages: one, or as many as a Responses output's items make."""
+    if fmt == "responses":
+        return list(parse_messages(fmt, reply.message["output"]))
+    [message] = parse_messages(fmt, [reply.message])
+    return [message]
 
 
 def _stored(

@@ -3,13 +3,14 @@ parsed and counted."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any, Final
 
 import orjson
 from fastapi import Request
 
 from app.api.deps import AppState, sidecar_tenant
+from app.api.sidecar import responses
 from app.api.sidecar.refusals import Refused
 from app.domain.errors import InvalidInput, Path
 from app.domain.formats.convert import Format
@@ -56,6 +57,9 @@ OPENAI = Endpoint("openai", "/chat/completions", "openai", "openai_upstream")
 ANTHROPIC = Endpoint(
     "anthropic", "/v1/messages", "anthropic", "anthropic_upstream", system="system"
 )
+RESPONSES = Endpoint(
+    "responses", "/responses", "openai-responses", "openai_upstream", "input", "instructions"
+)
 
 
 @dataclass(frozen=True)
@@ -91,7 +95,11 @@ async def read_turn(request: Request, state: AppState, endpoint: Endpoint) -> Tu
     model = body.get("model")
     if not isinstance(model, str) or not model:
         raise Refused(400, "`model` is required: the model to call", "model")
+    if endpoint.provider == "responses" and (reason := responses.unmanaged(body)) is not None:
+        raise responses.Unmanaged(reason, raw)
     field = endpoint.history
+    if endpoint.provider == "responses" and isinstance(body.get(field), str):
+        body[field] = responses.user_input(body[field])
     messages = body.get(field)
     if not isinstance(messages, list) or not messages:
         raise Refused(400, f"`{field}` must be a non-empty array", field)
@@ -133,6 +141,8 @@ def _sent(
 ) -> Sent:
     """The history as sent (a system prompt given apart is one more item, first: it is parsed
     into one system message), parsed on demand from an item on, off the event loop."""
+    if endpoint.provider == "responses":
+        return responses.sent(state, tenant, messages, system, encoding)
     fmt, field = endpoint.format, endpoint.history
     first = 0 if system is None else 1
     items = messages if system is None else [system, *messages]
@@ -187,6 +197,9 @@ def _profile(state: AppState, endpoint: Endpoint, model: str) -> ProviderProfile
         profile = catalog.resolve(model)
         if profile.output == endpoint.provider:
             return profile
+        if endpoint.provider == "responses" and profile.output == "openai":
+            # An OpenAI model through the Responses API: the endpoint's shape, its window.
+            return replace(catalog.resolve(endpoint.profile), context_window=profile.context_window)
     return catalog.resolve(endpoint.profile)
 
 

@@ -21,6 +21,7 @@ _OVERFLOW_TEXTS: Final[dict[Provider, tuple[str, ...]]] = {
     "openai": (
         "maximum context length",  # "This model's maximum context length is 8192 tokens..."
         "input tokens exceed the configured limit",  # gpt-5: "... of 272000 tokens"
+        "exceeds the context window",  # Responses: "Your input exceeds the context window ..."
         OPENAI_OVERFLOW_CODE,
     ),
     "anthropic": (
@@ -44,6 +45,7 @@ _ANTHROPIC_TYPES: Final = {
 
 def is_overflow(provider: Provider, status: int, body: bytes) -> bool:
     """Whether the upstream refused the prompt as too long for the model's window."""
+    provider = _family(provider)
     if status != 400 or len(body) > MAX_ERROR_BYTES:
         return False
     try:
@@ -66,6 +68,7 @@ def fitting_share(provider: Provider, body: bytes) -> float | None:
     """The share of the prompt an overflow error says fits: Anthropic writes "prompt is too
     long: N tokens > M maximum", OpenAI "maximum context length is M tokens. However, your
     messages resulted in N tokens" (M / N); None when it gives no such numbers."""
+    provider = _family(provider)
     try:
         error = _error_object(json.loads(body))
     except (ValueError, RecursionError):
@@ -76,6 +79,12 @@ def fitting_share(provider: Provider, body: bytes) -> float | None:
         return None
     prompt, maximum = numbers[:2] if provider == "anthropic" else numbers[1::-1]
     return maximum / prompt if prompt > maximum > 0 else None
+
+
+def _family(provider: Provider) -> Provider:
+    """The provider whose error shapes a wire shares (Responses: OpenAI's, the same
+    ``{"error": {...}}`` and ``context_length_exceeded``)."""
+    return "openai" if provider == "responses" else provider
 
 
 def _numbers(text: str) -> list[int]:
@@ -101,7 +110,7 @@ def _error_object(document: Any) -> dict[str, Any] | None:
 
 def error_body(provider: Provider, status: int, message: str, param: str | None = None) -> bytes:
     """ctxc's own error on a provider endpoint, in that provider's error JSON."""
-    if provider == "openai":
+    if _family(provider) == "openai":
         error = {
             "message": message,
             "type": _openai_type(status),

@@ -113,14 +113,15 @@ async def store_turn(
     tenant: TenantId,
     opened: Opened,
     sent: Sent,
-    reply: Message,
+    reply: Message | Sequence[Message],
     compile_id: str,
     usage: dict[str, int] | None,
     now: datetime,
     catalog: Catalog,
     teaches: bool = True,
 ) -> Stored:
-    """Store the turn: the request's new messages and the ``reply``, the usage on the compile
+    """Store the turn: the request's new messages and the ``reply`` (one message, or the
+    several a Responses output makes), the usage on the compile
     (what reactive compaction reads, and unless not ``teaches`` what calibrates its counts:
     not when the usage is of a longer request than the compile's), and the thread moved on;
     one transaction.
@@ -150,10 +151,11 @@ async def store_turn(
         start = found
     assert thread is not None
     new = list(history.entries[start - history.offset :])
-    messages: list[Message] = [m for m, _ in new] + [reply]
-    counts: list[dict[str, int]] = [c for _, c in new] + [{}]
+    replies = [reply] if isinstance(reply, Message) else list(reply)
+    messages: list[Message] = [m for m, _ in new] + replies
+    counts: list[dict[str, int]] = [c for _, c in new] + [{} for _ in replies]
     first, last = await threads.store(db, counter, pk, messages, counts, now) or (None, None)
-    await threads.advance(thread, history, [reply], now)
+    await threads.advance(thread, history, replies, now)
     compiled = await queries.compile_row(db, pk, compile_id)
     if compiled is not None:  # not after a racing fork: that compile was of the other history
         compiled.reported_at = compiled.reported_at or now
