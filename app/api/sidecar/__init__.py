@@ -2,7 +2,7 @@
 upstream's answer back.
 
 An agent's SDK points its ``base_url`` at ctxc (``/openai/v1``: Chat Completions; ``/anthropic``:
-Messages) and sends what it would send to the provider. With ``X-Ctxc-Session`` the turn is
+Messages; ``/gemini``: Gemini's ``generateContent``) and sends what it would send to the provider. With ``X-Ctxc-Session`` the turn is
 managed in that session (app/services/sidecar): the new part of the resent history is compiled
 with the stored one for the model's window (the session's compiler and compaction policy), the
 compiled messages replace the request's, and once the upstream answered (streamed through as it
@@ -16,6 +16,6 @@ one when it has no policy) and retries once, on a budget shrunk by what the upst
 """
 
 from app.api.sidecar.handling import forward, handle
-from app.api.sidecar.requests import ANTHROPIC, OPENAI
+from app.api.sidecar.requests import ANTHROPIC, GEMINI, OPENAI, Call
 
-__all__ = ["ANTHROPIC", "OPENAI", "forward", "handle"]
+__all__ = ["ANTHROPIC", "GEMINI", "OPENAI", "Call", "forward", "handle"]

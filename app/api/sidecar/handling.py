@@ -20,7 +20,7 @@ from app.api.schemas import SessionCreate
 from app.api.sidecar import recalling
 from app.api.sidecar.forwarding import ANSWER_BYTES, ERROR_BYTES, read_body, send, shrink
 from app.api.sidecar.refusals import Refused, refusal
-from app.api.sidecar.requests import Endpoint, Turn, read_turn
+from app.api.sidecar.requests import Call, Endpoint, Turn, read_turn
 from app.api.sidecar.streams import Passthrough, until_disconnect
 from app.domain.compiling import Output
 from app.domain.errors import DomainError, FormatError, InvalidInput
@@ -61,11 +61,12 @@ async def forward(request: Request, endpoint: Endpoint, path: str) -> Response:
         return await refusal(request, endpoint.provider, exc, state)
 
 
-async def handle(request: Request, endpoint: Endpoint) -> Response:
-    """Answer one sidecar request; every refusal in the provider's own error JSON."""
+async def handle(request: Request, endpoint: Endpoint, call: Call | None = None) -> Response:
+    """Answer one sidecar request; every refusal in the provider's own error JSON. ``call``:
+    what the route's path says of the request (see ``Call``)."""
     state: AppState = request.state.ctxc
     try:
-        turn = await read_turn(request, state, endpoint)
+        turn = await read_turn(request, state, endpoint, call)
         return await until_disconnect(request, lambda: _run(state, turn), endpoint.provider, state)
     except Exception as exc:
         return await refusal(request, endpoint.provider, exc, state)

@@ -1,10 +1,11 @@
-"""A whole answer or a streamed one, of either provider, read into a Reply."""
+"""A whole answer or a streamed one, of any provider, read into a Reply."""
 
 from __future__ import annotations
 
 from typing import Any
 
 from app.domain.wire.anthropic import AnthropicStream, anthropic_reply
+from app.domain.wire.gemini import GeminiStream, gemini_reply
 from app.domain.wire.openai import OpenAIStream, openai_reply
 from app.domain.wire.reply import Budget, Provider, Reply
 from app.domain.wire.sse import EventParser
@@ -14,6 +15,8 @@ DEFAULT_MAX_BYTES = 64 * 2**20
 
 def reply_of(provider: Provider, body: Any) -> Reply:
     """The reply of a non-streamed answer (its parsed JSON); WireError when it is none."""
+    if provider == "gemini":
+        return gemini_reply(body)
     return openai_reply(body) if provider == "openai" else anthropic_reply(body)
 
 
@@ -27,7 +30,11 @@ class ReplyStream:
     def __init__(self, provider: Provider, max_bytes: int = DEFAULT_MAX_BYTES) -> None:
         self._events = EventParser(max_bytes)
         budget = Budget(max_bytes)
-        self._reader = OpenAIStream(budget) if provider == "openai" else AnthropicStream(budget)
+        self._reader: OpenAIStream | AnthropicStream | GeminiStream
+        if provider == "gemini":
+            self._reader = GeminiStream(budget)
+        else:
+            self._reader = OpenAIStream(budget) if provider == "openai" else AnthropicStream(budget)
 
     def feed(self, chunk: bytes) -> None:
         """Read the next bytes of the stream."""
