@@ -168,9 +168,9 @@ def split(parts: list[Json]) -> list[Json]:
         if not isinstance(text, str) or len(text) < 2:
             out.append(part)
             continue
+        unsigned = {k: v for k, v in part.items() if k != "thoughtSignature"}
         for j, piece in enumerate(pieces(text, TEXT_PIECE)):
-            out.append({**part, "text": piece} if j == 0 else {
-                k: v for k, v in {**part, "text": piece}.items() if k != "thoughtSignature"})  # fmt: skip
+            out.append({**(part if j == 0 else unsigned), "text": piece})
     return out
 
 

@@ -97,8 +97,8 @@ def agent_loop(gemini: Gemini, session: str, turns: int, window: int) -> list[An
     system = {"parts": [{"text": "You are a coding agent."}]}
     with gemini.client(session, window) as client:
         for turn in range(turns):
-            contents.append({"role": "user", "parts": [{"text": f"Turn {turn}: explain "
-                                                                f"module {turn}. " * 8}]})  # fmt: skip
+            ask = f"Turn {turn}: explain module {turn}. " * 8
+            contents.append({"role": "user", "parts": [{"text": ask}]})
             while True:
                 stream = len(contents) % 2 == 0
                 body = {"contents": contents, "systemInstruction": system, "tools": TOOLS}
@@ -188,8 +188,8 @@ def test_other_paths_are_forwarded_with_the_key(gemini: Gemini, up: GeminiUpstre
         assert listed.status_code == 200 and listed.json()["models"]
         one = client.get(f"/v1beta/models/{MODEL}", headers={"x-goog-api-key": KEY})
         assert one.status_code == 200 and one.json()["name"].startswith("models/")
-        counted = client.post(f"/v1beta/models/{MODEL}:countTokens", params={"key": KEY},
-                              json={"contents": [{"role": "user", "parts": [{"text": "hi"}]}]})  # fmt: skip
+        hi = {"contents": [{"role": "user", "parts": [{"text": "hi"}]}]}
+        counted = client.post(f"/v1beta/models/{MODEL}:countTokens", params={"key": KEY}, json=hi)
         assert counted.status_code == 200 and counted.json()["totalTokens"] > 0
         refused = client.get("/v1beta/models")
         assert refused.status_code == 403

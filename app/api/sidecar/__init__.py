@@ -2,12 +2,13 @@
 upstream's answer back.
 
 An agent's SDK points its ``base_url`` at ctxc (``/openai/v1``: Chat Completions; ``/anthropic``:
-Messages; ``/gemini``: Gemini's ``generateContent``) and sends what it would send to the provider. With ``X-Ctxc-Session`` the turn is
-managed in that session (app/services/sidecar): the new part of the resent history is compiled
-with the stored one for the model's window (the session's compiler and compaction policy), the
-compiled messages replace the request's, and once the upstream answered (streamed through as it
-arrives) the new messages, the reply and its usage are stored together. Without the header the
-request is compiled statelessly: repaired and fitted, nothing stored.
+Messages; ``/gemini``: Gemini's ``generateContent``) and sends what it would send to the
+provider. With ``X-Ctxc-Session`` the turn is managed in that session (app/services/sidecar):
+the new part of the resent history is compiled with the stored one for the model's window (the
+session's compiler and compaction policy), the compiled messages replace the request's, and
+once the upstream answered (streamed through as it arrives) the new messages, the reply and its
+usage are stored together. Without the header the request is compiled statelessly: repaired and
+fitted, nothing stored.
 
 Everything the agent gets keeps the provider's shapes: the upstream's answers and errors as they
 came, ctxc's own errors in the provider's error JSON (``error_body``); what ctxc adds travels in

@@ -2,12 +2,13 @@
 
 The reply is the first candidate's content as a client resends it: ``{"role": "model",
 "parts": [...]}``. A stream (``streamGenerateContent``: events of ``alt=sse``, or the JSON array
-of chunks without it) gives the content in pieces: adjacent text parts of the same kind (thought
-or answer) are joined as Gemini CLI joins them, every other part is kept as it came, and every
-``thoughtSignature`` is kept byte-exact on the part it came with (Gemini 3 models refuse a
-function-call turn without its signature); a signed empty text piece stays a part of its own, a
-signed piece with text that continues an unsigned text part gives the joined part its signature. Usage is the last ``usageMetadata`` (Gemini repeats
-the running totals); ``promptTokenCount`` is the whole prompt, the cached part inside it.
+of chunks without it) gives the content in pieces: adjacent text pieces of the same kind
+(thought or answer) are joined, as Gemini CLI joins the answer's; every other part is kept as it
+came; every ``thoughtSignature`` is kept byte-exact on the part it came with (Gemini 3 models
+refuse a function-call turn without its signature): a signed empty text piece stays a part of
+its own, a signed piece with text continuing an unsigned text part gives the joined part its
+signature. Usage is the last ``usageMetadata`` (Gemini repeats the running totals);
+``promptTokenCount`` is the whole prompt, the cached part inside it.
 """
 
 from __future__ import annotations
