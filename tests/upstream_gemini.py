@@ -120,7 +120,8 @@ class GeminiWire:
                     )
                 with self.lock:
                     issued = self.issued.get(signature)
-                if issued != dumps(call):
+                # A client's own label (``id``) is no part of what was signed.
+                if issued != dumps({k: v for k, v in call.items() if k != "id"}):
                     with self.lock:
                         self.problems.append(f"contents[{i}]: a signature not as issued: {part}")
         return None

@@ -1,0 +1,112 @@
+"""Gemini CLI, unmodified, through a live ctxc against a scripted stand-in of the Gemini API, in a
+loopback-only network namespace (see tests/agents/__init__.py)."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from tests.agents import checks
+from tests.agents.claude_standin import files
+from tests.agents.harness import REPO, Report, Scenario, run
+from tests.agents.install import GEMINI_CLI, installed
+
+pytestmark = [pytest.mark.slow, pytest.mark.timeout(600)]
+
+TASK = "Read every notes file under notes/ and summarise each one in a sentence."
+WINDOW = 40_000
+SESSION = "gemini-cli-run"
+MODEL = "gemini-3-pro-preview"
+RECIPE = REPO / "docs" / "recipes" / "gemini-cli.sh"
+STANDIN = "tests.agents.gemini_standin:GeminiStandIn"
+UPSTREAM = {"CTXC_GEMINI_UPSTREAM": "{standin}"}
+PATHS = (
+    f"/gemini/v1beta/models/{MODEL}:streamGenerateContent",
+    f"/gemini/v1beta/models/{MODEL}:generateContent",
+)
+# Gemini CLI's settings in its HOME: no telemetry, no update checks, the API key's auth, the
+# working directory trusted.
+SETTINGS = {
+    "general": {"enableAutoUpdate": False, "enableAutoUpdateNotification": False},
+    "privacy": {"usageStatisticsEnabled": False},
+    "telemetry": {"enabled": False},
+    "security": {"auth": {"selectedType": "gemini-api-key"}, "folderTrust": {"enabled": False}},
+}
+QUIET = {"GEMINI_TELEMETRY_ENABLED": "false", "GEMINI_CLI_NO_RELAUNCH": "true"}
+
+
+def long_session(gemini: Path, tmp_path: Path, count: int = 16) -> Report:
+    """Gemini CLI through ``count`` reads of 20 KB, shell commands and a "prompt too long" in a
+    40,000-token window."""
+    notes = files(count, 20_000)
+    headers = f"X-Ctxc-Session: {SESSION}, X-Ctxc-Context-Window: {WINDOW}"
+    scenario = Scenario(
+        standin=STANDIN,
+        command=[str(gemini), "-p", TASK, "--yolo", "--skip-trust", "-m", MODEL],
+        env={
+            **QUIET,
+            "GOOGLE_GEMINI_BASE_URL": "{ctxc}/gemini",
+            "GEMINI_API_KEY": "AIza-test-key",
+            "GEMINI_CLI_CUSTOM_HEADERS": headers,
+        },
+        ctxc_settings=UPSTREAM,
+        standin_options={
+            "task": TASK,
+            "files": sorted(notes),
+            "window": WINDOW,
+            "overflow_at": 9,
+            "shell_every": 4,
+        },
+        files={**notes, "../home/.gemini/settings.json": json.dumps(SETTINGS)},
+        timeout=300,
+    )
+    return run(scenario, tmp_path)
+
+
+@pytest.fixture(scope="module")
+def gemini() -> Path:
+    return installed(GEMINI_CLI)
+
+
+@pytest.fixture(scope="module")
+def session(gemini: Path, tmp_path_factory: pytest.TempPathFactory) -> Report:
+    return long_session(gemini, tmp_path_factory.mktemp("gemini"))
+
+
+def test_runs_to_the_end_in_a_loopback_only_namespace(session: Report) -> None:
+    checks.loopback_only(session)
+    checks.exited_ok(session)
+    checks.stand_in_clean(session)
+
+
+def test_a_long_session_with_side_requests(session: Report) -> None:
+    checks.tool_turns(session, 15)
+    checks.interleaved(session, ("side",))
+    checks.answered(session, "error:overflow-scripted")
+
+
+def test_never_forks(session: Report) -> None:
+    checks.no_forks(session)
+
+
+def test_headers_and_query_reach_the_provider(session: Report) -> None:
+    checks.passed_on(session, PATHS)
+
+
+def test_every_request_is_valid_and_within_the_window(session: Report) -> None:
+    checks.provider_valid(session, "gemini")
+    checks.within_window(session, WINDOW)
+
+
+def test_the_task_is_in_every_request(session: Report) -> None:
+    checks.task_everywhere(session, TASK, "gemini", ("main",))
+
+
+def test_at_most_three_compactions(session: Report) -> None:
+    checks.compactions_at_most(session, 3)
+
+
+def test_every_message_sent_is_stored(session: Report) -> None:
+    checks.all_stored(session, "gemini", PATHS)
