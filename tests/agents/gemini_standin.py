@@ -4,7 +4,8 @@ Requests are told apart by their system instruction: the main loop's is that of 
 request with tools whose first user content holds the task ("main"); every other model call
 (Gemini CLI's next-speaker check, loop detection, history compression, ... with a flash model
 and no tools) is a side request ("side"), answered with text, or with JSON its
-``responseJsonSchema`` accepts (the next speaker: the user; no loop).
+``responseJsonSchema`` accepts (the next speaker: the model the first time, so that the agent goes on with another main
+request, then the user; no loop).
 
 The main loop is a fixed plan, one step per main request answered: ``read_file`` of the working
 directory's 20 KB files one by one, a ``run_shell_command`` now and then, then a final text.
@@ -51,6 +52,7 @@ class GeminiStandIn(StandIn):
         self.overflowed = False
         self.main_system: str | None = None
         self.n = 0
+        self.checks = 0  # next-speaker checks answered
 
     def _plan(self) -> list[Json]:
         calls: list[Json] = []
@@ -127,6 +129,10 @@ class GeminiStandIn(StandIn):
         for name in properties or {}:
             if name in SIDE_ANSWERS:
                 answer[name] = SIDE_ANSWERS[name]
+        if "next_speaker" in answer:
+            with self.lock:  # the model once (the agent asks it to go on), then the user
+                self.checks += 1
+                answer["next_speaker"] = "model" if self.checks == 1 else "user"
         return dumps(answer)
 
     def _kind(self, body: Json) -> str:
