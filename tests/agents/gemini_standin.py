@@ -4,8 +4,8 @@ Requests are told apart by their system instruction: the main loop's is that of 
 request with tools whose first user content holds the task ("main"); every other model call
 (Gemini CLI's next-speaker check, loop detection, history compression, ... with a flash model
 and no tools) is a side request ("side"), answered with text, or with JSON its
-``responseJsonSchema`` accepts (the next speaker: the model the first time, so that the agent goes on with another main
-request, then the user; no loop).
+``responseJsonSchema`` accepts (the next speaker: the model the first time, so that the agent
+goes on with another main request, then the user; no loop).
 
 The main loop is a fixed plan, one step per main request answered: ``read_file`` of the working
 directory's 20 KB files one by one, a ``run_shell_command`` now and then, then a final text.

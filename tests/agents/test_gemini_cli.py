@@ -118,3 +118,35 @@ def test_at_most_three_compactions(session: Report) -> None:
 
 def test_every_message_sent_is_stored(session: Report) -> None:
     checks.all_stored(session, "gemini", model_paths(session))
+
+
+def test_the_sidecar_page_shows_the_recipe_the_test_runs() -> None:
+    page = (REPO / "docs" / "sidecar.md").read_text()
+    assert f"```bash\n{RECIPE.read_text()}```" in page
+
+
+def test_the_recipe_as_written(gemini: Path, tmp_path: Path) -> None:
+    """The docs' Gemini CLI recipe, run by bash as written: only the URL (ctxc's port) and the
+    key are the test's; `gemini` is the installed CLI, in a user's plain environment (a HOME
+    with no settings)."""
+    recipe = RECIPE.read_text().replace("http://127.0.0.1:8080", "{ctxc}")
+    scenario = Scenario(
+        standin=STANDIN,
+        command=["bash", "-euo", "pipefail", "{root}/recipe.sh"],
+        env={
+            "YOUR_GEMINI_API_KEY": "AIza-recipe",
+            "PATH": f"{gemini.parent}:/usr/local/bin:/usr/bin:/bin",
+        },
+        ctxc_settings=UPSTREAM,
+        standin_options={"task": "List the files here", "files": [], "window": 200_000},
+        files={"README.txt": "A file to list.\n", "../recipe.sh": recipe},
+        timeout=300,
+    )
+    report = run(scenario, tmp_path)
+    checks.exited_ok(report)
+    models = checks.received(report)
+    assert models and all(r["headers"].get("x-goog-api-key") == "AIza-recipe" for r in models)
+    # Gemini CLI asks a flash model to route the task first (a side request), then the main one.
+    checks.no_forks(report)
+    [main] = [s for s in report["stored"] if s["id"] == "my-project"]
+    assert main["messages"], "nothing stored in my-project"
