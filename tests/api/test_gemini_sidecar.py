@@ -16,7 +16,7 @@ import pytest
 
 from app.domain.validity import request_problems
 from app.settings import Settings
-from tests.conftest import LiveServer, make_key, row_counts
+from tests.conftest import METRICS_TOKEN, LiveServer, make_key, row_counts, scrape
 from tests.upstream_gemini import GeminiUpstream
 
 KEY = "AIza-test-key"
@@ -51,8 +51,8 @@ class Gemini:
 @pytest.fixture(scope="module")
 def gemini(database_url: str) -> Iterator[Gemini]:
     with GeminiUpstream(api_key=KEY) as upstream:
-        settings = Settings(database_url=database_url, auth="keys",
-                            gemini_upstream=upstream.url, upstream_timeout_seconds=10)  # fmt: skip
+        settings = Settings(database_url=database_url, auth="keys", gemini_upstream=upstream.url,
+                            upstream_timeout_seconds=10, metrics_token=METRICS_TOKEN)  # fmt: skip
         key = make_key(database_url, f"gemini-{uuid.uuid4().hex[:6]}")
         with LiveServer(settings) as server:
             yield Gemini(server.url, key, upstream, database_url)
@@ -145,6 +145,9 @@ def test_a_function_calling_loop_is_stored_and_compacted(
         messages = c.get(f"/v1/sessions/{session}/messages", params={"limit": 1000}).json()
     roles = [m["message"]["role"] for m in messages["items"]]
     assert roles[0] == "system" and "assistant" in roles and "tool" in roles
+    with gemini.ctxc() as c:
+        metrics = scrape(c).text
+    assert 'ctxc_sidecar_turns_total{outcome="stored",provider="gemini"}' in metrics
 
 
 def test_the_upstream_gets_the_stored_signatures_and_thoughts_byte_exact(
