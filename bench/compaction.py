@@ -19,7 +19,6 @@ from pathlib import Path
 from typing import Any
 
 from app.adapters.tokenizers import load_counter
-from app.domain.compaction.payloads import PayloadRules, compact_tool_payloads, dedupe_results
 from app.domain.compilers.base import Item, Snapshot
 from app.domain.compilers.registry import build
 from app.domain.compilers.spec import parse_spec
@@ -28,6 +27,7 @@ from app.domain.formats.convert import parse_messages
 from app.domain.messages import Message
 from app.domain.providers import PROFILES
 from app.domain.tokens import count_message
+from app.domain.tool_payloads.compaction import PayloadRules, compact_tool_payloads, dedupe_results
 
 TRANSCRIPTS = Path(__file__).resolve().parents[2] / "shared" / "transcripts"
 PROFILE = PROFILES["gpt-4o"]

@@ -10,8 +10,8 @@ from pydantic import BaseModel, Field
 
 from app.api.compile_schemas import CompactionRead
 from app.api.schemas import Body
+from app.domain.formats.targets import Target
 from app.domain.messages import JSONObject
-from app.domain.validity.targets import Target
 
 
 class ArchivedDocument(BaseModel):

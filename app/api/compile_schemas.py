@@ -9,7 +9,7 @@ from pydantic import BaseModel, Field, field_validator
 
 from app.api.schemas import INSTRUCTIONS, NO_NUL, SYSTEM, Body, JSONObject, SystemPrompt
 from app.domain.formats.convert import Format
-from app.domain.validity.targets import Target
+from app.domain.formats.targets import Target
 
 
 class _CompileOptions(Body):

@@ -8,7 +8,7 @@ from pydantic import BaseModel, Field
 
 from app.api.schemas import INSTRUCTIONS, SYSTEM, Body, JSONObject, SystemPrompt
 from app.domain.formats.convert import Format
-from app.domain.validity.targets import Target
+from app.domain.formats.targets import Target
 
 
 class ModelRead(BaseModel):

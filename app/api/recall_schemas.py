@@ -6,8 +6,8 @@ from pydantic import BaseModel, Field, model_validator
 
 from app.api.schemas import NO_NUL, Body, JSONObject
 from app.domain.compilers.recalling import TOOL_NAME
+from app.domain.formats.targets import Target
 from app.domain.recall import DEFAULT_NAME, MAX_PAGE_TOKENS, MIN_PAGE_TOKENS, PAGE_TOKENS
-from app.domain.validity.targets import Target
 
 RecallShape = Target
 

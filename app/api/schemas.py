@@ -11,9 +11,9 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 from app.api.timestamps import StorableTime
 from app.domain.formats.convert import Format
+from app.domain.formats.targets import Target
 from app.domain.providers import ProfileOverrides
 from app.domain.sessions import SECTION_PATTERN, SESSION_ID_PATTERN, PromptFragment
-from app.domain.validity.targets import Target
 
 JSONObject = dict[str, Any]
 NO_NUL = r"^[^\x00]*$"  # Postgres text cannot hold NUL

@@ -32,6 +32,9 @@ SYSTEM_CONTEXT_SECTION = "system_context"
 SYSTEM_CONTEXT_PREFIX = "[System Context]: "
 # Where the tokens of a turn the provider's shape adds (Anthropic's opening user turn) go.
 SHAPE_SECTION = "shape"
+# What an agent sends every turn beside its conversation (with system messages, tools and
+# the reply priming): the request's fixed part.
+FIXED_SECTIONS = frozenset({SYSTEM_PROMPT_SECTION, SYSTEM_CONTEXT_SECTION})
 
 
 class NothingToSend(DomainError):
@@ -85,6 +88,16 @@ class Output:
     tools: tuple[JSONObject, ...] = ()  # tool definitions the compiler added (``recall``)
     estimate: int = 0  # the raw estimate ``total`` is (or, calibrated, was made from)
     instructions: str | None = None  # Responses: the system prompt (``messages``: the input)
+    # Of ``estimate``: the fixed part (the system prompt and system messages, tool definitions,
+    # the reply priming), which compaction cannot make smaller; the rest is the history.
+    fixed: int = 0
+    # The stored messages sent (system messages aside), each with its tokens as sent.
+    sent_tokens: tuple[tuple[int, int], ...] = ()
+
+    @property
+    def history_tokens(self) -> int:
+        """The estimated tokens of the history as sent (the fixed part aside)."""
+        return self.estimate - self.fixed
 
     @property
     def budget_used_pct(self) -> float:
@@ -197,19 +210,14 @@ def compile_request(snapshot: Snapshot, compiler: Compiler, target: Target) -> O
         system_out = None
     if not messages:
         raise NothingToSend()
-    sections: dict[str, int] = {}
-    sent: list[Message] = []
-    for index, message in entries:
-        item = items[index]
-        sections[item.section] = (
-            sections.get(item.section, 0) + snapshot.refit(item, message).tokens
-        )
-        sent.append(message)
+    counted = _counted(snapshot, items, entries)
+    sections, sent = counted.sections, counted.sent
     if output in ("anthropic", "gemini") and opens_with_assistant(sent):
         sections[SHAPE_SECTION] = snapshot.count(CONTINUATION)
     response_format, format_warnings = native_response_format(target.response_format, output)
     added_tools = tools_tokens(snapshot.count, compiled.tools)
-    estimate = sum(sections.values()) + REPLY_PRIMING + target.tools_tokens + added_tools
+    around = REPLY_PRIMING + target.tools_tokens + added_tools
+    estimate = sum(sections.values()) + around
     total = estimate if target.calibration is None else target.calibration.count(estimate)
     with_tools = bool(target.tools_tokens or added_tools)
     note = estimate_note(target.profile, target.profile.encoding, sent, with_tools)
@@ -223,7 +231,33 @@ def compile_request(snapshot: Snapshot, compiler: Compiler, target: Target) -> O
         warnings=[*compiled.sent_warnings(set(seqs)), *warnings, *format_warnings],
         seqs=seqs, steps=tuple(step.within(set(seqs)) for step in compiled.steps),
         tools=compiled.tools, estimate=estimate, instructions=instructions,
+        fixed=counted.fixed + around, sent_tokens=tuple(sorted(counted.stored.items())),
     )  # fmt: skip
+
+
+@dataclass
+class _Counted:
+    sections: dict[str, int]  # tokens by section, as sent
+    sent: list[Message]
+    fixed: int  # the system prompt, system context and system messages
+    stored: dict[int, int]  # tokens by stored seq, as sent
+
+
+def _counted(
+    snapshot: Snapshot, items: Sequence[Item], entries: Sequence[tuple[int, Message]]
+) -> _Counted:
+    """The tokens of the repaired ``entries`` (indexes into ``items``) as sent."""
+    out = _Counted({}, [], 0, {})
+    for index, message in entries:
+        item = items[index]
+        tokens = snapshot.refit(item, message).tokens
+        out.sections[item.section] = out.sections.get(item.section, 0) + tokens
+        out.sent.append(message)
+        if item.section in FIXED_SECTIONS or message.role == "system":
+            out.fixed += tokens
+        elif item.seq > 0:
+            out.stored[item.seq] = out.stored.get(item.seq, 0) + tokens
+    return out
 
 
 def _system_prompt_first(items: Sequence[Item]) -> list[Item]:

@@ -8,8 +8,8 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from app.domain.formats.targets import Target
 from app.domain.messages import Message, TextPart
-from app.domain.validity.targets import Target
 
 DEFAULT_CONTEXT_WINDOW = 200_000
 

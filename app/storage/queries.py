@@ -345,6 +345,13 @@ async def compiled_since(db: AsyncSession, pk: SessionPk, when: datetime) -> boo
     return (await db.scalar(query.limit(1))) is not None
 
 
+async def last_compaction_at(db: AsyncSession, pk: SessionPk) -> datetime | None:
+    """When the session was last compacted."""
+    query = select(func.max(CompactionRow.created_at)).where(CompactionRow.session_pk == pk)
+    found: datetime | None = await db.scalar(query)
+    return found
+
+
 async def last_reset_at(db: AsyncSession, pk: SessionPk) -> datetime | None:
     """When a compaction last ended the provider session."""
     query = select(func.max(CompactionRow.created_at)).where(

@@ -4,6 +4,7 @@ what it leaves, the summary, the stateful-profile reset and one compaction at a 
 from __future__ import annotations
 
 import asyncio
+import itertools
 import json
 from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
@@ -438,3 +439,78 @@ def test_a_compaction_that_finds_the_lease_held_calls_no_summariser(
     compacted, calls = asyncio.run(race())
     assert (compacted, calls) == (1, 0)
     assert len(client.get(f"/v1/sessions/{sid}/compactions").json()["items"]) == 1
+
+
+def test_a_policy_measuring_the_history_as_sent_compacts_by_what_is_sent(
+    client: httpx.Client,
+) -> None:
+    """``measure: "sent"``: the previews count, not the stored results, and the tools and the
+    system prompt are the fixed part beside the history."""
+    previews = {
+        "name": "compact_tool_results",
+        "params": {
+            "max_tokens": 200,
+            "head_tokens": 80,
+            "tail_tokens": 80,
+            "newest_max_tokens": 200,
+        },
+    }
+    policy = {
+        "measure": "sent",
+        "trigger_tokens": 2_000,
+        "target_tokens": 700,
+        "summary_tokens": 200,
+        "min_messages": 2,
+    }
+    sid = new_session(
+        client,
+        provider="gpt-4o",
+        compaction=policy,
+        compiler={"decorators": [previews, "token_limit"]},
+    )
+    tools = [{"type": "function", "function": {"name": "read_file", "description": "x " * 3_000}}]
+    system = {"role": "system", "content": "Rules. " * 2_000}
+    posted = client.post(f"/v1/sessions/{sid}/messages", json={"messages": [system]})
+    assert posted.status_code == 201
+    for n in range(16):
+        body = "\n".join(f"line {k}: value_{n}_{k} = compute(alpha_{k % 7})" for k in range(90))
+        rounds = [{"role": "user", "content": f"Read module {n}."}]
+        rounds += work_history(1)[1:3]  # a read of about 1,000 tokens
+        rounds[-1] = {**rounds[-1], "content": body}
+        assert client.post(f"/v1/sessions/{sid}/messages", json={"messages": rounds}).status_code
+        answer = client.post(f"/v1/sessions/{sid}/compile", json={"tools": tools})
+        assert answer.status_code == 200, answer.text
+    records = client.get(f"/v1/sessions/{sid}/compactions").json()["items"]
+    # Stored, 16 reads of 1,000 tokens pass a 2,000-token trigger every other turn; as sent
+    # (previews of 200) far less often, and the 4,000 tokens of tools and system never count.
+    assert 1 <= len(records) <= 3
+    for record in records:
+        assert record["kind"] == "session"
+        assert 2_000 < record["tokens_before"] < 3_000 and record["tokens_after"] <= 700
+
+
+def test_a_history_as_sent_that_fits_is_not_compacted_two_compiles_in_a_row(
+    client: httpx.Client,
+) -> None:
+    """A task that alone nearly reaches the trigger leaves every compaction over it: what fits
+    the window waits a compile after a compaction, rather than compacting on every one."""
+    policy = {
+        "measure": "sent",
+        "trigger_tokens": 2_000,
+        "target_tokens": 700,
+        "summary_tokens": 200,
+        "min_messages": 2,
+    }
+    sid = new_session(client, provider="gpt-4o", compaction=policy)
+    task = {"role": "user", "content": "Fix it. " + "Keep the API stable. " * 370}
+    assert client.post(f"/v1/sessions/{sid}/messages", json={"messages": [task]}).status_code
+    ran = []
+    for n in range(12):
+        rounds = [*work_history(2)[1:5], {"role": "assistant", "content": f"Read {n}."}]
+        posted = client.post(f"/v1/sessions/{sid}/messages", json={"messages": rounds})
+        assert posted.status_code == 201
+        answer = client.post(f"/v1/sessions/{sid}/compile", json={})
+        assert answer.status_code == 200, answer.text
+        ran.append(len(answer.json()["compactions"]))
+    assert sum(ran) >= 2
+    assert all(not (a and b) for a, b in itertools.pairwise(ran)), ran

@@ -245,3 +245,13 @@ def test_a_forwarded_call_keeps_its_headers_and_query(sidecar: Sidecar, up: Upst
     assert seen.query == "limit=5&after=a"
     assert {k: seen.headers.get(k) for k in AGENT_HEADERS} == AGENT_HEADERS
     assert not [k for k in seen.headers if k.startswith("x-ctxc-")]
+
+
+def test_a_head_request_is_forwarded_too(sidecar: Sidecar, up: Upstream) -> None:
+    # Claude Code checks its base URL with `HEAD /api/hello` before its first request.
+    with httpx.Client(timeout=30) as client:
+        answer = client.head(
+            f"{sidecar.url}/anthropic/api/hello", headers={"X-Ctxc-Api-Key": sidecar.key}
+        )
+    assert answer.status_code == 404  # the upstream's own answer, not ctxc's 405
+    assert "x-ctxc-session" not in answer.headers

@@ -11,12 +11,6 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from app.adapters.tokenizers import load_counter
-from app.domain.compaction.payloads import (
-    PayloadRules,
-    compact_tool_payloads,
-    payload_size,
-    result_fields,
-)
 from app.domain.compilers.base import Item, Snapshot
 from app.domain.compilers.registry import build
 from app.domain.compilers.spec import parse_spec
@@ -24,6 +18,12 @@ from app.domain.compiling import Target, compile_request
 from app.domain.messages import Message, TextPart, ToolCallPart, ToolResultPart
 from app.domain.providers import PROFILES
 from app.domain.tokens import count_message
+from app.domain.tool_payloads.compaction import (
+    PayloadRules,
+    compact_tool_payloads,
+    payload_size,
+    result_fields,
+)
 from app.domain.validity import request_problems
 from tests.unit.compiler_builders import NOW
 

@@ -7,13 +7,13 @@ import hashlib
 import json
 from typing import Any
 
-from app.domain.compaction.payloads import (
+from app.domain.formats.convert import parse_messages
+from app.domain.messages import ImagePart, Message, TextPart, ToolCallPart, ToolResultPart
+from app.domain.tool_payloads.compaction import (
     PayloadRules,
     compact_tool_payloads,
     dedupe_results,
 )
-from app.domain.formats.convert import parse_messages
-from app.domain.messages import ImagePart, Message, TextPart, ToolCallPart, ToolResultPart
 from bench.compaction import agent_session
 
 BIG = "<?php\n" + "echo 'line';\n" * 500  # 6,506 bytes
@@ -327,7 +327,7 @@ def test_the_same_parsed_messages_compact_as_fresh_ones_under_any_rules() -> Non
 def test_what_is_remembered_of_a_part_goes_with_it() -> None:
     import gc
 
-    from app.domain.compaction import payloads
+    from app.domain.tool_payloads import compaction as payloads
 
     gc.collect()
     before = len(payloads._MEMOS)

@@ -72,7 +72,7 @@ async def gemini_stream(version: str, model: str, request: Request) -> Response:
 
 
 # Registered after the managed endpoints, which match first.
-METHODS = ["GET", "POST", "PUT", "PATCH", "DELETE"]
+METHODS = ["GET", "HEAD", "POST", "PUT", "PATCH", "DELETE"]
 
 
 @router.api_route("/openai/v1/{path:path}", methods=METHODS, include_in_schema=False)
@@ -87,7 +87,7 @@ async def anthropic_other(path: str, request: Request) -> Response:
     return await sidecar.forward(request, sidecar.ANTHROPIC, path)
 
 
-@router.api_route("/gemini/{path:path}", methods=[*METHODS, "HEAD"], include_in_schema=False)
+@router.api_route("/gemini/{path:path}", methods=METHODS, include_in_schema=False)
 async def gemini_other(path: str, request: Request) -> Response:
     """Any other Gemini API call (`countTokens`, `models`, ...), forwarded to
     `CTXC_GEMINI_UPSTREAM` as it is."""

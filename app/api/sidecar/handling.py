@@ -22,10 +22,12 @@ from app.api.sidecar.forwarding import ANSWER_BYTES, ERROR_BYTES, read_body, sen
 from app.api.sidecar.refusals import Refused, refusal
 from app.api.sidecar.requests import Call, Endpoint, Turn, read_turn
 from app.api.sidecar.streams import Passthrough, until_disconnect
+from app.domain.compaction import room
 from app.domain.compiling import Output
 from app.domain.errors import DomainError, FormatError, InvalidInput
 from app.domain.formats.convert import Format, parse_messages
 from app.domain.messages import Message
+from app.domain.tokens import REPLY_PRIMING, Encoder
 from app.domain.wire import Reply, WireError, is_overflow
 from app.domain.wire import reply_of as wire_reply
 from app.services import compiling
@@ -106,8 +108,17 @@ async def _run(state: AppState, turn: Turn) -> Response:
 
 async def _open(state: AppState, turn: Turn) -> Opened:
     assert turn.session_id is not None
-    created = SessionCreate(provider=turn.profile.name, compaction=_policy(turn.window))
-    fields = created.model_dump(mode="json", exclude={"id"})
+
+    async def fields() -> dict[str, Any]:
+        encoder = state.counter.encoder(turn.profile.encoding)
+        fixed = await cpu.run_sync(_fixed_tokens, turn, encoder)
+        created = SessionCreate(
+            provider=turn.profile.name,
+            compaction=room.policy(turn.window, fixed),
+            compiler=room.compiler(turn.window, fixed),
+        )
+        return created.model_dump(mode="json", exclude={"id"})
+
     async with state.sessionmaker() as db:
         opened = await turns.open_turn(
             db, state.counter, turn.tenant, turn.session_id, fields, turn.sent,
@@ -118,11 +129,22 @@ async def _open(state: AppState, turn: Turn) -> Opened:
     return opened
 
 
-def _policy(window: int) -> dict[str, Any]:
-    """The compaction policy of a session the sidecar creates: summarise the older history
-    once it passes 80% of the window, into a summary of an eighth of it at most."""
-    return {"trigger_tokens": max(1, window * 8 // 10),
-            "summary_tokens": max(64, min(2_000, window // 8))}  # fmt: skip
+SYSTEM_ROLES = frozenset({"system", "developer"})
+
+
+def _fixed_tokens(turn: Turn, encoder: Encoder) -> int:
+    """The fixed part of the agent's request, estimated: its system prompt and system
+    messages (their text, or the JSON of other content) and its tool definitions, as the
+    compile counts them, and the reply priming."""
+    messages = turn.body["messages"]
+    parts = [turn.body.get("system")] if turn.endpoint.provider == "anthropic" else []
+    parts += [
+        m.get("content") for m in messages if isinstance(m, dict) and m.get("role") in SYSTEM_ROLES
+    ]
+    texts = [p if isinstance(p, str) else orjson.dumps(p).decode() for p in parts if p]
+    tools = turn.body.get("tools")
+    listed = tools if isinstance(tools, list) else None
+    return encoder.count("\n".join(texts)) + compiling.tools_tokens(listed, encoder) + REPLY_PRIMING
 
 
 async def _compile(

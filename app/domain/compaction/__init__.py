@@ -1,1 +1,1 @@
-"""Compaction: what shrinks the view (tool payloads, oversized results) and why."""
+"""Summarisation compaction: when it is due, what it takes (API rounds), and whether it pays."""

@@ -18,8 +18,8 @@ Reactive compaction picks micro or full from the prompt usage the caller reporte
 
 from __future__ import annotations
 
-from collections.abc import Sequence
-from dataclasses import dataclass
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, replace
 from typing import Annotated, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
@@ -30,6 +30,7 @@ from app.domain.summaries import Reason
 from app.domain.summaries.profiles import SummarizerChoice
 
 Kind = Literal["session", "micro", "full"]
+Measure = Literal["stored", "sent"]
 REASONS: dict[Kind, Reason] = {
     "session": "session_compaction",
     "micro": "reactive_micro",
@@ -85,6 +86,17 @@ class CompactionPolicy(BaseModel):
         None, description="The summariser: a deployment profile, and what changes of it (a "
         "request's `summarizer` replaces the session's whole)."
     )  # fmt: skip
+    measure: Measure = Field(
+        "stored",
+        description="What `trigger_tokens` and `target_tokens` are compared with: "
+        "the stored history (`stored`), or the history as a compile sends it (`sent`: its "
+        "previews applied, without the fixed part, which is the system prompt, system "
+        "messages and tool definitions). `sent`: a compile whose history passes the trigger, "
+        "or does not fit beside the fixed part, compacts first, inline, down to the low-water "
+        "mark (both lowered in proportion when the fixed part leaves less room than the "
+        "trigger), then compiles (one that fits, not on two compiles in a row); nothing is "
+        "prepared in the background.",
+    )
 
     @model_validator(mode="after")
     def _ordered(self) -> CompactionPolicy:
@@ -276,6 +288,37 @@ def plan_session(
         taken.append(round_)
         total -= sum(i.tokens for i in round_)
     return _plan("session", taken, rounds, policy)
+
+
+def sent_marks(policy: CompactionPolicy, room: int) -> tuple[int, int]:
+    """The trigger and low-water mark of a ``sent`` policy for a history with ``room`` tokens
+    beside the fixed part: the policy's, both lowered in proportion when the room is smaller
+    than the trigger (the fixed part grew since the policy was set)."""
+    trigger, low_water = policy.trigger_tokens, policy.low_water
+    if 0 < room < trigger:
+        return room, max(1, low_water * room // trigger)
+    return trigger, low_water
+
+
+def sent_items(items: Sequence[Item], sent: Mapping[int, int]) -> list[Item]:
+    """``items`` counted as a compile sent them (``sent``: tokens by seq): system messages at
+    0 (the fixed part); one not sent at its stored count if compaction may take it (trimming
+    left it out), else at 0 (another section, a trace)."""
+    return [replace(i, tokens=_sent_count(i, sent)) for i in items]
+
+
+def _sent_count(item: Item, sent: Mapping[int, int]) -> int:
+    if item.message.role == "system":
+        return 0
+    if item.seq in sent:
+        return sent[item.seq]
+    return item.tokens if _in_scope(item) else 0
+
+
+def plan_sent(items: Sequence[Item], policy: CompactionPolicy, low_water: int) -> Plan | None:
+    """A request-boundary compaction of a history counted as sent (``items``' tokens as the
+    compile sends them, the fixed part at 0), down to ``low_water``."""
+    return plan_session(items, policy.model_copy(update={"target_tokens": low_water}), now=True)
 
 
 def plan_micro(items: Sequence[Item], policy: CompactionPolicy) -> Plan | None:

@@ -10,17 +10,15 @@ from __future__ import annotations
 from collections.abc import Callable, Container, Iterable, Sequence
 from dataclasses import dataclass, field, replace
 from datetime import datetime
-from typing import TYPE_CHECKING, Literal
+from typing import Literal
 
 from app.domain.calibration import Calibration
-from app.domain.compaction.payloads import Omitted
+from app.domain.compilers.replacements import Replaced
+from app.domain.formats.targets import Target
 from app.domain.messages import DEFAULT_SECTION, SUMMARY_SECTION, JSONObject, Message
+from app.domain.tool_payloads.compaction import Omitted
 from app.domain.validity.fitting import fit_message
 from app.domain.validity.repair import Earlier, boundary
-from app.domain.validity.targets import Target
-
-if TYPE_CHECKING:
-    from app.domain.compilers.redact import Replaced
 
 # Injected messages are not stored, so they carry this seq; stored seqs start at 1.
 INJECTED_SEQ = 0

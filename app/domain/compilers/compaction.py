@@ -16,13 +16,6 @@ from typing import Annotated
 
 from pydantic import Field
 
-from app.domain.compaction.payloads import (
-    Compaction,
-    PayloadRules,
-    compact_tool_payloads,
-    dedupe_results,
-)
-from app.domain.compaction.previews import PreviewRules, preview_oversized
 from app.domain.compilers.base import (
     Compiled,
     Compiler,
@@ -42,6 +35,13 @@ from app.domain.compilers.newest import (
 )
 from app.domain.errors import InvalidInput
 from app.domain.messages import Message
+from app.domain.tool_payloads.compaction import (
+    Compaction,
+    PayloadRules,
+    compact_tool_payloads,
+    dedupe_results,
+)
+from app.domain.tool_payloads.previews import PreviewRules, preview_oversized
 
 Step = Callable[[Sequence[Message], frozenset[int]], Compaction]
 

@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import math
 from collections.abc import Sequence
-from dataclasses import dataclass
 from typing import Annotated
 
 from pydantic import Field
@@ -33,7 +32,7 @@ from app.domain.compilers.base import (
     opening_task,
 )
 from app.domain.compilers.newest import fit_newest
-from app.domain.compilers.reduced import reduce_boundary
+from app.domain.compilers.reduced import Trim, reduce_boundary
 from app.domain.errors import DomainError, InvalidInput
 from app.domain.validity.anthropic_turns import CONTINUATION, opens_with_assistant
 
@@ -101,17 +100,6 @@ def trim_target(total: int, budget: int, low_water: float | None) -> int:
         return budget
     step = max(1, budget - math.floor(low_water * budget))
     return total - math.ceil((total - budget) / step) * step
-
-
-@dataclass(frozen=True)
-class Trim:
-    """What ``trim_rounds`` kept, and whether it had to leave out the opening task."""
-
-    keep: set[int]
-    task_left_out: int | None = None  # the task's round, when it did not fit
-    # The round the walk stopped at (it did not fit) and the tokens left for it below the target.
-    boundary: int | None = None
-    room: int = 0
 
 
 def _needs(rounds: Sequence[Round], keep: set[int], newest: int | None, claimed: int) -> str:

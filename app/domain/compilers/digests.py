@@ -41,6 +41,7 @@ from app.domain.compilers.base import (
     seq_ranges,
 )
 from app.domain.compilers.repairing import view_labels
+from app.domain.formats.targets import Target
 from app.domain.messages import Message
 from app.domain.validity.repair import (
     Earlier,
@@ -50,7 +51,6 @@ from app.domain.validity.repair import (
     fresh_base,
     repair_passes,
 )
-from app.domain.validity.targets import Target
 
 PASSES = 4
 NOTHING_EARLIER = Earlier()

@@ -12,11 +12,11 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from urllib.parse import quote
 
-from app.domain.compaction.payloads import Compaction
-from app.domain.compaction.previews import PreviewRules, preview_oversized
 from app.domain.compilers.base import Compiled, Item, Snapshot, StepReport, Touched, kept_always
 from app.domain.messages import Message, TextPart
 from app.domain.recall import pointer_text
+from app.domain.tool_payloads.compaction import Compaction
+from app.domain.tool_payloads.previews import PreviewRules, preview_oversized
 
 Pointer = Callable[[int, str, int, int], str]
 Note = Callable[[int, str], str]

@@ -20,21 +20,28 @@ grows within one step, so it does not change at all until the cut moves.
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from dataclasses import replace
-from typing import TYPE_CHECKING
+from dataclasses import dataclass, replace
 from urllib.parse import quote
 
-from app.domain.compaction.previews import preview
 from app.domain.compilers.base import Compiled, Item, Snapshot, StepReport, Touched
 from app.domain.compilers.newest import capped, previewed
 from app.domain.messages import Message, Part, TextPart
 from app.domain.recall import pointer_text
-
-if TYPE_CHECKING:
-    from app.domain.compilers.decorators import Trim
+from app.domain.tool_payloads.previews import preview
 
 NAME = "token_limit"
 Fitted = tuple[list[Item], list[Touched]]
+
+
+@dataclass(frozen=True)
+class Trim:
+    """What ``trim_rounds`` kept, and whether it had to leave out the opening task."""
+
+    keep: set[int]
+    task_left_out: int | None = None  # the task's round, when it did not fit
+    # The round the walk stopped at (it did not fit) and the tokens left for it below the target.
+    boundary: int | None = None
+    room: int = 0
 
 
 def _text_pointer(snapshot: Snapshot, seq: int) -> Callable[[int], str]:

@@ -7,8 +7,8 @@ from typing import Final
 
 from app.domain.errors import Path
 from app.domain.formats._foreign import ANTHROPIC_BLOCKS, CHAT_PARTS, OPENAI_PARTS, RESPONSES_PARTS
+from app.domain.formats.targets import MODELLED_TYPES, opaque_type
 from app.domain.messages import Message, OpaquePart, ToolResultPart
-from app.domain.validity.targets import MODELLED_TYPES, opaque_type
 
 
 def opaque_problems(messages: Sequence[Message]) -> list[tuple[Path, str]]:

@@ -13,9 +13,9 @@ from app.domain.formats.anthropic import from_anthropic
 from app.domain.formats.gemini import from_gemini
 from app.domain.formats.openai import from_openai
 from app.domain.formats.responses import from_responses
+from app.domain.formats.targets import Target
 from app.domain.limits import Problem, message_problems
 from app.domain.messages import Message
-from app.domain.validity.targets import Target
 
 Format = Literal[Target, "canonical"]
 

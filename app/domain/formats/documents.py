@@ -23,8 +23,8 @@ from app.domain.formats.responses import (
     instructions_text,
     responses_items,
 )
+from app.domain.formats.targets import Target
 from app.domain.messages import JSONObject, Message, ToolCallPart, ToolResultPart, provider_meta
-from app.domain.validity.targets import Target
 
 Provider = Target
 Stored = tuple[int, Message]  # (seq, message)

@@ -20,6 +20,7 @@ except that the message list may come out empty (nothing sendable, or only syste
 Anthropic and Gemini): the compile step refuses to send an empty list.
 """
 
+from app.domain.formats.targets import TARGETS, Target
 from app.domain.validity.anthropic_rules import anthropic_problems
 from app.domain.validity.gemini_rules import gemini_problems
 from app.domain.validity.openai_rules import openai_problems
@@ -27,7 +28,6 @@ from app.domain.validity.repair import Entry, make_valid, repair
 from app.domain.validity.responses_rules import responses_problems
 from app.domain.validity.rules import request_problems
 from app.domain.validity.shaping import render, shape
-from app.domain.validity.targets import TARGETS, Target
 
 __all__ = [
     "TARGETS",

@@ -5,6 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any, Final
 
+from app.domain.validity.breakpoints import breakpoint_problems
 from app.domain.validity.targets import ANTHROPIC_ID, is_blank
 
 THINKING: Final = ("thinking", "redacted_thinking")
@@ -23,7 +24,7 @@ def anthropic_problems(
     ``prior_call_ids``: tool_use ids the provider already holds (a resumed session's delta may
     open with their results).
     """
-    problems = _system_problems(system)
+    problems = _system_problems(system) + breakpoint_problems(system, messages)
     if not messages:
         problems.append("no messages: the API needs at least one")
     state = _State(prior=list(prior_call_ids))

@@ -10,6 +10,7 @@ from typing import Any, Final
 from app.domain.formats.anthropic import System, anthropic_message, to_anthropic
 from app.domain.messages import JSONObject, Message, TextPart, ToolResultPart
 from app.domain.validity.anthropic_rules import THINKING, blocks_of
+from app.domain.validity.breakpoints import limit_breakpoints
 from app.domain.validity.repair import Entry
 from app.domain.validity.targets import carried
 
@@ -43,7 +44,7 @@ def anthropic_request(entries: list[Entry], warnings: list[str]) -> tuple[System
         _order(turn, warnings)
     _user_first(turns, warnings)
     _trim_final(turns, warnings)
-    return system, [turn.body for turn in turns]
+    return limit_breakpoints(system, [turn.body for turn in turns], warnings)
 
 
 def _system(entries: list[Entry], warnings: list[str]) -> System:

@@ -5,6 +5,7 @@ from __future__ import annotations
 import re
 from typing import Any, Final
 
+from app.domain.formats.targets import Target
 from app.domain.messages import (
     Message,
     Part,
@@ -16,15 +17,7 @@ from app.domain.messages import (
     provider_meta,
     with_provider_meta,
 )
-from app.domain.validity.targets import (
-    OPENAI_NAME,
-    Target,
-    carried,
-    describe,
-    fits,
-    is_blank,
-    item_fits,
-)
+from app.domain.validity.targets import OPENAI_NAME, carried, describe, fits, is_blank, item_fits
 
 # Anthropic refuses an error result without content; this is what it is given instead.
 NO_OUTPUT: Final = "(no output)"

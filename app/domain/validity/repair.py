@@ -15,15 +15,11 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Final, Literal
 
+from app.domain.formats.targets import Target
 from app.domain.messages import Message, Part, ToolCallPart, ToolResultPart
 from app.domain.validity.fitting import fit_message
 from app.domain.validity.responses_items import settle_reasoning
-from app.domain.validity.targets import (
-    ANTHROPIC_ID,
-    Target,
-    has_content_besides_results,
-    sendable,
-)
+from app.domain.validity.targets import ANTHROPIC_ID, has_content_besides_results, sendable
 
 Entry = tuple[int, Message]
 Boundary = Literal["start", "close", "none"]

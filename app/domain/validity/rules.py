@@ -4,11 +4,11 @@ from __future__ import annotations
 
 from typing import Any
 
+from app.domain.formats.targets import Target
 from app.domain.validity.anthropic_rules import anthropic_problems
 from app.domain.validity.gemini_rules import gemini_problems
 from app.domain.validity.openai_rules import openai_problems
 from app.domain.validity.responses_rules import responses_problems
-from app.domain.validity.targets import Target
 
 
 def request_problems(

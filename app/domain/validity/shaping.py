@@ -7,12 +7,12 @@ from typing import Any
 
 from app.domain.formats.anthropic import System as AnthropicSystem
 from app.domain.formats.openai import openai_messages
+from app.domain.formats.targets import Target
 from app.domain.messages import JSONObject, Message
 from app.domain.validity.anthropic_turns import anthropic_request
 from app.domain.validity.gemini_turns import gemini_request
 from app.domain.validity.repair import Entry, repair
 from app.domain.validity.responses_items import responses_request
-from app.domain.validity.targets import Target
 
 # The request's system prompt beside its messages: Anthropic's `system`, Gemini's
 # `systemInstruction` object (None for OpenAI, whose system messages stay in the list).

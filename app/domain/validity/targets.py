@@ -3,16 +3,16 @@
 from __future__ import annotations
 
 import re
-from typing import Final, Literal
+from typing import Final
 
-from app.domain.formats._gemini_parts import MODELLED as GEMINI_MODELLED
-from app.domain.formats._gemini_parts import is_own_thought, part_kind
+from app.domain.formats._gemini_parts import is_own_thought
 from app.domain.formats._responses_kinds import (
     ASSISTANT_CONTENT,
     SENT_INPUT_CONTENT,
     is_item,
     opaque_answer,
 )
+from app.domain.formats.targets import MODELLED_TYPES, Target, opaque_type
 from app.domain.messages import (
     ImagePart,
     Message,
@@ -27,30 +27,10 @@ from app.domain.messages import (
     provider_meta,
 )
 
-Target = Literal["openai", "anthropic", "gemini", "responses"]
-TARGETS: tuple[Target, ...] = ("openai", "anthropic", "gemini", "responses")
-
 # Anthropic rejects tool_use ids outside this pattern; OpenAI rejects message names outside it.
 ANTHROPIC_ID: Final = re.compile(r"[A-Za-z0-9_-]+")
 OPENAI_NAME: Final = re.compile(r"[A-Za-z0-9_-]{1,64}")
 
-# Opaque blocks of a type ctxc models itself would bypass every check (a hand-made "tool_use"
-# block could answer nothing); such blocks are only ever made by hand, never by the converters.
-MODELLED_TYPES: Final[dict[str, frozenset[str]]] = {
-    "openai": frozenset({"text", "image_url"}),
-    "anthropic": frozenset({"text", "tool_use", "tool_result", "thinking", "redacted_thinking"}),
-    "gemini": GEMINI_MODELLED,
-    "responses": frozenset(
-        {
-            "input_text",
-            "output_text",
-            "message",
-            "function_call",
-            "function_call_output",
-            "reasoning",
-        }
-    ),
-}
 # Gemini data fields that only the model writes (server-side code execution).
 GEMINI_MODEL_ONLY: Final = frozenset({"executableCode", "codeExecutionResult"})
 
@@ -145,14 +125,6 @@ def item_fits(item: ResultItem, target: Target, is_error: bool | None) -> bool:
             return kind in ("input_image", "input_file")
         return kind is not None and kind not in MODELLED_TYPES[item.provider]
     return True
-
-
-def opaque_type(part: OpaquePart) -> str | None:
-    """The block's ``type`` when it is a string; for Gemini, the part's data field."""
-    if part.provider == "gemini":
-        return part_kind(part.data)
-    kind = part.data.get("type")
-    return kind if isinstance(kind, str) else None
 
 
 def sendable(message: Message, target: Target) -> bool:

@@ -209,23 +209,19 @@ class Compactor:
     async def due(
         self, session: SessionRow, policy: CompactionPolicy, where: Where, report: Report | None
     ) -> list[Done]:
-        """Request-boundary compaction (prepared in the background and swapped in, see
-        app/services/compaction/boundary.py; inline over the trigger without a preparer or with
-        ``background`` off), then the reactive ones the report calls for (at most
+        """Request-boundary compaction by the stored history (prepared in the background and
+        swapped in, see app/services/compaction/boundary.py; inline over the trigger without a
+        preparer or with ``background`` off; a ``sent`` policy's is the compile's, see
+        ``compacting.compact_sent``), then the reactive ones the report calls for (at most
         ``max_reactive_compactions_per_request``). The history is read only when one may be
         due."""
         pk = SessionPk(session.pk)
-        count, tokens = await queries.stored_totals(self.db, pk)
-        total = tokens[where.encoding]
-        if policy.background and self.preparer is not None:
-            done = await boundary.due(self, session, policy, where, count, total)
-        else:
-            done = await self._inline(session, policy, where, count, total)
+        done = [] if policy.measure == "sent" else await self._boundary(session, policy, where)
         report = await reported(self.db, pk, report, where.output == "anthropic")
         prompt, too_long = (report.prompt_tokens, report.too_long) if report else (None, False)
         for _ in range(policy.max_reactive_compactions_per_request):
             kind = reactive_kind(prompt, where.context_window, too_long, policy)
-            plan = PLANS[kind](await self._items(pk, where), policy) if kind else None
+            plan = PLANS[kind](await self.items(pk, where), policy) if kind else None
             found = await self.attempt(session, plan, where, policy.summarizer) if plan else []
             if not found:
                 break
@@ -234,20 +230,31 @@ class Compactor:
             prompt, too_long = max(0, (prompt or 0) - removed), False
         return done
 
+    async def _boundary(
+        self, session: SessionRow, policy: CompactionPolicy, where: Where
+    ) -> list[Done]:
+        """Request-boundary compaction by the stored history's tokens."""
+        count, tokens = await queries.stored_totals(self.db, SessionPk(session.pk))
+        total = tokens[where.encoding]
+        if policy.background and self.preparer is not None:
+            return await boundary.due(self, session, policy, where, count, total)
+        return await self._inline(session, policy, where, count, total)
+
     async def _inline(
         self, session: SessionRow, policy: CompactionPolicy, where: Where, count: int, total: int
     ) -> list[Done]:
         """Request-boundary compaction in this request, when the history is over the trigger."""
         if total <= policy.trigger_tokens or count < policy.min_messages:
             return []
-        items = await self._items(SessionPk(session.pk), where)
+        items = await self.items(SessionPk(session.pk), where)
         plan = plan_session(items, policy)
         if plan is None:
             return []
         gate = Gate.of(policy, where, items, forced=total > where.context_window)
         return await self.attempt(session, plan, where, policy.summarizer, gate)
 
-    async def _items(self, pk: SessionPk, where: Where) -> list[Item]:
+    async def items(self, pk: SessionPk, where: Where) -> list[Item]:
+        """The session's stored history as compiler items counted in the session's encoding."""
         rows = await queries.all_messages(self.db, pk)
         return await cpu.run_sync(stored_items, rows, where.encoding)
 

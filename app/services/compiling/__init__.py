@@ -34,7 +34,7 @@ from app.domain.providers import ProviderProfile
 from app.domain.sessions import PromptFragment, SessionPk, TenantId
 from app.domain.tokens import Encoder, count_message
 from app.services.compaction import Done
-from app.services.compaction.compacting import compact_due
+from app.services.compaction.compacting import compact_due, compact_sent
 from app.services.compaction.compactor import Compactor
 from app.services.compaction.reports import Report
 from app.services.compiling.digesting import (
@@ -118,7 +118,8 @@ def _spec(raw: Any, fallback: Any) -> CompilerSpec:
     return parse_spec(fallback, ("session", "compiler")) if fallback else DEFAULT_COMPILE_SPEC
 
 
-def _tools_tokens(tools: list[dict[str, Any]] | None, encoder: Encoder) -> int:
+def tools_tokens(tools: list[dict[str, Any]] | None, encoder: Encoder) -> int:
+    """The tokens of a request's tool definitions."""
     # Providers render tool schemas in an unpublished way: counted as their JSON (an estimate).
     return encoder.count(json.dumps(tools, ensure_ascii=False)) if tools else 0
 
@@ -194,7 +195,7 @@ def compile_posted(
                          metadata=options.metadata)  # fmt: skip
     target = Target(
         profile, options.context_window or profile.context_window,
-        response_format=options.response_format, tools_tokens=_tools_tokens(options.tools, encoder),
+        response_format=options.response_format, tools_tokens=tools_tokens(options.tools, encoder),
     )  # fmt: skip
     output = compile_request(snapshot, compiler, target)
     return Compilation(str(uuid.uuid4()), profile, output, repeatable(spec, registry))
@@ -211,10 +212,15 @@ async def compile_session(
     catalog: Catalog,
     compactor: Compactor | None = None,
     digester: Digester | None = None,
+    *,
+    ran: Sequence[Done] | None = None,
 ) -> Compilation:
     """Compile the stored session and record the compile (for the cursor), after the
     compactions it is due (with a ``compactor``). With a ``digester``, a full compile that trims
-    reads only the newest part of a long history and a digest of the rest (``_tail``).
+    reads only the newest part of a long history and a digest of the rest (``_tail``). Under a
+    policy that measures the history as sent, the compaction the compiled view is due runs
+    then, and the session is compiled again (with ``ran``, the compactions run already: none
+    runs again).
 
     Full mode: every fragment as the system prompt and the whole compiled history. Delta mode
     (a session-stateful profile with an active provider session): the dynamic fragments as
@@ -224,8 +230,9 @@ async def compile_session(
     row, tenant_name = await require_session_and_tenant_name(db, tenant, session_id)
     pk = SessionPk(row.pk)
     profile = session_profile(row, catalog, options.provider)
-    compacted: list[Done] = []
-    if compactor is not None and (row.compaction_policy or options.compaction):
+    compacted: list[Done] = list(ran or ())
+    compacting = compactor is not None and bool(row.compaction_policy or options.compaction)
+    if compactor is not None and compacting and ran is None:
         await db.commit()  # compactions need transactions of their own: out of autocommit
         report = None
         if options.usage is not None or options.error_kind is not None:
@@ -251,7 +258,7 @@ async def compile_session(
         cursor = None
     target = Target(
         profile, options.context_window or row.context_window or profile.context_window,
-        fragments, row.response_format, _tools_tokens(options.tools, encoder),
+        fragments, row.response_format, tools_tokens(options.tools, encoder),
         calibration=await calibration_for(db, tenant, pk, profile),
     )  # fmt: skip
     long = long_history(row, profile.encoding, target.context_window)
@@ -300,6 +307,25 @@ async def compile_session(
         if not rows and not await compiles.session_exists(db, pk):
             raise NotFound("session", session_id) from None
         raise
+    if compactor is not None and compacting and ran is None:
+        fitted = await compact_sent(
+            compactor, row, profile, options.context_window, options.compaction, output
+        )
+        if fitted:
+            await db.commit()
+            return await compile_session(
+                db,
+                cache,
+                registry,
+                tenant,
+                session_id,
+                options,
+                now,
+                catalog,
+                compactor,
+                digester,
+                ran=[*compacted, *fitted],
+            )
     output = replace(output, warnings=[*notes, *output.warnings])
     mode: Mode = "full" if cursor is None else "delta"
     compile_id = str(uuid.uuid4())

@@ -15,11 +15,11 @@ from typing import Any, TypeVar
 
 from sqlalchemy.ext.asyncio import AsyncSession
 
-from app.domain.compaction.payloads import META_KEY, PREVIEW_KEY, digests, result_fields
 from app.domain.compilers.base import StepReport
 from app.domain.errors import NotFound
 from app.domain.messages import JSONObject, Message, ToolCallPart, ToolResultPart
 from app.domain.sessions import SessionPk, TenantId
+from app.domain.tool_payloads.compaction import META_KEY, PREVIEW_KEY, digests, result_fields
 from app.services.sessions import require_session
 from app.storage import queries
 from app.storage.models import PayloadRow, ToolPartRow

@@ -14,7 +14,6 @@ from dataclasses import dataclass
 
 from sqlalchemy.ext.asyncio import AsyncSession
 
-from app.domain.compaction.payloads import payload_json, textual
 from app.domain.errors import NotFound
 from app.domain.messages import JSONObject, Message
 from app.domain.models import Catalog
@@ -29,6 +28,7 @@ from app.domain.recall import (
 )
 from app.domain.sessions import SessionPk, TenantId
 from app.domain.tokens import TokenCounter
+from app.domain.tool_payloads.compaction import payload_json, textual
 from app.services.sessions import originals, require_session, session_profile
 from app.services.tenancy import cpu
 

@@ -9,7 +9,7 @@ stores the agent's history, which is what it is whatever the upstream answers.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
@@ -50,12 +50,12 @@ async def open_turn(
     counter: TokenCounter,
     tenant: TenantId,
     session_id: str,
-    fields: dict[str, Any],
+    fields: Callable[[], Awaitable[dict[str, Any]]],
     sent: Sent,
     now: datetime,
     catalog: Catalog,
 ) -> Opened:
-    """The session ``session_id`` (created with ``fields`` when missing), matched against the
+    """The session ``session_id`` (created with the ``fields()`` when missing), matched against the
     request's history ``sent``; a history that does not extend it forks it.
 
     The usual turn (a thread that the history extends) only reads, and parses only what follows
@@ -73,7 +73,7 @@ async def open_turn(
         await db.commit()
     else:
         try:
-            row = await add_session(db, tenant, session_id, fields, now, now, 0, catalog)
+            row = await add_session(db, tenant, session_id, await fields(), now, now, 0, catalog)
         except Conflict:  # created by a racing request since: use it
             row = await queries.session_row(db, tenant, session_id)
             if row is None:

@@ -12,9 +12,9 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from app.domain.compaction.payloads import META_KEY, PREVIEW_KEY, payload_sha256, payload_size
 from app.domain.errors import InvalidInput, Path
 from app.domain.messages import Message
+from app.domain.tool_payloads.compaction import META_KEY, PREVIEW_KEY, payload_sha256, payload_size
 
 ORDER = ("message", "compaction", "payload", "compile")
 
@@ -24,7 +24,7 @@ def refuse(where: Path, message: str) -> InvalidInput:
 
 
 def written_by_compaction(message: Message) -> bool:
-    """A summary, or a message a tool-payload compaction rewrote (see services.sessions.originals)."""
+    """A summary, or a message a tool-payload compaction rewrote (services.sessions.originals)."""
     if "compaction_id" in message.metadata:
         return True
     return any(

@@ -12,7 +12,8 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from functools import partial
 
-from app.domain.compaction.payloads import (
+from app.domain.messages import Message, Part, ToolResultPart
+from app.domain.tool_payloads.compaction import (
     CONTENT_FIELD,
     PREVIEW_KEY,
     Compaction,
@@ -20,7 +21,6 @@ from app.domain.compaction.payloads import (
     fresh_text,
     text_digest,
 )
-from app.domain.messages import Message, Part, ToolResultPart
 
 
 @dataclass(frozen=True)
