@@ -136,8 +136,9 @@ def _fixed_tokens(turn: Turn, encoder: Encoder) -> int:
     """The fixed part of the agent's request, estimated: its system prompt and system
     messages (their text, or the JSON of other content) and its tool definitions, as the
     compile counts them, and the reply priming."""
-    messages = turn.body["messages"]
-    parts = [turn.body.get("system")] if turn.endpoint.provider == "anthropic" else []
+    messages = turn.body[turn.endpoint.history]
+    field = turn.endpoint.system  # Anthropic's `system`, Gemini's `systemInstruction`
+    parts = [turn.body.get(field)] if field is not None else []
     parts += [
         m.get("content") for m in messages if isinstance(m, dict) and m.get("role") in SYSTEM_ROLES
     ]
