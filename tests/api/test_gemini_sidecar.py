@@ -1,5 +1,5 @@
-"""The Gemini sidecar end to end: httpx as the agent's client (as Gemini CLI's SDK calls the REST
-API) against a real `ctxc` server forwarding to a real local stand-in of the Gemini API
+"""The Gemini sidecar end to end: the official SDK (google-genai) and httpx as the agent's client
+against a real `ctxc` server forwarding to a real local stand-in of the Gemini API
 (tests/upstream_gemini.py), on each database: a function-calling loop stored and compacted,
 thought signatures byte-exact, other paths forwarded, bad input refused in Google's shape."""
 
@@ -13,6 +13,8 @@ from typing import Any
 
 import httpx
 import pytest
+from google import genai
+from google.genai import types
 
 from app.domain.validity import request_problems
 from app.settings import Settings
@@ -247,3 +249,54 @@ def test_bad_input_gets_googles_error_shape_and_stores_nothing(
         assert violation["field"].startswith(field.split(".")[0])
     assert up.requests == []
     assert row_counts(gemini.database_url) == before
+
+
+def sdk(gemini: Gemini, session: str, window: int) -> genai.Client:
+    """The official Gemini SDK (google-genai) pointed at the sidecar, no retries."""
+    headers = {"X-Ctxc-Api-Key": gemini.key, "X-Ctxc-Session": session,
+               "X-Ctxc-Context-Window": str(window)}  # fmt: skip
+    options = types.HttpOptions(base_url=f"{gemini.url}/gemini", headers=headers,
+                                retry_options=types.HttpRetryOptions(attempts=1))  # fmt: skip
+    return genai.Client(api_key=KEY, http_options=options)
+
+
+def test_the_official_sdks_chat_with_function_calls_is_managed(
+    gemini: Gemini, up: GeminiUpstream
+) -> None:
+    session = f"gemini-sdk-{uuid.uuid4().hex[:8]}"
+    declaration = types.FunctionDeclaration(
+        name="read_file", description="Read a file",
+        parameters_json_schema=TOOLS[0]["functionDeclarations"][0]["parameters"],
+    )  # fmt: skip
+    config = types.GenerateContentConfig(
+        system_instruction="You are a coding agent.",
+        tools=[types.Tool(function_declarations=[declaration])],
+        automatic_function_calling=types.AutomaticFunctionCallingConfig(disable=True),
+    )
+    client = sdk(gemini, session, 3_000)
+    chat = client.chats.create(model=MODEL, config=config)
+    for turn in range(8):
+        answer = chat.send_message(f"Turn {turn}: explain module {turn}. " * 8)
+        while answer.function_calls:
+            output = f"contents of module {turn}\n" + "code line\n" * 60
+            reply = {"output": output}
+            results = [types.Part.from_function_response(name=c.name or "", response=reply)
+                       for c in answer.function_calls]  # fmt: skip
+            answer = chat.send_message(results)
+        assert answer.text == "Done: the task is complete."
+    # The SDK decodes each signature to bytes and encodes it again: the upstream still got
+    # every one as issued (it refuses a call without one, and notes a changed one).
+    posted = [r for r in up.requests if r.path.endswith("Content")]
+    assert len(posted) == 16
+    with gemini.ctxc() as c:
+        assert c.get(f"/v1/sessions/{session}/compactions").json()["items"]
+        assert c.get(f"/v1/sessions/{session}:fork-1").status_code == 404
+    # A streamed call with the SDK: the answer streamed through, and stored.
+    other = sdk(gemini, f"{session}-stream", 100_000)  # (a client closes once collected)
+    streamed = other.models.generate_content_stream(
+        model=MODEL, contents="Say hello.", config=types.GenerateContentConfig()
+    )
+    assert "".join(chunk.text or "" for chunk in streamed) == "Done: the task is complete."
+    with gemini.ctxc() as c:
+        items = c.get(f"/v1/sessions/{session}-stream/messages").json()["items"]
+    assert [m["message"]["role"] for m in items] == ["user", "assistant"]
