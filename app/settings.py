@@ -36,6 +36,7 @@ DEFAULT_DATABASE_URL = "sqlite+aiosqlite:///./data/ctxc.db"
 DATABASE_DRIVERS = ("sqlite+aiosqlite", "postgresql+asyncpg")
 DATABASE_URL_FORMS = "sqlite+aiosqlite:///path or postgresql+asyncpg://user:pass@host/db"
 ANTHROPIC_URL = "https://api.anthropic.com"
+GEMINI_URL = "https://generativelanguage.googleapis.com"
 SummarizerKind = BackendKind
 
 
@@ -214,6 +215,11 @@ class Settings(BaseSettings):
     anthropic_upstream: str = Field(
         ANTHROPIC_URL, description="Where the sidecar's Anthropic endpoint (`/anthropic`) forwards."
     )
+    gemini_upstream: str = Field(
+        GEMINI_URL,
+        description="Where the sidecar's Gemini endpoint (`/gemini`) forwards: the base URL of "
+        "the Gemini API (before `/v1beta`).",
+    )
     upstream_timeout_seconds: float = Field(
         600.0,
         gt=0,
@@ -256,7 +262,7 @@ class Settings(BaseSettings):
             raise ValueError(f"the driver {driver!r} is not supported; use {DATABASE_URL_FORMS}")
         return url
 
-    @field_validator("openai_upstream", "anthropic_upstream")
+    @field_validator("openai_upstream", "anthropic_upstream", "gemini_upstream")
     @classmethod
     def _upstream_is_http(cls, url: str) -> str:
         if not is_http_url(url):

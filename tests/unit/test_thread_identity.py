@@ -9,7 +9,7 @@ from typing import Any
 from hypothesis import given
 from hypothesis import strategies as st
 
-from app.domain.wire.identity import identity
+from app.services.sidecar.identity import identity
 from app.services.sidecar.threads import raw_digest
 
 MARK = {"type": "ephemeral"}

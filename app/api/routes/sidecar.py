@@ -1,4 +1,5 @@
-"""The sidecar endpoints: an OpenAI or Anthropic SDK pointed at ctxc (app/api/sidecar.py)."""
+"""The sidecar endpoints: an OpenAI, Anthropic or Gemini client pointed at ctxc
+(app/api/sidecar)."""
 
 from __future__ import annotations
 
@@ -64,6 +65,33 @@ async def anthropic_messages(request: Request) -> Response:
     return await sidecar.handle(request, sidecar.ANTHROPIC)
 
 
+@router.post(
+    "/gemini/{version}/models/{model}:generateContent", operation_id="sidecar_gemini_generate",
+    summary="Gemini generateContent, context-managed", response_description=SHAPES,
+    responses=ANSWERS,
+)  # fmt: skip
+async def gemini_generate(version: str, model: str, request: Request) -> Response:
+    """Point Gemini CLI's `GOOGLE_GEMINI_BASE_URL` (or a Gemini SDK's base URL) at `/gemini`:
+    the request is forwarded to `CTXC_GEMINI_UPSTREAM` with the compiled `contents` and
+    `systemInstruction`; the key (`x-goog-api-key` or `key=`) is passed on. Headers as for
+    the OpenAI endpoint."""
+    call = sidecar.Call(model, False, f"/{version}/models/{model}:generateContent")
+    return await sidecar.handle(request, sidecar.GEMINI, call)
+
+
+@router.post(
+    "/gemini/{version}/models/{model}:streamGenerateContent",
+    operation_id="sidecar_gemini_stream", summary="Gemini streamGenerateContent, context-managed",
+    response_description=SHAPES, responses=ANSWERS,
+)  # fmt: skip
+async def gemini_stream(version: str, model: str, request: Request) -> Response:
+    """As `generateContent`, the answer streamed: as server-sent events with `alt=sse` (what
+    Gemini CLI and the SDKs ask for), else as Gemini's JSON array of chunks, passed on whole."""
+    events = request.query_params.get("alt") == "sse"
+    call = sidecar.Call(model, events, f"/{version}/models/{model}:streamGenerateContent")
+    return await sidecar.handle(request, sidecar.GEMINI, call)
+
+
 # Registered after the managed endpoints, which match first.
 METHODS = ["GET", "HEAD", "POST", "PUT", "PATCH", "DELETE"]
 
@@ -78,3 +106,10 @@ async def openai_other(path: str, request: Request) -> Response:
 async def anthropic_other(path: str, request: Request) -> Response:
     """Any other Anthropic API call, forwarded to `CTXC_ANTHROPIC_UPSTREAM` as it is."""
     return await sidecar.forward(request, sidecar.ANTHROPIC, path)
+
+
+@router.api_route("/gemini/{path:path}", methods=METHODS, include_in_schema=False)
+async def gemini_other(path: str, request: Request) -> Response:
+    """Any other Gemini API call (`countTokens`, `models`, ...), forwarded to
+    `CTXC_GEMINI_UPSTREAM` as it is."""
+    return await sidecar.forward(request, sidecar.GEMINI, path)

@@ -2,12 +2,13 @@
 upstream's answer back.
 
 An agent's SDK points its ``base_url`` at ctxc (``/openai/v1``: Chat Completions and
-Responses; ``/anthropic``: Messages) and sends what it would send to the provider. With
-``X-Ctxc-Session`` the turn is managed in that session (app/services/sidecar): the new part of
-the resent history is compiled with the stored one for the model's window (the session's
-compiler and compaction policy), the compiled messages replace the request's, and once the
-upstream answered (streamed through as it arrives) the new messages, the reply and its usage
-are stored together. Without the header the request is compiled statelessly: repaired and
+Responses; ``/anthropic``: Messages; ``/gemini``: Gemini's ``generateContent``) and sends what
+it would send to the provider. With ``X-Ctxc-Session`` the turn is managed in that session
+(app/services/sidecar): the new part of the resent history is compiled with the stored one for
+the model's window (the session's compiler and compaction policy), the compiled messages replace
+the request's, and once the upstream answered (streamed through as it arrives) the new
+messages, the reply and its usage are stored together. Without the header the request is
+compiled statelessly: repaired and
 fitted, nothing stored.
 
 Everything the agent gets keeps the provider's shapes: the upstream's answers and errors as they
@@ -20,6 +21,6 @@ full one when it has no policy) and retries once, on a budget shrunk by what the
 """
 
 from app.api.sidecar.handling import forward, handle
-from app.api.sidecar.requests import ANTHROPIC, OPENAI, RESPONSES
+from app.api.sidecar.requests import ANTHROPIC, GEMINI, OPENAI, RESPONSES, Call
 
-__all__ = ["ANTHROPIC", "OPENAI", "RESPONSES", "forward", "handle"]
+__all__ = ["ANTHROPIC", "GEMINI", "OPENAI", "RESPONSES", "Call", "forward", "handle"]

@@ -19,7 +19,7 @@ from app.api.schemas import SessionCreate
 from app.api.sidecar import recalling, responses
 from app.api.sidecar.forwarding import ANSWER_BYTES, ERROR_BYTES, read_body, send, shrink
 from app.api.sidecar.refusals import Refused, refusal
-from app.api.sidecar.requests import Endpoint, Turn, read_turn
+from app.api.sidecar.requests import Call, Endpoint, Turn, read_turn
 from app.api.sidecar.streams import Passthrough, until_disconnect
 from app.domain.compaction import room
 from app.domain.compiling import Output
@@ -29,10 +29,10 @@ from app.domain.messages import Message
 from app.domain.tokens import REPLY_PRIMING, Encoder
 from app.domain.wire import Reply, WireError, is_overflow
 from app.domain.wire import reply_of as wire_reply
-from app.domain.wire.identity import identity
 from app.services import compiling
 from app.services.compiling import Compilation, Options
 from app.services.sidecar import turns
+from app.services.sidecar.identity import identity
 from app.services.sidecar.turns import Opened
 from app.services.tenancy import cpu
 from app.storage import queries
@@ -79,11 +79,12 @@ async def _pass_on(
     return Passthrough(endpoint.provider, upstream, told, None)
 
 
-async def handle(request: Request, endpoint: Endpoint) -> Response:
-    """Answer one sidecar request; every refusal in the provider's own error JSON."""
+async def handle(request: Request, endpoint: Endpoint, call: Call | None = None) -> Response:
+    """Answer one sidecar request; every refusal in the provider's own error JSON. ``call``:
+    what the route's path says of the request (see ``Call``)."""
     state: AppState = request.state.ctxc
     try:
-        turn = await read_turn(request, state, endpoint)
+        turn = await read_turn(request, state, endpoint, call)
         return await until_disconnect(request, lambda: _run(state, turn), endpoint.provider, state)
     except responses.Unmanaged as unmanaged:
         try:

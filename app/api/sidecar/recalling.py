@@ -37,8 +37,8 @@ def offered(turn: Turn, done: Compilation) -> str | None:
     compile added it)."""
     if turn.stream or turn.session_id is None or not done.output.tools:
         return None
-    if turn.endpoint.provider == "responses":  # its replies' calls are not read here (yet)
-        return None
+    if turn.endpoint.provider not in ("openai", "anthropic"):
+        return None  # Responses' calls are not read here (yet); Gemini's carry no ids
     names = [n for tool in done.output.tools for n in tool_names(turn.endpoint.provider, tool)]
     return names[0] if names else None
 

@@ -61,6 +61,21 @@ RESPONSES = Endpoint(
     "responses", "/responses", "openai-responses", "openai_upstream", "input", "instructions"
 )
 
+# Gemini's path names the model and the method: the route gives them (``Call``).
+GEMINI = Endpoint(
+    "gemini", "", "gemini", "gemini_upstream", history="contents", system="systemInstruction"
+)
+
+
+@dataclass(frozen=True)
+class Call:
+    """What a route's path says of a request that its body does not (Gemini's): the model,
+    whether the answer streams as events, and the path after the upstream's base URL."""
+
+    model: str
+    stream: bool
+    path: str
+
 
 @dataclass(frozen=True)
 class Turn:
@@ -76,13 +91,19 @@ class Turn:
     stream: bool
     session_id: str | None
     query: str = ""  # the request's query string, passed on as sent
+    path: str | None = None  # after the upstream's base URL, when the route gave it
 
     def upstream(self, state: AppState) -> str:
         """The URL the turn is forwarded to."""
+        if self.path is not None:
+            return self.endpoint.base(state) + self.path
         return self.endpoint.upstream(state)
 
 
-async def read_turn(request: Request, state: AppState, endpoint: Endpoint) -> Turn:
+async def read_turn(
+    request: Request, state: AppState, endpoint: Endpoint, call: Call | None = None
+) -> Turn:
+    """The request read and checked; ``call``: what the route's path says of it."""
     tenant = await sidecar_tenant(request, state)
     raw = await request.body()
     try:
@@ -92,9 +113,7 @@ async def read_turn(request: Request, state: AppState, endpoint: Endpoint) -> Tu
         raise Refused(400, "the body is not valid JSON") from None
     if not isinstance(body, dict):
         raise Refused(400, "the body must be a JSON object")
-    model = body.get("model")
-    if not isinstance(model, str) or not model:
-        raise Refused(400, "`model` is required: the model to call", "model")
+    model, stream = _model_and_stream(body, call)
     if endpoint.provider == "responses" and (reason := responses.unmanaged(body)) is not None:
         raise responses.Unmanaged(reason, raw)
     field = endpoint.history
@@ -103,9 +122,6 @@ async def read_turn(request: Request, state: AppState, endpoint: Endpoint) -> Tu
     messages = body.get(field)
     if not isinstance(messages, list) or not messages:
         raise Refused(400, f"`{field}` must be a non-empty array", field)
-    stream = body.get("stream", False)
-    if not isinstance(stream, bool):
-        raise Refused(400, "`stream` must be a boolean", "stream")
     session_id = request.headers.get(SESSION_HEADER)
     if session_id is not None and (
         not SESSION_ID_RE.match(session_id) or len(session_id) > MAX_THREAD_ID
@@ -128,7 +144,21 @@ async def read_turn(request: Request, state: AppState, endpoint: Endpoint) -> Tu
         stream,
         session_id,
         request.url.query,
+        None if call is None else call.path,
     )
+
+
+def _model_and_stream(body: dict[str, Any], call: Call | None) -> tuple[str, bool]:
+    """The model and whether the answer streams: the route's, else the body's."""
+    if call is not None:
+        return call.model, call.stream
+    model = body.get("model")
+    if not isinstance(model, str) or not model:
+        raise Refused(400, "`model` is required: the model to call", "model")
+    stream = body.get("stream", False)
+    if not isinstance(stream, bool):
+        raise Refused(400, "`stream` must be a boolean", "stream")
+    return model, stream
 
 
 def _sent(

@@ -13,10 +13,13 @@ we do not model), ``thought: true`` on reasoning (only Gemini's own thoughts go 
 ``name`` (the function a response answers) and ``response: "json"`` when a function response
 was not ``{"output": <text>}`` or ``{"error": <text>}`` (its content is then the JSON text).
 
-Gemini function calls need no id; a call without one gets ``<name>_<n>`` (its ``n``-th call to
-that function in its turn), and so does a response without one (its ``n``-th response from that
-function in its turn): the model answers in call order, so they pair wherever the turns were
-cut into append batches, and the ids are left out again when written back.
+Gemini pairs calls and responses by their order, not by id: the API gives no call an id, and a
+client labels them as it likes (Gemini CLI makes up ``<name>_<time>_<n>`` for the calls it
+resends). So every call's canonical id is ``<name>_<n>`` (its ``n``-th call to that function in
+its turn), and every response's is its ``n``-th response from that function in its turn: they
+pair wherever the turns were cut into append batches, and an answer as the API gave it (no ids)
+is the same call as the client's resend of it (with its label). A label the client gave is kept
+(``given_id``) and written back; an id ctxc made is left out again.
 """
 
 from __future__ import annotations
@@ -171,15 +174,16 @@ def _read_call(part: JSONObject, path: Path, ids: TurnIds) -> Part:
     args = call.get("args", {})
     if not isinstance(args, dict):
         raise FormatError((*where, "args"), "args must be an object")
-    call_id = expect_str(call, "id", where) if "id" in call else ids.call(name)
+    given = expect_str(call, "id", where) if "id" in call else None
     meta = part_metadata(
         PROVIDER,
         id=None if "id" in call else "absent",
+        given_id=given,
         args=None if "args" in call else "absent",
         extra=extra_fields(part, ("functionCall",)),
         inner_extra=extra_fields(call, ("name", "args", "id")),
     )
-    return ToolCallPart(id=call_id, name=name, arguments=clone(args), metadata=meta)
+    return ToolCallPart(id=ids.call(name), name=name, arguments=clone(args), metadata=meta)
 
 
 def _read_response(part: JSONObject, path: Path, ids: TurnIds) -> Part:
@@ -189,19 +193,22 @@ def _read_response(part: JSONObject, path: Path, ids: TurnIds) -> Part:
     response = found.get("response", {})
     if not isinstance(response, dict):
         raise FormatError((*where, "response"), "response must be an object")
-    call_id = expect_str(found, "id", where) if "id" in found else ids.result(name)
+    given = expect_str(found, "id", where) if "id" in found else None
     content, is_error, form = (
         _result_content(response) if "response" in found else ("", None, "absent")
     )
     meta = part_metadata(
         PROVIDER,
         id=None if "id" in found else "absent",
+        given_id=given,
         name=name,
         response=form,
         extra=extra_fields(part, ("functionResponse",)),
         inner_extra=extra_fields(found, ("name", "response", "id")),
     )
-    return ToolResultPart(call_id=call_id, content=content, is_error=is_error, metadata=meta)
+    return ToolResultPart(
+        call_id=ids.result(name), content=content, is_error=is_error, metadata=meta
+    )
 
 
 def _result_content(response: JSONObject) -> tuple[str, bool | None, str | None]:
@@ -273,7 +280,7 @@ def write_call(part: ToolCallPart) -> JSONObject:
     if args or hint.get("args") != "absent":
         call["args"] = args
     if has_id(part):
-        call["id"] = part.id
+        call["id"] = hint.get("given_id", part.id)
     return add_extra(call, hint.get("inner_extra"))
 
 
@@ -285,7 +292,7 @@ def write_response(part: ToolResultPart, name: str, with_id: bool) -> JSONObject
     if response or hint.get("response") != "absent":
         found["response"] = response
     if with_id:
-        found["id"] = part.call_id
+        found["id"] = hint.get("given_id", part.call_id)
     return add_extra(found, hint.get("inner_extra"))
 
 

@@ -97,6 +97,8 @@ def _opaque_fits(part: OpaquePart, role: Role) -> bool:
     kind = opaque_type(part)
     if kind is None or kind in MODELLED_TYPES[part.provider]:
         return False
+    if kind == "refusal" and not isinstance(part.data.get("refusal"), str):
+        return False  # the APIs refuse a refusal part without its text (found by a property test)
     if part.provider == "openai":
         # OpenAI assistant content holds text and refusals; a refusal is never user content.
         return (kind == "refusal") == (role == "assistant")

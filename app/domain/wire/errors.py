@@ -12,6 +12,7 @@ from __future__ import annotations
 import json
 from typing import Any, Final
 
+from app.domain.wire.gemini import gemini_error, gemini_overflow
 from app.domain.wire.reply import Provider
 
 # An error body is short; a longer one is no "prompt too long" and is not parsed.
@@ -57,6 +58,8 @@ def is_overflow(provider: Provider, status: int, body: bytes) -> bool:
         return False
     if provider == "openai" and error.get("code") == OPENAI_OVERFLOW_CODE:
         return True
+    if provider == "gemini":
+        return gemini_overflow(error)
     if provider == "anthropic" and error.get("type") != "invalid_request_error":
         return False
     message = error.get("message")
@@ -66,7 +69,8 @@ def is_overflow(provider: Provider, status: int, body: bytes) -> bool:
 
 def fitting_share(provider: Provider, body: bytes) -> float | None:
     """The share of the prompt an overflow error says fits: Anthropic writes "prompt is too
-    long: N tokens > M maximum", OpenAI "maximum context length is M tokens. However, your
+    long: N tokens > M maximum", Gemini "The input token count (N) exceeds the maximum number of
+    tokens allowed (M)", OpenAI "maximum context length is M tokens. However, your
     messages resulted in N tokens" (M / N); None when it gives no such numbers."""
     provider = _family(provider)
     try:
@@ -77,7 +81,7 @@ def fitting_share(provider: Provider, body: bytes) -> float | None:
     numbers = _numbers(message) if isinstance(message, str) else []
     if len(numbers) < 2:
         return None
-    prompt, maximum = numbers[:2] if provider == "anthropic" else numbers[1::-1]
+    prompt, maximum = numbers[:2] if provider in ("anthropic", "gemini") else numbers[1::-1]
     return maximum / prompt if prompt > maximum > 0 else None
 
 
@@ -118,6 +122,8 @@ def error_body(provider: Provider, status: int, message: str, param: str | None 
             "code": _OPENAI_CODES.get(status),
         }
         return json.dumps({"error": error}).encode()
+    if provider == "gemini":
+        return json.dumps(gemini_error(status, message, param)).encode()
     document = {"type": "error", "error": {"type": _anthropic_type(status), "message": message}}
     return json.dumps(document).encode()
 

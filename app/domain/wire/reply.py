@@ -6,7 +6,7 @@ import json
 from dataclasses import dataclass
 from typing import Any, Literal
 
-Provider = Literal["openai", "anthropic", "responses"]
+Provider = Literal["openai", "anthropic", "responses", "gemini"]
 
 
 class WireError(ValueError):

@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from app.domain.wire.anthropic import AnthropicStream, anthropic_reply
+from app.domain.wire.gemini import GeminiStream, gemini_reply
 from app.domain.wire.openai import OpenAIStream, openai_reply
 from app.domain.wire.reply import Budget, Provider, Reply
 from app.domain.wire.responses import ResponsesStream, responses_reply
@@ -17,6 +18,8 @@ def reply_of(provider: Provider, body: Any) -> Reply:
     """The reply of a non-streamed answer (its parsed JSON); WireError when it is none."""
     if provider == "responses":
         return responses_reply(body)
+    if provider == "gemini":
+        return gemini_reply(body)
     return openai_reply(body) if provider == "openai" else anthropic_reply(body)
 
 
@@ -30,9 +33,11 @@ class ReplyStream:
     def __init__(self, provider: Provider, max_bytes: int = DEFAULT_MAX_BYTES) -> None:
         self._events = EventParser(max_bytes)
         budget = Budget(max_bytes)
-        self._reader: OpenAIStream | AnthropicStream | ResponsesStream
+        self._reader: OpenAIStream | AnthropicStream | ResponsesStream | GeminiStream
         if provider == "responses":
             self._reader = ResponsesStream(budget)
+        elif provider == "gemini":
+            self._reader = GeminiStream(budget)
         else:
             self._reader = OpenAIStream(budget) if provider == "openai" else AnthropicStream(budget)
 

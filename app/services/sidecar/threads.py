@@ -2,7 +2,7 @@
 
 An agent behind the sidecar resends its whole history on every turn. The session's proxy thread
 remembers it as a hash chain over the first ``sent`` messages as the agent sent them, less what
-agents move from turn to turn without changing what is said (``app.domain.wire.identity``:
+agents move from turn to turn without changing what is said (``app.services.sidecar.identity``:
 prompt-cache breakpoints, one text block written back as a string, a billing line), then the
 digest of the
 ``replies`` messages ctxc stored after them: the upstream's answer, which the agent resends in its
@@ -43,11 +43,11 @@ from app.domain.messages import (
 from app.domain.models import Catalog
 from app.domain.sessions import SessionPk, TenantId
 from app.domain.tokens import TokenCounter, count_message
-from app.domain.wire.identity import identity
 from app.services.compiling import item_of
 from app.services.sessions import add_session
 from app.services.sessions.cache import Entry, canonical_json
 from app.services.sessions.messages import insert_messages
+from app.services.sidecar.identity import identity
 from app.services.tenancy import cpu
 from app.storage import compiles, queries
 from app.storage.models import ProxyThreadRow, SessionRow
