@@ -1,6 +1,8 @@
 """The sidecar proxy's added latency against calling the upstream directly, at 200 and 10,000
 stored messages, non-streaming and streaming, with a session compile of the same session beside;
-the Responses endpoint (`/openai/v1/responses`, the agent as Codex CLI) at 200.
+the Responses endpoint (`/openai/v1/responses`, the agent as Codex CLI) and the Gemini one
+(`/gemini/v1beta/models/...:generateContent`, the agent as Gemini CLI, against the local Gemini
+stand-in tests/upstream_gemini.py) at 200.
 
 `python -m bench.proxy` (`--quick`, or `CTXC_BENCH_QUICK=1`: fewer turns). On Postgres and on
 SQLite, one `ctxc serve` each, its `CTXC_OPENAI_UPSTREAM` at a local upstream (tests/upstreams.py)
@@ -43,15 +45,19 @@ import httpx
 import orjson
 
 from app.domain.formats.convert import parse_messages
+from app.domain.formats.gemini import to_gemini
 from app.domain.formats.responses import to_responses
+from app.domain.wire import ReplyStream, reply_of
 from bench.append import agent_batch
 from bench.common import _ctxc, database, percentile, quick_run, serving, verdict
+from tests.upstream_gemini import GeminiUpstream, GeminiWire
 from tests.upstreams import Upstream
 
 SIZES = {200: 30, 10_000: 15}  # stored messages: measured turns
 QUICK_SIZES = {200: 10, 10_000: 4}
 WARMUP = 3  # turns of each size before the measured ones
 MODEL = "gpt-4o"
+GEMINI_MODEL = "gemini-2.5-flash"
 WINDOW = 128_000
 UPSTREAM_KEY = "sk-bench-upstream"
 SETTLE_S = 30.0  # the longest wait for a streamed turn to be stored
@@ -88,6 +94,7 @@ class Agent:
     bench/proxy_responses.py: Responses)."""
 
     PATH = "/chat/completions"
+    STREAM_PATH = PATH  # the body says it streams
 
     def __init__(self, base: str, key: str, session: str, history: list[dict[str, Any]]) -> None:
         headers = {
@@ -121,7 +128,7 @@ class Agent:
         return [answer["choices"][0]["message"]]
 
     def streamed_turn(self) -> Timed:
-        timed, data = stream(self.http, self.PATH, self.body(stream=True))
+        timed, data = stream(self.http, self.STREAM_PATH, self.body(stream=True))
         self.history += self.streamed_reply(data)
         return timed
 
@@ -138,6 +145,7 @@ class ResponsesAgent(Agent):
     turn (``store: false``), the output items it got appended."""
 
     PATH = "/responses"
+    STREAM_PATH = PATH
 
     def __init__(self, base: str, key: str, session: str, history: list[dict[str, Any]]) -> None:
         _, items = to_responses(parse_messages("openai", history))
@@ -166,6 +174,54 @@ class ResponsesAgent(Agent):
             orjson.loads(line[6:]) for line in data.splitlines() if line.startswith(b"data: ")
         )
         return [e["item"] for e in events if e["type"] == "response.output_item.done"]
+
+
+class GeminiAgent(Agent):
+    """The same agent on the Gemini API, as Gemini CLI sends it: the whole ``contents`` each
+    turn, the model's content it got appended (its streamed pieces joined, as the CLI does)."""
+
+    PATH = f"/v1beta/models/{GEMINI_MODEL}:generateContent"
+    STREAM_PATH = f"/v1beta/models/{GEMINI_MODEL}:streamGenerateContent?alt=sse"
+    WIRE: GeminiWire | None = None  # the stand-in's, which signs the history's calls
+
+    def __init__(self, base: str, key: str, session: str, history: list[dict[str, Any]]) -> None:
+        _, contents = to_gemini(parse_messages("openai", history))
+        super().__init__(base, key, session, self.signed(contents))
+        self.http.headers.pop("Authorization")
+        self.http.headers["x-goog-api-key"] = UPSTREAM_KEY
+        self.http.base_url = httpx.URL(f"{base}/gemini")
+
+    @classmethod
+    def signed(cls, contents: list[dict[str, Any]]) -> list[dict[str, Any]]:
+        """``contents`` with each function call signed, as the model gave them (Gemini 3
+        refuses a call sent back without its signature)."""
+        assert cls.WIRE is not None, "GeminiAgent.of(stand-in) binds the stand-in"
+        for n, part in enumerate(p for c in contents for p in c.get("parts", [])):
+            if "functionCall" in part:  # signed as the model gives it: without a client's id
+                call = {k: v for k, v in part["functionCall"].items() if k != "id"}
+                part["thoughtSignature"] = cls.WIRE.sign(call, n)
+        return contents
+
+    @classmethod
+    def of(cls, gemini: GeminiUpstream) -> type[GeminiAgent]:
+        """The agent of the Gemini stand-in ``gemini``."""
+        return type(cls.__name__, (cls,), {"WIRE": gemini.wire})
+
+    def body(self, stream: bool) -> bytes:
+        if self.history[-1].get("role") != "user":
+            prompt = " ".join(self.rng.choices(PROMPTS, k=self.rng.randint(5, 40)))
+            self.history.append({"role": "user", "parts": [{"text": prompt}]})
+        return orjson.dumps({"contents": self.history})
+
+    def reply(self, answer: Any) -> list[dict[str, Any]]:
+        return [reply_of("gemini", answer).message]
+
+    def streamed_reply(self, data: bytes) -> list[dict[str, Any]]:
+        reader = ReplyStream("gemini")
+        reader.feed(data)
+        reply = reader.reply()
+        assert reply is not None, "the stream ended without a complete answer"
+        return [reply.message]
 
 
 def stream(http: httpx.Client, path: str, body: bytes) -> tuple[Timed, bytes]:
@@ -235,16 +291,20 @@ def measure_size(
     base: str,
     key: str,
     ctxc: httpx.Client,
-    up: Upstream,
+    up: Upstream | GeminiUpstream,
     size: int,
     turns: int,
     agent_type: type[Agent] = Agent,
+    direct_base: str | None = None,
 ) -> Turns:
     """Build a session of ``size`` messages through the proxy, then time ``turns`` turns."""
     session = f"bench-{size}-{time.monotonic_ns()}"
     agent = agent_type(base, key, session, transcript(size))
-    direct = httpx.Client(base_url=up.openai_base, timeout=600,
-                          headers={"Authorization": f"Bearer {UPSTREAM_KEY}"})  # fmt: skip
+    direct = httpx.Client(
+        base_url=direct_base or up.openai_base,
+        timeout=600,
+        headers={"Authorization": f"Bearer {UPSTREAM_KEY}", "x-goog-api-key": UPSTREAM_KEY},
+    )
     out = Turns(kind, size, [], [], [], [], [], [], [], [])
     try:
         began = time.perf_counter()
@@ -263,7 +323,7 @@ def measure_size(
             proxy_stream = agent.streamed_turn()
             sent = forwarded(up)
             settle(ctxc, session, stored + 2)  # the new prompt and the reply
-            direct_stream, _ = stream(direct, agent.PATH, sent)
+            direct_stream, _ = stream(direct, agent.STREAM_PATH, sent)
             if n >= WARMUP:
                 out.proxy.append(proxy)
                 out.direct.append(plain)
@@ -280,11 +340,18 @@ def measure_size(
 
 
 @contextmanager
-def sidecar(url: str, up: Upstream) -> Iterator[tuple[str, str, httpx.Client]]:
-    """``ctxc serve`` on ``url`` forwarding to ``up``: its base URL, a key, a keyed client."""
+def sidecar(
+    url: str, up: Upstream, gemini: GeminiUpstream
+) -> Iterator[tuple[str, str, httpx.Client]]:
+    """``ctxc serve`` on ``url`` forwarding to ``up`` (and Gemini's to ``gemini``): its base URL,
+    a key, a keyed client."""
     _ctxc(url, "migrate")
-    env = {"CTXC_OPENAI_UPSTREAM": up.openai_base, "CTXC_MAX_BODY_BYTES": str(1 << 28),
-           "CTXC_UPSTREAM_TIMEOUT_SECONDS": "600"}  # fmt: skip
+    env = {
+        "CTXC_OPENAI_UPSTREAM": up.openai_base,
+        "CTXC_GEMINI_UPSTREAM": gemini.url,
+        "CTXC_MAX_BODY_BYTES": str(1 << 28),
+        "CTXC_UPSTREAM_TIMEOUT_SECONDS": "600",
+    }
     with serving(url, env, "bench-proxy") as (base, key, _):
         headers = {"Authorization": f"Bearer {key}"}
         with httpx.Client(base_url=base, headers=headers, timeout=600) as ctxc:
@@ -292,11 +359,21 @@ def sidecar(url: str, up: Upstream) -> Iterator[tuple[str, str, httpx.Client]]:
 
 
 def measure(kind: str, sizes: dict[int, int]) -> list[Turns]:
-    """The Chat Completions turns at each size, then the Responses ones at the smallest."""
-    with database(kind) as url, Upstream() as up, sidecar(url, up) as (base, key, ctxc):
+    """The Chat Completions turns at each size, then the Responses and Gemini ones at the
+    smallest."""
+    with (
+        database(kind) as url,
+        Upstream() as up,
+        GeminiUpstream(window=WINDOW) as gemini,
+        sidecar(url, up, gemini) as (base, key, ctxc),
+    ):
         rows = [measure_size(kind, base, key, ctxc, up, size, n) for size, n in sizes.items()]
         size, n = min(sizes.items())
         rows.append(measure_size(f"{kind}/resp", base, key, ctxc, up, size, n, ResponsesAgent))
+        gemini_rows = measure_size(
+            f"{kind}/gemini", base, key, ctxc, gemini, size, n, GeminiAgent.of(gemini), gemini.url
+        )
+        rows.append(gemini_rows)
         return rows
 
 
