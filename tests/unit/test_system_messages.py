@@ -22,8 +22,8 @@ AGENTS = "<system-reminder>Available agents: general-purpose, Explore</system-re
 def claude_code_turns() -> list[dict[str, Any]]:
     """Claude Code 2.1's shape: the task, its agent list as a system message, then the loop."""
     return [
-        {"role": "user", "content": [{"type": "text", "text": "<system-reminder>x</system-reminder>"},
-                                     {"type": "text", "text": "Fix the failing test."}]},
+        {"role": "user", "content": [{"type": "text", "text": "<system-reminder>x</system-reminder>"
+                                      }, {"type": "text", "text": "Fix the failing test."}]},
         {"role": "system", "content": [{"type": "text", "text": AGENTS,
                                         "cache_control": CACHED}]},
         {"role": "assistant", "content": [{"type": "tool_use", "id": "toolu_1", "name": "Read",

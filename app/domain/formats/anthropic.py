@@ -133,9 +133,10 @@ def _read_system_turn(turn: JSONObject, path: Path) -> Message:
 
 def in_messages(message: Message) -> bool:
     """Whether ``message`` is a system message that was sent inside Anthropic ``messages``."""
-    return message.role == "system" and provider_meta(message.metadata, PROVIDER).get(
-        "place"
-    ) == "messages"
+    return (
+        message.role == "system"
+        and provider_meta(message.metadata, PROVIDER).get("place") == "messages"
+    )
 
 
 def _canonical_role(role: str, parts: tuple[Part, ...]) -> Role:
