@@ -425,3 +425,28 @@ def test_the_system_prompt_of_the_history_goes_before_a_summary() -> None:
     # The opening task stays before the summary, as sent (issue 29 item 7).
     assert output.messages[1]["content"] == ASK
     assert output.messages[2]["content"] == "Summary: the build was fixed."
+
+
+def test_the_opening_task_leads_its_anthropic_turn_before_a_summary() -> None:
+    # With nothing between the task and the summary, Anthropic's shape merges the two user
+    # turns (the API would combine them anyway): the task's blocks come first, unchanged.
+    profile = PROFILES["anthropic"]
+    count = counted(COUNTER.encoder(profile.encoding))
+    task = Message(role="user", content=(TextPart(text="<system-reminder>r</system-reminder>"),
+                                         TextPart(text=ASK)))  # fmt: skip
+    entries = [
+        ("messages", system_("You are terse.")),
+        ("messages", task),
+        ("summary", user("Summary: the build was fixed.")),
+        ("messages", assistant("done")),
+        ("messages", user("thanks")),
+    ]
+    stored = tuple(Item(n + 1, s, m, count(m)) for n, (s, m) in enumerate(entries))
+    snapshot = Snapshot(items=stored, tenant="acme", now=NOW, count=count)
+    compiler = build(parse_spec({"base": "current_tool_trace"}))
+    output = compile_request(snapshot, compiler, Target(profile, 1000))
+    assert output.system == [{"type": "text", "text": "You are terse."}]
+    first = output.messages[0]["content"]
+    assert first[:2] == [{"type": "text", "text": "<system-reminder>r</system-reminder>"},
+                         {"type": "text", "text": ASK}]  # fmt: skip
+    assert first[2]["text"] == "Summary: the build was fixed."
