@@ -229,8 +229,8 @@ def compile_request(snapshot: Snapshot, compiler: Compiler, target: Target) -> O
 
 def _system_prompt_first(items: Sequence[Item]) -> list[Item]:
     """The view with the system prompt a history carries (the system messages that open its
-    conversation) first, then its opening task (with the system messages right after it),
-    before a summary or buffer the section order put ahead of them: the Anthropic shape sends
+    conversation) first, then its opening task (with the system messages right after it) when
+    a compaction summary follows it, before a summary or buffer the section order put ahead of them: the Anthropic shape sends
     the system prompt first anyway, and the task must not be merged with a summary put before
     it (the agent's task stays as it sent it, the summary comes after)."""
     opening = _opening(items)
@@ -241,11 +241,17 @@ def _system_prompt_first(items: Sequence[Item]) -> list[Item]:
 
 
 def _opening(items: Sequence[Item]) -> list[Item]:
-    """The leading system messages of the conversation, its opening task when no summary is
-    older than it but a summary stands in the view, and the system messages right after that
-    task."""
+    """The leading system messages of the conversation, its opening task when no compaction
+    summary is older than it but one stands in the view, and the system messages right after
+    that task."""
     ours = [item for item in items if item.section == DEFAULT_SECTION]
-    summaries = [item.seq for item in items if item.section == SUMMARY_SECTION]
+    # Only the summaries ctxc's compactions wrote: a caller's own summary section keeps the
+    # inference order it asked for.
+    summaries = [
+        item.seq
+        for item in items
+        if item.section == SUMMARY_SECTION and "compaction_id" in item.message.metadata
+    ]
     opening: list[Item] = []
     task_seen = False
     for item in ours:

@@ -422,12 +422,12 @@ def test_the_system_prompt_of_the_history_goes_before_a_summary() -> None:
     compiler = build(parse_spec({"base": "current_tool_trace"}))
     output = compile_request(snapshot, compiler, Target(profile, 1000))
     assert [m["role"] for m in output.messages] == ["system", "user", "user", "user"]
-    # The opening task stays before the summary, as sent (issue 29 item 7).
-    assert output.messages[1]["content"] == ASK
-    assert output.messages[2]["content"] == "Summary: the build was fixed."
+    assert output.messages[1]["content"] == "Summary: the build was fixed."
+    assert output.messages[2]["content"] == ASK
 
 
 def test_the_opening_task_leads_its_anthropic_turn_before_a_summary() -> None:
+    # A compaction's summary goes after the opening task it kept (issue 29 item 7).
     # With nothing between the task and the summary, Anthropic's shape merges the two user
     # turns (the API would combine them anyway): the task's blocks come first, unchanged.
     profile = PROFILES["anthropic"]
@@ -437,7 +437,7 @@ def test_the_opening_task_leads_its_anthropic_turn_before_a_summary() -> None:
     entries = [
         ("messages", system_("You are terse.")),
         ("messages", task),
-        ("summary", user("Summary: the build was fixed.")),
+        ("summary", user("Summary: the build was fixed.", compaction_id="c1")),
         ("messages", assistant("done")),
         ("messages", user("thanks")),
     ]
