@@ -230,9 +230,9 @@ def compile_request(snapshot: Snapshot, compiler: Compiler, target: Target) -> O
 def _system_prompt_first(items: Sequence[Item]) -> list[Item]:
     """The view with the system prompt a history carries (the system messages that open its
     conversation) first, then its opening task (with the system messages right after it) when
-    a compaction summary follows it, before a summary or buffer the section order put ahead of them: the Anthropic shape sends
-    the system prompt first anyway, and the task must not be merged with a summary put before
-    it (the agent's task stays as it sent it, the summary comes after)."""
+    a compaction summary follows it, before a summary or buffer the section order put ahead of
+    them: the Anthropic shape sends the system prompt first anyway, and the agent's task stays
+    as it sent it, never merged behind a summary (the summary comes after it)."""
     opening = _opening(items)
     if not opening or all(a is b for a, b in zip(items, opening, strict=False)):
         return list(items)
