@@ -11,6 +11,11 @@ caller's ``metadata`` keys). Message-level hints:
 - ``place``: ``"messages"`` on a system message sent inside ``messages`` (Claude Code's
   mid-conversation system messages): it goes back there, at its place, not into ``system``.
 
+In the other shapes such a message stays a system message at its place (OpenAI Chat: a
+``system`` message; Responses: a ``system`` item, the leading ones being the ``instructions``);
+Gemini has no system turn, so it joins ``systemInstruction``, in order. A system message from
+another shape (no ``place`` hint) joins Anthropic's ``system`` prompt, as before.
+
 Part-level hints are described in ``_anthropic_blocks``.
 """
 
