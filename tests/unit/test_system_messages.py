@@ -9,6 +9,7 @@ from typing import Any
 import pytest
 
 from app.domain.formats.anthropic import from_anthropic, in_messages, to_anthropic
+from app.domain.formats.documents import provider_document
 from app.domain.formats.gemini import to_gemini
 from app.domain.formats.openai import from_openai, to_openai
 from app.domain.formats.responses import from_responses, to_responses
@@ -146,3 +147,11 @@ def test_a_system_message_from_another_shape_goes_to_the_anthropic_system_prompt
     system, out = to_anthropic(messages)
     assert system == [{"type": "text", "text": "a"}, {"type": "text", "text": "b"}]
     assert out == [{"role": "user", "content": [{"type": "text", "text": "u"}]}]
+
+
+def test_the_anthropic_document_gives_a_system_message_in_messages_its_seq() -> None:
+    messages = from_anthropic(claude_code_turns(), system="sys")
+    document = provider_document("anthropic", list(enumerate(messages, start=10)))
+    assert document.system == "sys"
+    assert document.messages == claude_code_turns()
+    assert document.seqs == [11, 12, 13, 14, 15, 16, 17]
