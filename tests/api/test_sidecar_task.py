@@ -45,6 +45,11 @@ def test_a_system_message_inside_messages_is_forwarded_in_place_and_stored(
     roles = [m["role"] for m in stored(sidecar, session)]
     assert roles[:3] == ["system", "user", "system"]
     assert roles.count("system") == 2  # stored once, not again on the second turn
+    with sidecar.ctxc() as c:  # stored as sent: read back in Anthropic's shape, at its place
+        page = c.get(f"/v1/sessions/{session}/messages", params={"format": "anthropic"}).json()
+    assert page["system"] == "You are Claude Code."
+    assert page["messages"][:2] == [TASK, AGENTS]
+    assert page["messages"][2:4] == history[2:4]
 
 
 def test_the_task_survives_the_prompt_too_long_retry(sidecar: Sidecar, up: Upstream) -> None:
