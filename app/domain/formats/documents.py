@@ -58,8 +58,8 @@ def provider_document(fmt: Provider, stored: Sequence[Stored]) -> Document:
             seqs += [seq] * len(converted)
         return Document(None, messages, seqs)
     if fmt == "gemini":
-        system, turns = to_gemini([message for _, message in stored])
-        return Document(system, turns, [seq for seq, m in stored if m.role != "system"])
+        instruction, contents = to_gemini([message for _, message in stored])
+        return Document(instruction, contents, [seq for seq, m in stored if m.role != "system"])
     system, turns = to_anthropic([message for _, message in stored])
     # A system message sent inside Anthropic `messages` is a turn there, with its seq.
     return Document(
