@@ -84,3 +84,21 @@ def test_the_task_survives_the_prompt_too_long_retry(sidecar: Sidecar, up: Upstr
     assert retried[0] == TASK  # byte-identical: not replaced by, nor merged with, the summary
     assert AGENTS in retried
     assert len(retried) < len(up.requests[0].body["messages"])
+
+
+def test_an_openai_developer_message_mid_history_is_forwarded_in_place(
+    sidecar: Sidecar, up: Upstream
+) -> None:
+    session = f"dev-{uuid.uuid4().hex[:8]}"
+    client = sidecar.openai(session)
+    history: list[Any] = [{"role": "system", "content": "You are a coding agent."},
+                          {"role": "user", "content": "Fix the failing test."}]  # fmt: skip
+    answer = client.chat.completions.create(model="gpt-4o", messages=history)
+    history.append({"role": "assistant", "content": answer.choices[0].message.content})
+    history += [{"role": "developer", "content": "Plan mode: do not edit files."},
+                {"role": "user", "content": "Go on."}]  # fmt: skip
+    client.chat.completions.create(model="gpt-4o", messages=history)
+    assert up.requests[-1].body["messages"] == history
+    assert [m["role"] for m in stored(sidecar, session)] == [
+        "system", "user", "assistant", "system", "user", "assistant",
+    ]  # fmt: skip
