@@ -14,11 +14,12 @@ from app.domain.compilers.base import (
     NeedsHistory,
     Snapshot,
     StepReport,
+    is_prompt,
     left_out_by_reason,
 )
 from app.domain.compilers.recalling import tools_tokens
 from app.domain.errors import DomainError, InvalidInput
-from app.domain.messages import DEFAULT_SECTION, JSONObject, Message, TextPart
+from app.domain.messages import DEFAULT_SECTION, SUMMARY_SECTION, JSONObject, Message, TextPart
 from app.domain.providers import ProviderProfile, estimate_note
 from app.domain.sessions import PromptFragment
 from app.domain.tokens import REPLY_PRIMING
@@ -262,19 +263,41 @@ def _counted(
 
 def _system_prompt_first(items: Sequence[Item]) -> list[Item]:
     """The view with the system prompt a history carries (the system messages that open its
-    conversation) first, before a summary or buffer the section order put ahead of them, as
-    the Anthropic shape sends it anyway."""
-    opening: list[Item] = []
-    for item in items:
-        if item.section != DEFAULT_SECTION:
-            continue
-        if item.message.role != "system":
-            break
-        opening.append(item)
-    if not opening or items[0] is opening[0]:
+    conversation) first, then its opening task (with the system messages right after it) when
+    a compaction summary follows it, before a summary or buffer the section order put ahead of
+    them: the Anthropic shape sends the system prompt first anyway, and the agent's task stays
+    as it sent it, never merged behind a summary (the summary comes after it)."""
+    opening = _opening(items)
+    if not opening or all(a is b for a, b in zip(items, opening, strict=False)):
         return list(items)
     moved = {id(item) for item in opening}
     return [*opening, *(item for item in items if id(item) not in moved)]
+
+
+def _opening(items: Sequence[Item]) -> list[Item]:
+    """The leading system messages of the conversation, its opening task when no compaction
+    summary is older than it but one stands in the view, and the system messages right after
+    that task."""
+    ours = [item for item in items if item.section == DEFAULT_SECTION]
+    # Only the summaries ctxc's compactions wrote: a caller's own summary section keeps the
+    # inference order it asked for.
+    summaries = [
+        item.seq
+        for item in items
+        if item.section == SUMMARY_SECTION and "compaction_id" in item.message.metadata
+    ]
+    opening: list[Item] = []
+    task_seen = False
+    for item in ours:
+        if item.message.role == "system":
+            opening.append(item)
+            continue
+        older = any(seq < item.seq for seq in summaries)
+        if task_seen or not summaries or older or not is_prompt(item):
+            break
+        opening.append(item)
+        task_seen = True
+    return opening
 
 
 def _continued(snapshot: Snapshot, items: Sequence[Item]) -> list[Item]:

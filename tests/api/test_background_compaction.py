@@ -151,7 +151,8 @@ def test_past_the_mark_a_compaction_is_prepared_without_the_compile_waiting_and_
         assert (done["seq_from"], done["seq_to"]) == (stored["seqs"][0], stored["seqs"][-1])
         assert done["messages"] == len(stored["seqs"])
         assert done["prepared_at"] is not None and done["economics"]["applied"] is True
-        assert answer["messages"][0]["content"].startswith("[Summary of the earlier conversation]")
+        # The task first, as sent; the summary right after it.
+        assert answer["messages"][1]["content"].startswith("[Summary of the earlier conversation]")
         assert (start.event, end.event) == ("context_compaction_start", "context_compaction_end")
         assert end.data["outcome"] == "compacted" and end.data["prepared_at"]
         assert end.data["economics"] == done["economics"]

@@ -112,10 +112,11 @@ def test_a_full_compaction_archives_exactly_what_it_summarised(client: httpx.Cli
     assert record["summarizer"] == "ledger"
     listed = client.get(f"/v1/sessions/{sid}/compactions").json()["items"]
     assert [c["id"] for c in listed] == [record["id"]]
-    # The compiled view opens with the summary, then the task, and stays provider-valid.
+    # The compiled view opens with the task as it was sent, then the summary (issue 29 item 7),
+    # and stays provider-valid.
     answer = valid(client.post(f"/v1/sessions/{sid}/compile", json={}).json())
-    assert answer["messages"][0]["content"].startswith("[Summary of the earlier conversation]")
-    assert answer["messages"][1]["content"] == before[0]["message"]["content"][0]["text"]
+    assert answer["messages"][0]["content"] == before[0]["message"]["content"][0]["text"]
+    assert answer["messages"][1]["content"].startswith("[Summary of the earlier conversation]")
     # An archived call's original is still found by its id.
     found = client.get(f"/v1/sessions/{sid}/tool-calls/call_3").json()
     assert found["arguments"] == {"path": "src/pkg/module_3.py"} and found["result"]["seq"] == 9
@@ -245,7 +246,7 @@ def test_a_compile_over_the_trigger_compacts_first(client: httpx.Client) -> None
     assert kinds == ["context_compaction_start", "context_compaction_end"]
     [done] = answer["compactions"]
     assert done["kind"] == "session" and done["reason"] == "session_compaction"
-    assert answer["messages"][0]["content"].startswith("[Summary of the earlier conversation]")
+    assert answer["messages"][1]["content"].startswith("[Summary of the earlier conversation]")
     assert answer["tokens"]["sections"]["summary"] == done["summary_tokens"]
     assert done["tokens_after"] < done["tokens_before"]
     # Had the history stayed over the trigger, the next compile would compact again.

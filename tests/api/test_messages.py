@@ -297,7 +297,7 @@ def test_unknown_session_is_404(client: httpx.Client) -> None:
         ({"messages": [{"role": "user", "content": "x"}], "format": "xml"}, "body.format"),
         ({"messages": [{"role": "user", "content": "x"}], "system": "s"}, "body.system"),
         (
-            {"format": "anthropic", "messages": [{"role": "system", "content": "x"}]},
+            {"format": "anthropic", "messages": [{"role": "developer", "content": "x"}]},
             "body.messages[0].role",
         ),
         (

@@ -197,7 +197,8 @@ def test_odd_system_prompts_round_trip_exactly(system: Any) -> None:
     [
         ({"role": "user", "content": "x"}, ()),
         ([None], (0,)),
-        ([{"role": "system", "content": "x"}], (0, "role")),
+        ([{"role": "system", "content": 3}], (0, "content")),
+        ([{"role": "system", "content": "x", "tool_call_id": "c"}], (0, "role")),
         ([{"role": "tool", "content": "x"}], (0, "role")),
         ([{"role": "user"}], (0, "content")),
         ([{"role": "user", "content": None}], (0, "content")),

@@ -389,7 +389,9 @@ def test_no_output_lacks_a_system_prompt_the_view_had(case: Case) -> None:
     if case.target.profile.output in ("anthropic", "gemini"):
         assert result.output.system
     elif case.target.profile.output == "responses":
-        assert result.output.instructions
+        # Leading system messages are the instructions; later ones stay items, in place.
+        in_place = [m for m in result.output.messages if m.get("role") in ("system", "developer")]
+        assert result.output.instructions or in_place
     elif (opening := case.snapshot.items[0].message).role == "system" and opening.text.strip():
         # The prompt the history opens with (a blank one is no prompt: later system messages
         # stay where they are).
@@ -424,3 +426,29 @@ def test_the_system_prompt_of_the_history_goes_before_a_summary() -> None:
     assert [m["role"] for m in output.messages] == ["system", "user", "user", "user"]
     assert output.messages[1]["content"] == "Summary: the build was fixed."
     assert output.messages[2]["content"] == ASK
+
+
+def test_the_opening_task_leads_its_anthropic_turn_before_a_summary() -> None:
+    # A compaction's summary goes after the opening task it kept (issue 29 item 7).
+    # With nothing between the task and the summary, Anthropic's shape merges the two user
+    # turns (the API would combine them anyway): the task's blocks come first, unchanged.
+    profile = PROFILES["anthropic"]
+    count = counted(COUNTER.encoder(profile.encoding))
+    task = Message(role="user", content=(TextPart(text="<system-reminder>r</system-reminder>"),
+                                         TextPart(text=ASK)))  # fmt: skip
+    entries = [
+        ("messages", system_("You are terse.")),
+        ("messages", task),
+        ("summary", user("Summary: the build was fixed.", compaction_id="c1")),
+        ("messages", assistant("done")),
+        ("messages", user("thanks")),
+    ]
+    stored = tuple(Item(n + 1, s, m, count(m)) for n, (s, m) in enumerate(entries))
+    snapshot = Snapshot(items=stored, tenant="acme", now=NOW, count=count)
+    compiler = build(parse_spec({"base": "current_tool_trace"}))
+    output = compile_request(snapshot, compiler, Target(profile, 1000))
+    assert output.system == [{"type": "text", "text": "You are terse."}]
+    first = output.messages[0]["content"]
+    assert first[:2] == [{"type": "text", "text": "<system-reminder>r</system-reminder>"},
+                         {"type": "text", "text": ASK}]  # fmt: skip
+    assert first[2]["text"] == "Summary: the build was fixed."

@@ -68,7 +68,7 @@ def test_other_formats_parts_in_openai_messages_are_refused(
         ([{"role": "user", "content": [{"type": "text", "text": "x"}], "tool_call_id": "c"}],
          (0, "tool_call_id"), OPENAI),
         ([{"role": "tool", "tool_call_id": "c", "content": "x"}], (0, "role"), OPENAI),
-        ([{"role": "system", "content": "x"}], (0, "role"), OPENAI),
+        ([{"role": "developer", "content": "x"}], (0, "role"), OPENAI),
         ([{"role": "user", "content": [TOOL_RESULT | {"content": [
             {"type": "image_url", "image_url": {"url": "u"}}]}]}],
          (0, "content", 0, "content", 0, "type"), OPENAI),

@@ -7,7 +7,14 @@ message goes back as a user turn). What the canonical model does not hold is kep
 caller's ``metadata`` keys). Message-level hints:
 
 - ``content``: ``"string"`` when the turn's content (or the system prompt) was a string;
-- ``extra``: every other turn field, verbatim.
+- ``extra``: every other turn field, verbatim;
+- ``place``: ``"messages"`` on a system message sent inside ``messages`` (Claude Code's
+  mid-conversation system messages): it goes back there, at its place, not into ``system``.
+
+In the other shapes such a message stays a system message at its place (OpenAI Chat: a
+``system`` message; Responses: a ``system`` item, the leading ones being the ``instructions``);
+Gemini has no system turn, so it joins ``systemInstruction``, in order. A system message from
+another shape (no ``place`` hint) joins Anthropic's ``system`` prompt, as before.
 
 Part-level hints are described in ``_anthropic_blocks``.
 """
@@ -74,6 +81,8 @@ def _read_system(system: Any) -> Message:
 def _read_turn(raw: Any, path: Path) -> Message:
     turn = expect_object(raw, path, "a message object")
     role = turn.get("role")
+    if role == "system" and not any(key in turn for key in OPENAI_MESSAGE_FIELDS):
+        return _read_system_turn(turn, path)
     if role not in ("user", "assistant"):
         why = ""
         if isinstance(role, str) and role in OPENAI_ONLY_ROLES:
@@ -105,6 +114,36 @@ def _read_turn(raw: Any, path: Path) -> Message:
     return Message(role=_canonical_role(role, parts), content=parts, metadata=metadata)
 
 
+def _read_system_turn(turn: JSONObject, path: Path) -> Message:
+    """A system message inside ``messages``: text only, like the system prompt, marked so that
+    it is written back at its place."""
+    content = turn.get("content")
+    if isinstance(content, str):
+        parts: tuple[Part, ...] = (TextPart(text=content),)
+    elif isinstance(content, list):
+        parts = tuple(
+            read_block(block, (*path, "content", i), SYSTEM_READERS)
+            for i, block in enumerate(content)
+        )
+    else:
+        raise FormatError((*path, "content"), "content must be a string or a list of text blocks")
+    hint = hints(
+        content="string" if isinstance(content, str) else None,
+        extra=extra_fields(turn, ("role", "content", "metadata")),
+        place="messages",
+    )
+    metadata = with_provider_meta(caller_metadata(turn, path), PROVIDER, hint)
+    return Message(role="system", content=parts, metadata=metadata)
+
+
+def in_messages(message: Message) -> bool:
+    """Whether ``message`` is a system message that was sent inside Anthropic ``messages``."""
+    return (
+        message.role == "system"
+        and provider_meta(message.metadata, PROVIDER).get("place") == "messages"
+    )
+
+
 def _canonical_role(role: str, parts: tuple[Part, ...]) -> Role:
     if role == "assistant":
         return "assistant"
@@ -113,12 +152,14 @@ def _canonical_role(role: str, parts: tuple[Part, ...]) -> Role:
 
 
 def to_anthropic(messages: Sequence[Message]) -> tuple[System, list[JSONObject]]:
-    """Anthropic ``(system, messages)`` for canonical messages, one turn per non-system message.
+    """Anthropic ``(system, messages)`` for canonical messages, one turn per non-system message
+    and per system message sent inside ``messages`` (at its place); the other system messages
+    make the system prompt.
 
     Turns are neither merged nor reordered: provider validity is the compile step's job.
     """
-    systems = [message for message in messages if message.role == "system"]
-    turns = [anthropic_message(message) for message in messages if message.role != "system"]
+    systems = [m for m in messages if m.role == "system" and not in_messages(m)]
+    turns = [anthropic_message(m) for m in messages if m.role != "system" or in_messages(m)]
     return _system_value(systems), turns
 
 
@@ -146,16 +187,19 @@ def anthropic_message(message: Message) -> JSONObject:
     ``input: {"_raw": "<the string>"}``; reasoning and Anthropic blocks are kept, OpenAI-only
     blocks and hints are dropped.
     """
-    if message.role == "system":
+    if message.role == "system" and not in_messages(message):
         raise ValueError("system messages go to the system prompt; use to_anthropic")
     hint = provider_meta(message.metadata, PROVIDER)
     content: str | list[JSONObject]
     if _is_string_form(message):
         content = _joined_text(message)
+    elif message.role == "system":
+        blocks = (_system_block(part) for part in message.content)
+        content = [block for block in blocks if block is not None]
     else:
         blocks = (write_block(part) for part in message.content)
         content = [block for block in blocks if block is not None]
-    role = "assistant" if message.role == "assistant" else "user"
+    role = message.role if message.role in ("assistant", "system") else "user"
     return add_extra({"role": role, "content": content}, hint.get("extra"))
 
 

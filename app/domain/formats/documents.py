@@ -15,7 +15,7 @@ from app.domain.formats._gemini_parts import write_call as write_gemini_call
 from app.domain.formats._gemini_parts import write_response
 from app.domain.formats._openai_parts import write_tool_call
 from app.domain.formats._responses_parts import write_call, write_output
-from app.domain.formats.anthropic import System, to_anthropic
+from app.domain.formats.anthropic import System, in_messages, to_anthropic
 from app.domain.formats.gemini import to_gemini
 from app.domain.formats.openai import openai_messages
 from app.domain.formats.responses import (
@@ -43,7 +43,8 @@ class Document:
 
 def provider_document(fmt: Provider, stored: Sequence[Stored]) -> Document:
     """OpenAI messages (a message with several tool results becomes several, each with its
-    seq), Anthropic ``system`` and turns, Gemini ``systemInstruction`` and contents (system
+    seq), Anthropic ``system`` and turns (a system message sent inside Anthropic ``messages`` is
+    a turn, with its seq), Gemini ``systemInstruction`` and contents (system
     messages go to the system prompt, without a seq), or Responses ``instructions`` and items
     (each item with the seq of its message)."""
     if fmt == "responses":
@@ -56,9 +57,14 @@ def provider_document(fmt: Provider, stored: Sequence[Stored]) -> Document:
             messages += converted
             seqs += [seq] * len(converted)
         return Document(None, messages, seqs)
-    convert = to_gemini if fmt == "gemini" else to_anthropic
-    system, turns = convert([message for _, message in stored])
-    return Document(system, turns, [seq for seq, m in stored if m.role != "system"])
+    if fmt == "gemini":
+        instruction, contents = to_gemini([message for _, message in stored])
+        return Document(instruction, contents, [seq for seq, m in stored if m.role != "system"])
+    system, turns = to_anthropic([message for _, message in stored])
+    # A system message sent inside Anthropic `messages` is a turn there, with its seq.
+    return Document(
+        system, turns, [seq for seq, m in stored if m.role != "system" or in_messages(m)]
+    )
 
 
 def _responses_document(stored: Sequence[Stored]) -> Document:

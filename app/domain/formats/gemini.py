@@ -9,6 +9,10 @@ What the canonical model does not hold is kept under ``metadata["gemini"]`` so t
 Message-level hints: ``extra`` (every other content field, verbatim) and, on the system
 message, ``content: "string"`` when the system instruction was given as a plain string.
 
+Every canonical system message (those of the conversation too: Anthropic's mid-conversation
+system messages, OpenAI system or developer messages) joins ``systemInstruction``, in order:
+Gemini has no system turn.
+
 Part-level hints are described in ``_gemini_parts``.
 """
 

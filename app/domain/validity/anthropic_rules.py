@@ -82,6 +82,8 @@ class _State:
         if not isinstance(turn, dict):
             return [f"message {index}: not an object", *self.finish()]
         role = turn.get("role")
+        if role == "system" and index > 0:
+            return [f"message {index}: {p}" for p in self._system_turn(turn)]
         problems = self._role_problems(index, role)
         blocks = blocks_of(turn)
         if not blocks:
@@ -92,6 +94,20 @@ class _State:
         problems += self._answers(blocks)
         self.previous_role = role
         return [f"message {index}: {p}" for p in problems] + self._advance(index, role, blocks)
+
+    def _system_turn(self, turn: dict[str, Any]) -> list[str]:
+        """A system message between turns (Claude Code's mid-conversation system messages): text
+        only; it separates the turns around it (they need not alternate across it), and the
+        calls of the turn before it stay open for the turn after it."""
+        self.previous_role = "system"
+        blocks = blocks_of(turn)
+        if not blocks:
+            return ["empty content" if blocks == [] else "content must be text or blocks"]
+        found = [
+            (j, _text(b) if _is(b, "text") else "a system message holds text blocks only")
+            for j, b in enumerate(blocks)
+        ]
+        return [f"block {j}: {p}" for j, p in found if p is not None]
 
     def _role_problems(self, index: int, role: Any) -> list[str]:
         if role not in ("user", "assistant"):

@@ -7,7 +7,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any, Final
 
-from app.domain.formats.anthropic import System, anthropic_message, to_anthropic
+from app.domain.formats.anthropic import System, anthropic_message, in_messages, to_anthropic
 from app.domain.messages import JSONObject, Message, TextPart, ToolResultPart
 from app.domain.validity.anthropic_rules import THINKING, blocks_of
 from app.domain.validity.breakpoints import limit_breakpoints
@@ -37,7 +37,9 @@ def anthropic_request(entries: list[Entry], warnings: list[str]) -> tuple[System
     """``(system, messages)`` for repaired entries, adding a warning per change of shape."""
     system = _system(entries, warnings)
     turns = [
-        _Turn([i], anthropic_message(m), _results_only(m)) for i, m in entries if m.role != "system"
+        _Turn([i], anthropic_message(m), _results_only(m))
+        for i, m in entries
+        if m.role != "system" or in_messages(m)
     ]
     turns = _merge(turns, warnings)
     for turn in turns:
@@ -49,7 +51,7 @@ def anthropic_request(entries: list[Entry], warnings: list[str]) -> tuple[System
 
 def _system(entries: list[Entry], warnings: list[str]) -> System:
     first_turn = next((i for i, m in entries if m.role != "system"), None)
-    systems = [(i, m) for i, m in entries if m.role == "system"]
+    systems = [(i, m) for i, m in entries if m.role == "system" and not in_messages(m)]
     for i, _ in systems:
         if first_turn is not None and i > first_turn:
             warnings.append(f"moved system message {i} into the system prompt")
@@ -67,7 +69,9 @@ def _merge(turns: list[_Turn], warnings: list[str]) -> list[_Turn]:
     out: list[_Turn] = []
     for turn in turns:
         previous = out[-1] if out else None
-        if previous is None or previous.body["role"] != turn.body["role"]:
+        # A system turn between turns stays apart: never merged into the turns around it.
+        role = turn.body["role"]
+        if previous is None or role == "system" or previous.body["role"] != role:
             out.append(turn)
             continue
         if not (previous.results_only or turn.results_only):
@@ -96,6 +100,8 @@ def _blocks(turn: JSONObject) -> list[Any]:
 def _order(turn: _Turn, warnings: list[str]) -> None:
     """Tool results first in a user turn, thinking first in an assistant turn (stable)."""
     role = turn.body["role"]
+    if role == "system":
+        return
     first, what = (("tool_result",), "tool results") if role == "user" else (THINKING, "thinking")
     blocks = turn.body["content"]
     if not isinstance(blocks, list):
