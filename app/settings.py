@@ -331,10 +331,13 @@ def resolved_profiles(settings: Settings) -> dict[str, ProfileSpec]:
         "max_tokens": settings.summarizer_max_tokens,
     }
     default = ProfileSpec(
-        kind=settings.summarizer, url=settings.summarizer_url, model=settings.summarizer_model,
-        api_key=settings.summarizer_api_key, webhook_secret=settings.summarizer_webhook_secret,
+        kind=settings.summarizer,
+        url=settings.summarizer_url,
+        model=settings.summarizer_model,
+        api_key=settings.summarizer_api_key,
+        webhook_secret=settings.summarizer_webhook_secret,
         **limits,
-    )  # fmt: skip
+    )
     profiles = {
         DEFAULT_PROFILE: default,
         LEDGER_PROFILE: ProfileSpec(kind="ledger", **limits),

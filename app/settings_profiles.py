@@ -40,9 +40,12 @@ def declared_profiles(value: str | None) -> dict[str, ProfileSpec]:
     except json.JSONDecodeError as exc:
         raise ValueError(f"{ENV} is not valid JSON: {exc}") from None
     except ValidationError as exc:
-        raise ValueError("; ".join(
-            f"{ENV}{''.join(f'[{part!r}]' for part in e['loc'])}: {e['msg']}" for e in exc.errors()
-        )) from None  # fmt: skip
+        raise ValueError(
+            "; ".join(
+                f"{ENV}{''.join(f'[{part!r}]' for part in e['loc'])}: {e['msg']}"
+                for e in exc.errors()
+            )
+        ) from None
     problems = [p for name, spec in specs.items() for p in _problems(name, spec)]
     if problems:
         raise ValueError("; ".join(problems))

@@ -22,9 +22,24 @@ from bench import (
 )
 
 for module in (
-    append, bodies, compile, budget_fill, session_compile, session_read, delta, compaction,
-    summarising, compaction_kit, prefix_cache, compaction_latency, events, redact, tenancy,
-    transfer, load, proxy,
-):  # fmt: skip
+    append,
+    bodies,
+    compile,
+    budget_fill,
+    session_compile,
+    session_read,
+    delta,
+    compaction,
+    summarising,
+    compaction_kit,
+    prefix_cache,
+    compaction_latency,
+    events,
+    redact,
+    tenancy,
+    transfer,
+    load,
+    proxy,
+):
     module.run()
     print()

@@ -211,27 +211,36 @@ def run(quick: bool | None = None) -> None:
         for share in SHARES:
             at = [f for f in done if f.share == share]
             cut = sum(1 for _, s in refused if s == share)
-            print(f"  {label} {share:2d}%: {len(at):2d} binding, {cut} refused (422) | "
-                  f"{describe(at)}")  # fmt: skip
+            print(
+                f"  {label} {share:2d}%: {len(at):2d} binding, {cut} refused (422) | {describe(at)}"
+            )
         violations = sum(len(f.problems) for f in done)
-        print(f"  {label} all: {len(done)} binding | {describe(done)} | provider violations "
-              f"{violations} ({verdict(violations == 0)})")  # fmt: skip
+        print(
+            f"  {label} all: {len(done)} binding | {describe(done)} | provider violations "
+            f"{violations} ({verdict(violations == 0)})"
+        )
     after = results[True][0]
     reduced = sum(f.reduced for f in after)
-    print(f"  target fill >= {TARGET_FILL} in >= {TARGET_SHARE:.0%} of binding compiles: "
-          f"{verdict(met(after))} (a round reduced in {reduced} of {len(after)})")  # fmt: skip
+    print(
+        f"  target fill >= {TARGET_FILL} in >= {TARGET_SHARE:.0%} of binding compiles: "
+        f"{verdict(met(after))} (a round reduced in {reduced} of {len(after)})"
+    )
     repeats = 3 if quick_run(quick) else 15
     every_ratio, reduced_ratio, added = timings(every, repeats)
-    print(f"  compile time with the step / without, same run: {every_ratio:.2f}x over every "
-          f"binding compile, {reduced_ratio:.2f}x over those it reduced "
-          f"({added * 1000:.2f} ms added to one, on average)")  # fmt: skip
+    print(
+        f"  compile time with the step / without, same run: {every_ratio:.2f}x over every "
+        f"binding compile, {reduced_ratio:.2f}x over those it reduced "
+        f"({added * 1000:.2f} ms added to one, on average)"
+    )
     for size in (1_000, 10_000):
         history = [generated(size)]
         ratio, _, added = timings(history, max(3, repeats // 3))
         before, after = fills(history, False)[0], fills(history, True)[0]
         print(f"  generated history of {size:,} messages, fill before: {describe(before)}")
-        print(f"  {'':>34} after:  {describe(after)} | time with the step / without "
-              f"{ratio:.2f}x ({added * 1000:.2f} ms added)")  # fmt: skip
+        print(
+            f"  {'':>34} after:  {describe(after)} | time with the step / without "
+            f"{ratio:.2f}x ({added * 1000:.2f} ms added)"
+        )
 
 
 if __name__ == "__main__":

@@ -15,14 +15,59 @@ from dataclasses import dataclass
 from typing import Any
 
 WORDS = [
-    "def", "return", "self", "value", "import", "class", "for", "in", "if", "else", "await",
-    "async", "None", "True", "result", "session", "message", "tokens", "request", "config",
-    "path", "items", "count", "error", "raise", "yield", "with", "assert", "test", "fixture",
-    "client", "response", "status", "json", "data", "cache", "prefix", "summary",
-]  # fmt: skip
-PATHS = [f"src/app/{name}.py" for name in (
-    "service", "models", "cli", "routes", "storage", "cache", "tokens", "compiler", "events",
-)] + [f"tests/test_{name}.py" for name in ("service", "routes", "cache", "compiler")]  # fmt: skip
+    "def",
+    "return",
+    "self",
+    "value",
+    "import",
+    "class",
+    "for",
+    "in",
+    "if",
+    "else",
+    "await",
+    "async",
+    "None",
+    "True",
+    "result",
+    "session",
+    "message",
+    "tokens",
+    "request",
+    "config",
+    "path",
+    "items",
+    "count",
+    "error",
+    "raise",
+    "yield",
+    "with",
+    "assert",
+    "test",
+    "fixture",
+    "client",
+    "response",
+    "status",
+    "json",
+    "data",
+    "cache",
+    "prefix",
+    "summary",
+]
+PATHS = [
+    f"src/app/{name}.py"
+    for name in (
+        "service",
+        "models",
+        "cli",
+        "routes",
+        "storage",
+        "cache",
+        "tokens",
+        "compiler",
+        "events",
+    )
+] + [f"tests/test_{name}.py" for name in ("service", "routes", "cache", "compiler")]
 ASKS = (
     "The retry logic in the client gives up too early; make it back off properly.",
     "Add a --dry-run flag to the export command and cover it with a test.",
@@ -98,9 +143,13 @@ def coding_session(seed: int, turns: int) -> list[Turn]:
             call_id = f"toolu_{len(out):04d}"
             name, args, text, failed = _tool(rng, len(out))
             thought = " ".join(rng.choices(WORDS, k=rng.randint(8, 40)))
-            reply = {"role": "assistant", "content": [
-                {"type": "text", "text": thought},
-                {"type": "tool_use", "id": call_id, "name": name, "input": args}]}  # fmt: skip
+            reply = {
+                "role": "assistant",
+                "content": [
+                    {"type": "text", "text": thought},
+                    {"type": "tool_use", "id": call_id, "name": name, "input": args},
+                ],
+            }
             out.append(Turn(incoming, reply, gap, step == 0))
             incoming, gap = _result(call_id, text, failed), rng.uniform(8, 45)
         answer = " ".join(rng.choices(WORDS, k=rng.randint(30, 120)))

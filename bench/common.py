@@ -104,9 +104,11 @@ def serving(url: str, env: dict[str, str], tenant: str) -> Iterator[tuple[str, s
     port = _port()
     served_env = {k: v for k, v in os.environ.items() if not k.startswith("CTXC_")}
     served_env |= {
-        "CTXC_DATABASE_URL": url, "CTXC_AUTH": "keys", "CTXC_LOG_LEVEL": "warning",
+        "CTXC_DATABASE_URL": url,
+        "CTXC_AUTH": "keys",
+        "CTXC_LOG_LEVEL": "warning",
         "CTXC_METRICS_TOKEN": METRICS_TOKEN,
-    } | env  # fmt: skip
+    } | env
     proc = subprocess.Popen(
         [sys.executable, "-m", "app.cli", "serve", "--port", str(port)],
         env=served_env,

@@ -37,16 +37,28 @@ REPEATS = 5
 NOTHING = 2**62
 SPECS: dict[str, list[Any]] = {
     "tool_compaction": ["tool_compaction"],
-    "dedupe alone": [{"name": "tool_compaction", "params": {
-        "inputTrimBytes": NOTHING, "outputTrimBytes": NOTHING, "dedupeIdenticalResults": True}}],
+    "dedupe alone": [
+        {
+            "name": "tool_compaction",
+            "params": {
+                "inputTrimBytes": NOTHING,
+                "outputTrimBytes": NOTHING,
+                "dedupeIdenticalResults": True,
+            },
+        }
+    ],
     "compact_tool_results": ["compact_tool_results"],
-    "by path": [{"name": "tool_compaction", "params": {"toolIdentifierFields": {
-        "read_file": ["path"], "write_file": ["path"]}}}],
+    "by path": [
+        {
+            "name": "tool_compaction",
+            "params": {"toolIdentifierFields": {"read_file": ["path"], "write_file": ["path"]}},
+        }
+    ],
     "all together": [
         {"name": "tool_compaction", "params": {"dedupeIdenticalResults": True}},
         "compact_tool_results",
     ],
-}  # fmt: skip
+}
 WORDS = ("def", "return", "self", "value", "import", "class", "for", "in", "if", "else")
 
 
@@ -64,9 +76,17 @@ def _log(rng: random.Random, run: int) -> str:
 
 
 def _call(call_id: str, name: str, args: dict[str, Any]) -> dict[str, Any]:
-    return {"role": "assistant", "content": None, "tool_calls": [
-        {"id": call_id, "type": "function",
-         "function": {"name": name, "arguments": json.dumps(args)}}]}  # fmt: skip
+    return {
+        "role": "assistant",
+        "content": None,
+        "tool_calls": [
+            {
+                "id": call_id,
+                "type": "function",
+                "function": {"name": name, "arguments": json.dumps(args)},
+            }
+        ],
+    }
 
 
 def agent_session(seed: int, turns: int) -> list[dict[str, Any]]:
@@ -80,20 +100,26 @@ def agent_session(seed: int, turns: int) -> list[dict[str, Any]]:
         kind = rng.choice(["read", "read", "write", "test", "status"])
         call_id = f"call_{n}"
         if kind == "read":
-            out += [_call(call_id, "read_file", {"path": path}),
-                    {"role": "tool", "tool_call_id": call_id, "content": texts[path]}]  # fmt: skip
+            out += [
+                _call(call_id, "read_file", {"path": path}),
+                {"role": "tool", "tool_call_id": call_id, "content": texts[path]},
+            ]
         elif kind == "write":
             files[path] += 1
             texts[path] = _source(rng, path, files[path])
             done = {"role": "tool", "tool_call_id": call_id, "content": '{"status": "ok"}'}
             out += [_call(call_id, "write_file", {"path": path, "content": texts[path]}), done]
         elif kind == "test":
-            out += [_call(call_id, "run_tests", {"args": "-q"}),
-                    {"role": "tool", "tool_call_id": call_id, "content": _log(rng, n)}]  # fmt: skip
+            out += [
+                _call(call_id, "run_tests", {"args": "-q"}),
+                {"role": "tool", "tool_call_id": call_id, "content": _log(rng, n)},
+            ]
         else:
             status = "\n".join(f" M {p}" for p in sorted(files))
-            out += [_call(call_id, "git_status", {}),
-                    {"role": "tool", "tool_call_id": call_id, "content": status}]  # fmt: skip
+            out += [
+                _call(call_id, "git_status", {}),
+                {"role": "tool", "tool_call_id": call_id, "content": status},
+            ]
         if rng.random() < 0.2:
             out.append({"role": "assistant", "content": "Looking at the failure next."})
     out.append({"role": "user", "content": "Where are we?"})
@@ -121,8 +147,9 @@ def _compile(messages: list[Message], decorators: list[Any]) -> tuple[int, float
         return count_message(message, encoder)
 
     items = tuple(Item(n + 1, "messages", m, count(m)) for n, m in enumerate(messages))
-    snapshot = Snapshot(items=items, tenant="bench", now=datetime.now(UTC), count=count,
-                        session_id="s")  # fmt: skip
+    snapshot = Snapshot(
+        items=items, tenant="bench", now=datetime.now(UTC), count=count, session_id="s"
+    )
     compiler = build(parse_spec({"base": "all_sections", "decorators": decorators}))
     times = []
     for _ in range(REPEATS):
@@ -152,17 +179,23 @@ def again() -> None:
     fresh = [steps(parse_messages("openai", raw)) for _ in range(REPEATS)]
     steps(kept)
     same = [steps(kept) for _ in range(REPEATS)]
-    print(f"tool payload compaction of {len(raw):,} messages ({tokens:,} tokens): trimming and "
-          f"dedupe (CPU time), messages just parsed {1000 * statistics.median(fresh):7.1f} ms | "
-          f"the same parsed messages again {1000 * statistics.median(same):7.1f} ms")  # fmt: skip
+    print(
+        f"tool payload compaction of {len(raw):,} messages ({tokens:,} tokens): trimming and "
+        f"dedupe (CPU time), messages just parsed {1000 * statistics.median(fresh):7.1f} ms | "
+        f"the same parsed messages again {1000 * statistics.median(same):7.1f} ms"
+    )
 
 
 def run() -> None:
     again()
-    print("tool payload compaction: tokens saved per step at default parameters (gpt-4o, "
-          "nothing trimmed), and compile time added (median of 5, in-process)")  # fmt: skip
-    print('"by path": tool_compaction with read_file and write_file grouped by their path '
-          "argument (only the generated sessions have those tools)")  # fmt: skip
+    print(
+        "tool payload compaction: tokens saved per step at default parameters (gpt-4o, "
+        "nothing trimmed), and compile time added (median of 5, in-process)"
+    )
+    print(
+        '"by path": tool_compaction with read_file and write_file grouped by their path '
+        "argument (only the generated sessions have those tools)"
+    )
     header = f"{'history':58} {'msgs':>5} {'tokens':>9} {'compile':>9}"
     print(header + "".join(f" {name:>22}" for name in SPECS))
     sums = {name: [0, 0] for name in SPECS}

@@ -118,8 +118,9 @@ async def measure(
     tally, started = Tally(), time.perf_counter()
     for seed in seeds:
         sessions = [(*build_random_session(seed), None)]
-        sessions += [builder(seed) for builder in (build_semantic_session,
-                                                   build_semantic_heldout_session)]  # fmt: skip
+        sessions += [
+            builder(seed) for builder in (build_semantic_session, build_semantic_heldout_session)
+        ]
         for session, canaries, meta in sessions:
             turns = session.transcript()
             budget = max(1, int(len(text_of(turns)) * fraction))
@@ -178,9 +179,11 @@ def report(fraction: float, tallies: dict[str, Tally], rounds: int) -> dict[str,
     for name in [CTXC, *builtins]:
         t = tallies[name]
         stale = f"{t.stale.get(1, 0)}/{t.stale.get(rounds, 0)}"
-        print(f"  {name:24} {t.survival(1):8.1%} {t.survival(rounds):8.1%} {stale:>7} "
-              f"{t.resolved / max(1, t.conflicts):8.1%} {t.pairs_held / max(1, t.pairs):6.1%} "
-              f"{'yes' if t.compliant else 'NO':>9} {t.worst:10.2f} {t.seconds:8.1f}")  # fmt: skip
+        print(
+            f"  {name:24} {t.survival(1):8.1%} {t.survival(rounds):8.1%} {stale:>7} "
+            f"{t.resolved / max(1, t.conflicts):8.1%} {t.pairs_held / max(1, t.pairs):6.1%} "
+            f"{'yes' if t.compliant else 'NO':>9} {t.worst:10.2f} {t.seconds:8.1f}"
+        )
     b = tallies[best]
     stale = max(ours.stale.get(1, 0), ours.stale.get(rounds, 0))
     targets = {
@@ -241,17 +244,25 @@ def _seeds(spec: str) -> list[int]:
     return list(range(int(first), int(last or first) + 1))
 
 
-def run(quick: bool | None = None, seeds: Sequence[int] | None = None, rounds: int = ROUNDS,
-        json_path: str | None = None) -> None:  # fmt: skip
+def run(
+    quick: bool | None = None,
+    seeds: Sequence[int] | None = None,
+    rounds: int = ROUNDS,
+    json_path: str | None = None,
+) -> None:
     """The benchmark: seeds 1-50 (1-4 quick), ``rounds`` chained rounds, 10/20/30% budgets."""
     seeds = list(seeds or (QUICK_SEEDS if quick_run(quick) else SEEDS))
-    print(f"compaction-conformance-kit: the service's summariser ({Settings().summarizer}) and "
-          f"fold against the kit's built-in compactors; seeds {seeds[0]}-{seeds[-1]}, randomized "
-          f"and semantic corpora, {NEW_ROUNDS} new API rounds between compactions")  # fmt: skip
+    print(
+        f"compaction-conformance-kit: the service's summariser ({Settings().summarizer}) and "
+        f"fold against the kit's built-in compactors; seeds {seeds[0]}-{seeds[-1]}, randomized "
+        f"and semantic corpora, {NEW_ROUNDS} new API rounds between compactions"
+    )
     started = time.perf_counter()
     figures = asyncio.run(benchmark(seeds, rounds))
-    print(f"  {time.perf_counter() - started:.0f} s in all; types: "
-          f"{', '.join(t.value for t in CanaryType)}")  # fmt: skip
+    print(
+        f"  {time.perf_counter() - started:.0f} s in all; types: "
+        f"{', '.join(t.value for t in CanaryType)}"
+    )
     if json_path:
         payload = {"seeds": seeds, "rounds": rounds, "budgets": figures}
         with open(json_path, "w") as out:

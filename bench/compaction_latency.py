@@ -55,12 +55,18 @@ def message(rng: random.Random, n: int) -> dict[str, Any]:
         return {"role": "user", "content": _text(rng, 10, 60)}
     if kind == 1:
         arguments = json.dumps({"path": f"f{n}.py"})
-        call = {"id": f"call_{n}", "type": "function",
-                "function": {"name": "read_file", "arguments": arguments}}  # fmt: skip
+        call = {
+            "id": f"call_{n}",
+            "type": "function",
+            "function": {"name": "read_file", "arguments": arguments},
+        }
         return {"role": "assistant", "content": None, "tool_calls": [call]}
     if kind == 2:
-        return {"role": "tool", "tool_call_id": f"call_{n - 1}",
-                "content": _text(rng, *_result_words(rng))}  # fmt: skip
+        return {
+            "role": "tool",
+            "tool_call_id": f"call_{n - 1}",
+            "content": _text(rng, *_result_words(rng)),
+        }
     return {"role": "assistant", "content": _text(rng, 10, 60)}
 
 
@@ -79,8 +85,9 @@ def _early_mark(trigger: int) -> int:
     return trigger if prepare is None else trigger * int(prepare.default) // 100
 
 
-def one_session(client: httpx.Client, size: int, seed: int, llm: bool) -> tuple[
-    list[float], list[float], int]:  # fmt: skip
+def one_session(
+    client: httpx.Client, size: int, seed: int, llm: bool
+) -> tuple[list[float], list[float], int]:
     """Fill a session, set its policy, and time its turns: (ordinary, compaction) seconds and
     the compactions applied."""
     rng = random.Random(seed)
@@ -119,8 +126,10 @@ def measure_db(kind: str, stub: Stub, quick: bool) -> dict[str, Any]:
     out: dict[str, Any] = {}
     with database(kind) as url:
         _ctxc(url, "migrate")
-        env = {"CTXC_SUMMARIZER_PROFILES": stub_profiles(stub.url, 1_000_000),
-               "CTXC_MAX_BODY_BYTES": str(256 * 1024 * 1024)}  # fmt: skip
+        env = {
+            "CTXC_SUMMARIZER_PROFILES": stub_profiles(stub.url, 1_000_000),
+            "CTXC_MAX_BODY_BYTES": str(256 * 1024 * 1024),
+        }
         with serving(url, env, "bench") as (root, key, _):
             headers = {"Authorization": f"Bearer {key}"}
             with httpx.Client(base_url=root, headers=headers, timeout=600) as client:
@@ -138,40 +147,54 @@ def measure_db(kind: str, stub: Stub, quick: bool) -> dict[str, Any]:
     return out
 
 
-def _figures(ordinary: list[float], compacting: list[float], applied: int,
-             requests: int) -> dict[str, Any]:  # fmt: skip
+def _figures(
+    ordinary: list[float], compacting: list[float], applied: int, requests: int
+) -> dict[str, Any]:
     def ms(values: list[float], pct: float) -> float:
         return 1000 * percentile(values, pct) if values else float("nan")
 
     p99 = ms(ordinary, 99)
-    return {"ordinary_n": len(ordinary), "ordinary_p50_ms": ms(ordinary, 50),
-            "ordinary_p99_ms": p99, "compaction_n": len(compacting),
-            "compaction_p50_ms": ms(compacting, 50), "compaction_p99_ms": ms(compacting, 99),
-            "ratio_p99": ms(compacting, 99) / p99, "compactions": applied,
-            "summariser_requests": requests}  # fmt: skip
+    return {
+        "ordinary_n": len(ordinary),
+        "ordinary_p50_ms": ms(ordinary, 50),
+        "ordinary_p99_ms": p99,
+        "compaction_n": len(compacting),
+        "compaction_p50_ms": ms(compacting, 50),
+        "compaction_p99_ms": ms(compacting, 99),
+        "ratio_p99": ms(compacting, 99) / p99,
+        "compactions": applied,
+        "summariser_requests": requests,
+    }
 
 
 def run(quick: bool | None = None, db: str = "both", as_json: bool = False) -> None:
     quick = quick_run(quick)
     kinds = ("sqlite", "postgres") if db == "both" else (db,)
-    out: dict[str, Any] = {"messages": QUICK_MESSAGES if quick else MESSAGES,
-                           "features": features(), "databases": {}}  # fmt: skip
+    out: dict[str, Any] = {
+        "messages": QUICK_MESSAGES if quick else MESSAGES,
+        "features": features(),
+        "databases": {},
+    }
     with serving_stub(STUB_DELAY_S) as stub:
         for kind in kinds:
             out["databases"][kind] = measure_db(kind, stub, quick)
     if as_json:
         print(to_json(out))
         return
-    print(f"compile latency at {out['messages']:,} messages: compaction turns against ordinary "
-          f"turns (one message appended, then a compile); features: {out['features']}")  # fmt: skip
+    print(
+        f"compile latency at {out['messages']:,} messages: compaction turns against ordinary "
+        f"turns (one message appended, then a compile); features: {out['features']}"
+    )
     for kind, arms in out["databases"].items():
         for name, f in arms.items():
-            print(f"  {kind:8} {name:14} ordinary p50 {f['ordinary_p50_ms']:8.1f} ms p99 "
-                  f"{f['ordinary_p99_ms']:8.1f} ms (n={f['ordinary_n']}) | compaction p50 "
-                  f"{f['compaction_p50_ms']:8.1f} ms p99 {f['compaction_p99_ms']:8.1f} ms "
-                  f"(n={f['compaction_n']}, {f['compactions']} applied, "
-                  f"{f['summariser_requests']} summariser requests) | p99 ratio "
-                  f"{f['ratio_p99']:6.1f}")  # fmt: skip
+            print(
+                f"  {kind:8} {name:14} ordinary p50 {f['ordinary_p50_ms']:8.1f} ms p99 "
+                f"{f['ordinary_p99_ms']:8.1f} ms (n={f['ordinary_n']}) | compaction p50 "
+                f"{f['compaction_p50_ms']:8.1f} ms p99 {f['compaction_p99_ms']:8.1f} ms "
+                f"(n={f['compaction_n']}, {f['compactions']} applied, "
+                f"{f['summariser_requests']} summariser requests) | p99 ratio "
+                f"{f['ratio_p99']:6.1f}"
+            )
 
 
 def main(argv: list[str] | None = None) -> None:

@@ -75,8 +75,11 @@ def first_compiles(client: Any) -> None:
         compiles, floors = [], []
         for k in range(count):
             messages = history(size, seed=1_000 * size + k)  # new to the server: nothing known
-            body = {"messages": messages, "compiler": {"decorators": ["token_limit"]},
-                    "context_window": 100_000}  # fmt: skip
+            body = {
+                "messages": messages,
+                "compiler": {"decorators": ["token_limit"]},
+                "context_window": 100_000,
+            }
             raw = json.dumps(body).encode()
             every = [t for m in messages for t in texts(m)]
             floors.append(
@@ -120,9 +123,12 @@ def run() -> None:
             ]
             grown = [timed(partial(call, turn.encode()), 1)[0] for turn in turns]
             trim = partial(
-                trim_messages, convert_to_messages(messages), max_tokens=budget, strategy="last",
+                trim_messages,
+                convert_to_messages(messages),
+                max_tokens=budget,
+                strategy="last",
                 token_counter=lc_count,
-            )  # fmt: skip
+            )
             trimmed = timed(trim, max(3, REPEATS[size] // 3))
             trim_ms = statistics.median(trimmed)
             ratio, next_ratio = (

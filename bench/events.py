@@ -29,8 +29,14 @@ ROUNDS = 300
 FANOUT = 50
 FANOUT_ROUNDS = 100
 TIMEOUT_S = 10
-DATA = {"compaction_id": "cmp", "kind": "session", "reason": "session_compaction",
-        "tokens_before": 91_000, "tokens_after": 12_000, "budget_used_pct": 6.0}  # fmt: skip
+DATA = {
+    "compaction_id": "cmp",
+    "kind": "session",
+    "reason": "session_compaction",
+    "tokens_before": 91_000,
+    "tokens_after": 12_000,
+    "budget_used_pct": 6.0,
+}
 
 
 class Subscriber:

@@ -115,8 +115,9 @@ def run_raw(session: list[Turn]) -> Arm:
     return arm
 
 
-def run_ctxc(client: httpx.Client, stub: Stub, arm: Arm, policy: dict[str, Any],
-             session: list[Turn]) -> Arm:  # fmt: skip
+def run_ctxc(
+    client: httpx.Client, stub: Stub, arm: Arm, policy: dict[str, Any], session: list[Turn]
+) -> Arm:
     """The agent through ctxc: append, compile, send; the stub's requests as they come."""
     clock = [0.0]
     stub.clock = lambda: clock[0]
@@ -164,9 +165,14 @@ def bill(arm: Arm, mode: Mode) -> dict[str, float]:
         prompt = sum(sums[k][0] for k in kinds)
         return sum(sums[k][1] for k in kinds) / prompt if prompt else float("nan")
 
-    return {"overall": share("agent", "after", "summariser"),
-            "compaction_turns": share("after", "summariser"), "summariser": share("summariser"),
-            "after": share("after"), "prompt_tokens": total[0], "billed": total[2]}  # fmt: skip
+    return {
+        "overall": share("agent", "after", "summariser"),
+        "compaction_turns": share("after", "summariser"),
+        "summariser": share("summariser"),
+        "after": share("after"),
+        "prompt_tokens": total[0],
+        "billed": total[2],
+    }
 
 
 def measure(quick: bool) -> dict[str, Any]:
@@ -183,7 +189,8 @@ def measure(quick: bool) -> dict[str, Any]:
                 for llm in (False, True):
                     for off in (False, True) if found[GATE] else (False,):
                         name = ("ctxc, LLM summariser (stub)" if llm else "ctxc, built-in") + (
-                            ", gate off" if off else "")  # fmt: skip
+                            ", gate off" if off else ""
+                        )
                         arms.append(Arm(name))
                         run_ctxc(client, stub, arms[-1], policy_for(base, llm, off), session)
     raw = {mode: bill(arms[0], mode) for mode in MODES}
@@ -192,8 +199,11 @@ def measure(quick: bool) -> dict[str, Any]:
         figures: dict[str, dict[str, float]] = {mode: bill(arm, mode) for mode in MODES}
         for mode in MODES:
             figures[mode]["vs_raw"] = figures[mode]["billed"] / raw[mode]["billed"]
-        row: dict[str, Any] = {"compactions": arm.compactions,
-                               "summarizers": sorted(arm.summarizers), **figures}  # fmt: skip
+        row: dict[str, Any] = {
+            "compactions": arm.compactions,
+            "summarizers": sorted(arm.summarizers),
+            **figures,
+        }
         out["arms"][arm.name] = row
     return out
 
@@ -203,17 +213,23 @@ def _pct(share: float) -> str:
 
 
 def report(out: dict[str, Any]) -> None:
-    print(f"prefix cache: {out['turns']}-turn coding session, policy {out['policy']}; "
-          f"issue 16 features in this build: {out['features']}")  # fmt: skip
+    print(
+        f"prefix cache: {out['turns']}-turn coding session, policy {out['policy']}; "
+        f"issue 16 features in this build: {out['features']}"
+    )
     for mode in MODES:
-        print(f"  {mode} mode: cache-read share of prompt tokens (overall | compaction turns: "
-              "summariser requests, first agent request after), billed input vs raw")  # fmt: skip
+        print(
+            f"  {mode} mode: cache-read share of prompt tokens (overall | compaction turns: "
+            "summariser requests, first agent request after), billed input vs raw"
+        )
         for name, arm in out["arms"].items():
             f = {k: _pct(arm[mode][k]) for k in SHARES}
-            print(f"    {name:40} compactions {arm['compactions']:3} | overall {f['overall']} "
-                  f"| compaction turns {f['compaction_turns']} (summariser {f['summariser']}, "
-                  f"after {f['after']}) | billed {arm[mode]['billed']:12,.0f} = "
-                  f"{arm[mode]['vs_raw']:5.2f} x raw")  # fmt: skip
+            print(
+                f"    {name:40} compactions {arm['compactions']:3} | overall {f['overall']} "
+                f"| compaction turns {f['compaction_turns']} (summariser {f['summariser']}, "
+                f"after {f['after']}) | billed {arm[mode]['billed']:12,.0f} = "
+                f"{arm[mode]['vs_raw']:5.2f} x raw"
+            )
     for name, arm in out["arms"].items():
         if arm["summarizers"]:
             print(f"    {name}: summaries written by {arm['summarizers']}")

@@ -98,9 +98,11 @@ class Agent:
 
     def __init__(self, base: str, key: str, session: str, history: list[dict[str, Any]]) -> None:
         headers = {
-            "Authorization": f"Bearer {UPSTREAM_KEY}", "X-Ctxc-Api-Key": key,
-            "X-Ctxc-Session": session, "X-Ctxc-Context-Window": str(WINDOW),
-        }  # fmt: skip
+            "Authorization": f"Bearer {UPSTREAM_KEY}",
+            "X-Ctxc-Api-Key": key,
+            "X-Ctxc-Session": session,
+            "X-Ctxc-Context-Window": str(WINDOW),
+        }
         self.http = httpx.Client(base_url=f"{base}/openai/v1", headers=headers, timeout=600)
         self.history = history
         self.rng = random.Random(len(history))
@@ -310,9 +312,12 @@ def measure_size(
         began = time.perf_counter()
         agent.turn()
         mb = len(agent.body(stream=False)) / 1e6
-        print(f"  {kind}: {size:,} messages stored through the proxy in "
-              f"{time.perf_counter() - began:.1f} s; the agent resends {mb:.1f} MB a turn, "
-              f"ctxc forwards {len(forwarded(up)) / 1e6:.2f} MB", flush=True)  # fmt: skip
+        print(
+            f"  {kind}: {size:,} messages stored through the proxy in "
+            f"{time.perf_counter() - began:.1f} s; the agent resends {mb:.1f} MB a turn, "
+            f"ctxc forwards {len(forwarded(up)) / 1e6:.2f} MB",
+            flush=True,
+        )
         for n in range(WARMUP + turns):
             proxy = agent.turn()
             start = time.perf_counter()
@@ -400,21 +405,29 @@ def _heads(*names: str) -> str:
 
 def table(rows: list[Turns]) -> None:
     print(f"whole answer, non-streaming ({MODEL}, {WINDOW:,}-token window; ms, p50 and p90)")
-    print(f"  database        stored  tokens   n | "
-          f"{_heads('proxy', 'direct', 'added', 'compile')} | added/compile")  # fmt: skip
+    print(
+        f"  database        stored  tokens   n | "
+        f"{_heads('proxy', 'direct', 'added', 'compile')} | added/compile"
+    )
     for r in rows:
         more = added(r.proxy, r.direct)
         tokens = round(statistics.median(r.tokens))
-        print(f"  {r.kind:13s} {r.size:>8,} {tokens:>7,} {len(r.proxy):3d} | {_pair(r.proxy)} | "
-              f"{_pair(r.direct)} | {_pair(more)} | {_pair(r.compile)} | "
-              f"{p50(more) / p50(r.compile):12.2f}x")  # fmt: skip
+        print(
+            f"  {r.kind:13s} {r.size:>8,} {tokens:>7,} {len(r.proxy):3d} | {_pair(r.proxy)} | "
+            f"{_pair(r.direct)} | {_pair(more)} | {_pair(r.compile)} | "
+            f"{p50(more) / p50(r.compile):12.2f}x"
+        )
     print("streaming: to the first body byte (TTFB), and added to the end (ms, p50 and p90)")
-    print(f"  database        stored   n | "
-          f"{_heads('TTFB proxy', 'TTFB direct', 'TTFB added', 'end added')}")  # fmt: skip
+    print(
+        f"  database        stored   n | "
+        f"{_heads('TTFB proxy', 'TTFB direct', 'TTFB added', 'end added')}"
+    )
     for r in rows:
-        print(f"  {r.kind:13s} {r.size:>8,} {len(r.proxy_first):3d} | {_pair(r.proxy_first)} | "
-              f"{_pair(r.direct_first)} | {_pair(added(r.proxy_first, r.direct_first))} | "
-              f"{_pair(added(r.proxy_stream, r.direct_stream))}")  # fmt: skip
+        print(
+            f"  {r.kind:13s} {r.size:>8,} {len(r.proxy_first):3d} | {_pair(r.proxy_first)} | "
+            f"{_pair(r.direct_first)} | {_pair(added(r.proxy_first, r.direct_first))} | "
+            f"{_pair(added(r.proxy_stream, r.direct_stream))}"
+        )
 
 
 def targets(rows: list[Turns]) -> None:
@@ -423,10 +436,12 @@ def targets(rows: list[Turns]) -> None:
         ratio = p50(added(r.proxy, r.direct)) / p50(r.compile)
         stream_ratio = p50(added(r.proxy_stream, r.direct_stream)) / p50(r.compile)
         first = p50(added(r.proxy_first, r.direct_first))
-        print(f"  {r.kind:13s} {r.size:>8,}: added p50 / compile p50 {ratio:5.2f}x "
-              f"(streamed to the end {stream_ratio:5.2f}x) target <= 2x: {verdict(ratio <= 2)}"
-              f" | TTFB added p50 {first:7.1f} ms target <= 10 ms: "
-              f"{verdict(first <= 10)}")  # fmt: skip
+        print(
+            f"  {r.kind:13s} {r.size:>8,}: added p50 / compile p50 {ratio:5.2f}x "
+            f"(streamed to the end {stream_ratio:5.2f}x) target <= 2x: {verdict(ratio <= 2)}"
+            f" | TTFB added p50 {first:7.1f} ms target <= 10 ms: "
+            f"{verdict(first <= 10)}"
+        )
         # A turn cannot forward before it compiled: what the proxy adds beyond that compile.
         beyond = first - p50(r.compile)
         print(f"  {'':13s} {'':>8}  TTFB added beyond a session compile's p50: {beyond:6.1f} ms")
@@ -435,9 +450,11 @@ def targets(rows: list[Turns]) -> None:
 def run(quick: bool | None = None) -> None:
     quick = quick_run(quick)
     sizes = QUICK_SIZES if quick else SIZES
-    print(f"sidecar proxy against the upstream called directly, at "
-          f"{', '.join(f'{s:,}' for s in sizes)} stored messages (load average "
-          f"{os.getloadavg()[0]:.1f})")  # fmt: skip
+    print(
+        f"sidecar proxy against the upstream called directly, at "
+        f"{', '.join(f'{s:,}' for s in sizes)} stored messages (load average "
+        f"{os.getloadavg()[0]:.1f})"
+    )
     rows = [row for kind in ("sqlite", "postgres") for row in measure(kind, sizes)]
     table(rows)
     targets(rows)

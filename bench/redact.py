@@ -71,8 +71,10 @@ def builtin_figures() -> None:
         floor = best(lambda d=data: [d.count(b"\x00") for _ in range(patterns)])
         took = best(lambda d=data: redact_all(d))
         work = redact_all(data) / len(data) / patterns
-        print(f"  {name:30} {took * 1000:8.2f} ms  {took / floor:8.0f}x the floor"
-              f"  ({floor * 1000:.3f} ms)  work {work:5.2f} bytes/byte/pattern")  # fmt: skip
+        print(
+            f"  {name:30} {took * 1000:8.2f} ms  {took / floor:8.0f}x the floor"
+            f"  ({floor * 1000:.3f} ms)  work {work:5.2f} bytes/byte/pattern"
+        )
 
 
 def growth() -> None:
@@ -81,8 +83,10 @@ def growth() -> None:
     new = next(p for p in builtins() if p.name == "connection_password")
     sizes = (8192, 16384, 32768)
     old_times = [best(lambda n=n: old.findall(fill("a.", n).decode()), 1) for n in sizes]
-    new_times = [best(lambda n=n: list(secrets(new, fill("a.", n), alone(new, fill("a.", n)))))
-                 for n in sizes]  # fmt: skip
+    new_times = [
+        best(lambda n=n: list(secrets(new, fill("a.", n), alone(new, fill("a.", n)))))
+        for n in sizes
+    ]
     for label, times in (("re (before)", old_times), ("RE2, metered", new_times)):
         ratios = "  ".join(f"{t / times[0]:6.1f}x" for t in times[1:])
         print(f"  {label:14} 8 KB {times[0] * 1000:9.2f} ms   16, 32 KB: {ratios}")
@@ -90,8 +94,12 @@ def growth() -> None:
 
 def tenant_figures() -> None:
     print("hostile tenant patterns over 256 KB, alone (finish, or refused at 68 bytes/byte)")
-    cases = [("(a+)+$", fill("a") + b"!"), ("a*b|a", fill("a")), ("(?s).*x|y", fill("y")),
-             ("a", fill("ab"))]  # fmt: skip
+    cases = [
+        ("(a+)+$", fill("a") + b"!"),
+        ("a*b|a", fill("a")),
+        ("(?s).*x|y", fill("y")),
+        ("a", fill("ab")),
+    ]
     for text, data in cases:
         pattern = custom(text, 0)
         times, outcome = [], ""
@@ -121,8 +129,10 @@ def compile_figures() -> None:
             outcome = "refused: " + str(err).split(" on ")[0].removeprefix("redaction ")[:40]
         took = time.perf_counter() - start
         label = f"{unit!r} + {len(texts)} patterns"
-        print(f"  {label:28} {took * 1000:9.2f} ms  work {budget.spent / len(data):6.1f}"
-              f" bytes/byte  {outcome}")  # fmt: skip
+        print(
+            f"  {label:28} {took * 1000:9.2f} ms  work {budget.spent / len(data):6.1f}"
+            f" bytes/byte  {outcome}"
+        )
 
 
 def run() -> None:

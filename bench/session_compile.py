@@ -302,8 +302,10 @@ def measure(kind: str, sizes: tuple[int, ...]) -> tuple[list[Row], list[Row]]:
         for size in sizes:
             began = time.perf_counter()
             grow(client, sid, stored, size)
-            print(f"  {kind}: grown to {size:,} messages in {time.perf_counter() - began:.0f} s",
-                  flush=True)  # fmt: skip
+            print(
+                f"  {kind}: grown to {size:,} messages in {time.perf_counter() - began:.0f} s",
+                flush=True,
+            )
             fulls.append(full(kind, url, client, sid, size))
             deltas.append(delta(kind, url, client, sid, size))
             stored = size + ROUNDS * TURN
@@ -316,8 +318,10 @@ def _ms(seconds: float) -> str:
 
 def table(title: str, rows: list[Row]) -> None:
     print(title)
-    print("  database    stored    n   median      p99 | rows  no-op  read+enc    floor"
-          " | /floor median  p99 |    first")  # fmt: skip
+    print(
+        "  database    stored    n   median      p99 | rows  no-op  read+enc    floor"
+        " | /floor median  p99 |    first"
+    )
     for r in rows:
         first = "" if r.first is None else _ms(r.first)
         print(
@@ -348,16 +352,19 @@ def run(quick: bool | None = None) -> None:
     quick = quick_run(quick)
     sizes = QUICK_SIZES if quick else SIZES
     load = os.getloadavg()[0]
-    print(f"session compile against its floor at {', '.join(f'{s:,}' for s in sizes)} stored "
-          f"messages, through HTTP (load average {load:.1f})")  # fmt: skip
+    print(
+        f"session compile against its floor at {', '.join(f'{s:,}' for s in sizes)} stored "
+        f"messages, through HTTP (load average {load:.1f})"
+    )
     print(f"  floor = authenticated no-op (GET {NOOP}) + raw read of the rows sent + orjson")
     results = {kind: measure(kind, sizes) for kind in ("postgres", "sqlite")}
     fulls = [r for f, _ in results.values() for r in f]
     deltas = [r for _, d in results.values() for r in d]
     table("full compile (openai, 128k window, default compiler; times in ms)", fulls)
     targets(fulls, flat=1.3, near=3)
-    table(f"delta compile ({DELTA_PROFILE}, active provider session, one {TURN}-message turn)",
-          deltas)  # fmt: skip
+    table(
+        f"delta compile ({DELTA_PROFILE}, active provider session, one {TURN}-message turn)", deltas
+    )
     targets(deltas, flat=1.2, near=2)
     print(f"  (load average at the end {os.getloadavg()[0]:.1f})")
 

@@ -26,10 +26,12 @@ WARMUP = 20
 def batch(start: int, count: int) -> list[dict[str, Any]]:
     """``count`` short turns of an agent's conversation, user and assistant in turn."""
     return [
-        {"role": "user" if i % 2 == 0 else "assistant",
-         "content": f"turn {i}: read src/module_{i % 97}.py and run the tests again"}
+        {
+            "role": "user" if i % 2 == 0 else "assistant",
+            "content": f"turn {i}: read src/module_{i % 97}.py and run the tests again",
+        }
         for i in range(start, start + count)
-    ]  # fmt: skip
+    ]
 
 
 def session_of(client: httpx.Client, size: int) -> str:
@@ -65,10 +67,14 @@ def run() -> None:
             first = medians[f"{SIZES[0]:,}"]
             print(f"  {kind}")
             for name, values in times.items():
-                ratios = "" if name == "floor" else (
-                    f"   {medians[name] / medians['floor']:5.2f}x the floor"
-                    f"   {medians[name] / first:5.2f}x the {SIZES[0]:,}-message read"
-                )  # fmt: skip
+                ratios = (
+                    ""
+                    if name == "floor"
+                    else (
+                        f"   {medians[name] / medians['floor']:5.2f}x the floor"
+                        f"   {medians[name] / first:5.2f}x the {SIZES[0]:,}-message read"
+                    )
+                )
                 label = "floor (no-op)" if name == "floor" else f"{name} messages"
                 print(f"    {label:18s} {describe(values)}{ratios}")
 

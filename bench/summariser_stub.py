@@ -65,12 +65,17 @@ class Stub:
         self.requests.append(Recorded(body, self.clock()))
         if self.delay_s:
             await asyncio.sleep(self.delay_s)
-        return JSONResponse({
-            "id": f"msg_stub_{len(self.requests)}", "type": "message", "role": "assistant",
-            "model": body.get("model", "stub"), "stop_reason": "end_turn",
-            "content": [{"type": "text", "text": SUMMARY}],
-            "usage": {"input_tokens": 0, "output_tokens": 60},
-        })  # fmt: skip
+        return JSONResponse(
+            {
+                "id": f"msg_stub_{len(self.requests)}",
+                "type": "message",
+                "role": "assistant",
+                "model": body.get("model", "stub"),
+                "stop_reason": "end_turn",
+                "content": [{"type": "text", "text": SUMMARY}],
+                "usage": {"input_tokens": 0, "output_tokens": 60},
+            }
+        )
 
 
 @contextmanager
@@ -81,8 +86,14 @@ def serving_stub(delay_s: float = 0.0) -> Iterator[Stub]:
     sock = socket.socket()
     sock.bind(("127.0.0.1", 0))
     stub.url = f"http://127.0.0.1:{sock.getsockname()[1]}"
-    config = uvicorn.Config(app, log_config=None, log_level=None, access_log=False,
-                            lifespan="off", timeout_graceful_shutdown=1)  # fmt: skip
+    config = uvicorn.Config(
+        app,
+        log_config=None,
+        log_level=None,
+        access_log=False,
+        lifespan="off",
+        timeout_graceful_shutdown=1,
+    )
     server = uvicorn.Server(config)
     thread = threading.Thread(target=server.run, args=([sock],), daemon=True)
     thread.start()
@@ -100,7 +111,13 @@ def serving_stub(delay_s: float = 0.0) -> Iterator[Stub]:
 
 def stub_profiles(url: str, window_tokens: int = 200_000) -> str:
     """``CTXC_SUMMARIZER_PROFILES`` declaring the stub as profile ``stub``."""
-    profile = {"kind": "anthropic", "url": url, "model": "claude-stub", "api_key": "bench",
-               "window_tokens": window_tokens, "timeout_seconds": 60,
-               "deadline_seconds": 300}  # fmt: skip
+    profile = {
+        "kind": "anthropic",
+        "url": url,
+        "model": "claude-stub",
+        "api_key": "bench",
+        "window_tokens": window_tokens,
+        "timeout_seconds": 60,
+        "deadline_seconds": 300,
+    }
     return json.dumps({"stub": profile})

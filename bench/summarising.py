@@ -100,14 +100,18 @@ def simulate(
 
 
 def prefix_stability() -> None:
-    print(f"{TURNS}-turn agent session, {WINDOW:,}-token window (Postgres): unchanged prompt "
-          "prefix per turn, and tokens sent")  # fmt: skip
+    print(
+        f"{TURNS}-turn agent session, {WINDOW:,}-token window (Postgres): unchanged prompt "
+        "prefix per turn, and tokens sent"
+    )
     limit = {"decorators": [{"name": "token_limit", "params": {"reserve": 2_000}}]}
     with database("postgres") as url, server(url) as client:
         compacted = simulate(client, limit, compaction=POLICY)
         sliding = simulate(client, limit)
-    print(f"  the history grows by {compacted[2] / TURNS:,.0f} tokens a turn on average "
-          f"({compacted[2]:,} in all); policy {POLICY}")  # fmt: skip
+    print(
+        f"  the history grows by {compacted[2] / TURNS:,.0f} tokens a turn on average "
+        f"({compacted[2]:,} in all); policy {POLICY}"
+    )
     for name, (share, sent, _) in (("compaction policy", compacted), ("sliding window", sliding)):
         print(f"  {name:18} mean unchanged prefix {share:6.1%} | tokens sent {sent:,}")
 

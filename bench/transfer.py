@@ -65,8 +65,10 @@ async def long_session(url: str, tenant_name: str, count: int, batch: list[Any])
                 last = await queries.reserve_seqs(db, pk, counts)
                 assert last is not None
                 first = last - len(parsed) + 1
-                new = [messages.NewMessage(first + i, "history", m, c, now)
-                       for i, (m, c) in enumerate(zip(parsed, counts, strict=True))]  # fmt: skip
+                new = [
+                    messages.NewMessage(first + i, "history", m, c, now)
+                    for i, (m, c) in enumerate(zip(parsed, counts, strict=True))
+                ]
                 rows = messages.message_rows(pk, new)
                 for kind in (MessageRow, ToolPartRow):
                     values = [
@@ -115,8 +117,13 @@ def _command(url: str, *args: str) -> tuple[float, int]:
     env = {k: v for k, v in os.environ.items() if not k.startswith("CTXC_")}
     env["CTXC_DATABASE_URL"] = url
     start = time.perf_counter()
-    done = subprocess.run([sys.executable, "-c", _REPORTING, *args], env=env,
-                          stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)  # fmt: skip
+    done = subprocess.run(
+        [sys.executable, "-c", _REPORTING, *args],
+        env=env,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
     if done.returncode != 0:
         raise RuntimeError(f"ctxc {' '.join(args)} failed: {done.stderr}")
     peak = [line for line in done.stderr.splitlines() if line.startswith("VmHWM:")][-1]
@@ -142,14 +149,18 @@ def _server_moves(client: httpx.Client, pid: int, sid: str, file: Path) -> None:
             out.write(chunk)
     took, peak = time.perf_counter() - start, _status(pid, "VmHWM")
     size = file.stat().st_size / 1e6
-    print(f"  export NDJSON  {took:6.1f} s  peak {_mib(peak)}  (+{_mib(peak - idle)})  "
-          f"{size:.0f} MB")  # fmt: skip
+    print(
+        f"  export NDJSON  {took:6.1f} s  peak {_mib(peak)}  (+{_mib(peak - idle)})  {size:.0f} MB"
+    )
     client.delete(f"/v1/sessions/{sid}").raise_for_status()
     _reset_peak(pid)
     start = time.perf_counter()
     with file.open("rb") as body:
-        done = client.post("/v1/sessions/import", content=iter(lambda: body.read(1 << 16), b""),
-                           headers={"Content-Type": NDJSON})  # fmt: skip
+        done = client.post(
+            "/v1/sessions/import",
+            content=iter(lambda: body.read(1 << 16), b""),
+            headers={"Content-Type": NDJSON},
+        )
     done.raise_for_status()
     took, peak = time.perf_counter() - start, _status(pid, "VmHWM")
     print(f"  import NDJSON  {took:6.1f} s  peak {_mib(peak)}  (+{_mib(peak - idle)})")
@@ -157,8 +168,10 @@ def _server_moves(client: httpx.Client, pid: int, sid: str, file: Path) -> None:
     start = time.perf_counter()
     client.get(f"/v1/sessions/{sid}/export").raise_for_status()
     took, peak = time.perf_counter() - start, _status(pid, "VmHWM")
-    print(f"  export JSON    {took:6.1f} s  peak {_mib(peak)}  (+{_mib(peak - idle)})  "
-          "(one document, for contrast)")  # fmt: skip
+    print(
+        f"  export JSON    {took:6.1f} s  peak {_mib(peak)}  (+{_mib(peak - idle)})  "
+        "(one document, for contrast)"
+    )
 
 
 def run() -> None:

@@ -162,9 +162,11 @@ def make_key(url: str, tenant: str) -> str:
 def api(database_url: str) -> Iterator[Api]:
     """A server in keys mode on each database, with tenants A and B."""
     settings = Settings(
-        database_url=database_url, auth="keys", max_body_bytes=256 * 1024,
+        database_url=database_url,
+        auth="keys",
+        max_body_bytes=256 * 1024,
         metrics_token=METRICS_TOKEN,
-    )  # fmt: skip
+    )
     key_a = make_key(database_url, f"tenant-a-{uuid.uuid4().hex[:6]}")
     key_b = make_key(database_url, f"tenant-b-{uuid.uuid4().hex[:6]}")
     with LiveServer(settings) as server:

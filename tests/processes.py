@@ -79,6 +79,7 @@ def replica(database_url: str, port: int) -> Iterator[str]:
     its URL."""
     url = f"http://127.0.0.1:{port}"
     env = ctxc_env(CTXC_DATABASE_URL=database_url, CTXC_AUTH="keys", CTXC_LOG_LEVEL="warning")
-    with serving(ctxc_command("serve", "--port", str(port)), url, env=env,
-                 stdout=subprocess.DEVNULL):  # fmt: skip
+    with serving(
+        ctxc_command("serve", "--port", str(port)), url, env=env, stdout=subprocess.DEVNULL
+    ):
         yield url

@@ -22,9 +22,13 @@ class Serving:
         # log_config=None leaves the process's logging as it is; a stream still open at exit is
         # cut after a second rather than awaited.
         config = uvicorn.Config(
-            app, log_config=None, log_level=None, access_log=False, lifespan="off",
+            app,
+            log_config=None,
+            log_level=None,
+            access_log=False,
+            lifespan="off",
             timeout_graceful_shutdown=1,
-        )  # fmt: skip
+        )
         self._server = uvicorn.Server(config)
         self._thread = threading.Thread(target=self._server.run, args=([self._socket],))
         self._thread.daemon = True

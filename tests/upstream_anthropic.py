@@ -31,8 +31,11 @@ class AnthropicWire:
     """Anthropic Messages."""
 
     def _error(self, status: int, kind: str, message: str, n: int) -> Reply:
-        body = {"type": "error", "error": {"type": kind, "message": message},
-                "request_id": f"req_upstream{n:012d}"}  # fmt: skip
+        body = {
+            "type": "error",
+            "error": {"type": kind, "message": message},
+            "request_id": f"req_upstream{n:012d}",
+        }
         return json_reply(status, body, {"request-id": f"req_upstream{n:012d}"})
 
     def refuse(
@@ -108,17 +111,28 @@ class AnthropicWire:
             stop = "end_turn"
         else:
             name, arguments = self.tool(answer, body)
-            block = {"type": "tool_use", "id": f"toolu_upstream{n:06d}", "name": name,
-                     "input": arguments}  # fmt: skip
+            block = {
+                "type": "tool_use",
+                "id": f"toolu_upstream{n:06d}",
+                "name": name,
+                "input": arguments,
+            }
             stop = "tool_use"
-        prompt = {"input_tokens": usage.prompt - usage.cached - usage.created,
-                  "cache_creation_input_tokens": usage.created,
-                  "cache_read_input_tokens": usage.cached}  # fmt: skip
-        message = {"id": f"msg_upstream{n:06d}", "type": "message", "role": "assistant",
-                   "model": body["model"], "content": [block], "stop_reason": stop,
-                   "stop_sequence": None,
-                   "usage": {**prompt, "output_tokens": usage.output,
-                             "service_tier": "standard"}}  # fmt: skip
+        prompt = {
+            "input_tokens": usage.prompt - usage.cached - usage.created,
+            "cache_creation_input_tokens": usage.created,
+            "cache_read_input_tokens": usage.cached,
+        }
+        message = {
+            "id": f"msg_upstream{n:06d}",
+            "type": "message",
+            "role": "assistant",
+            "model": body["model"],
+            "content": [block],
+            "stop_reason": stop,
+            "stop_sequence": None,
+            "usage": {**prompt, "output_tokens": usage.output, "service_tier": "standard"},
+        }
         if not body.get("stream"):
             return json_reply(200, message, headers)
         return self._stream(message, block, prompt, usage, headers)
@@ -129,26 +143,36 @@ class AnthropicWire:
         def event(name: str, data: Json) -> bytes:
             return f"event: {name}\ndata: {dumps({'type': name, **data})}\n\n".encode()
 
-        start = {**message, "content": [], "stop_reason": None,
-                 "usage": {**prompt, "output_tokens": 1, "service_tier": "standard"}}  # fmt: skip
+        start = {
+            **message,
+            "content": [],
+            "stop_reason": None,
+            "usage": {**prompt, "output_tokens": 1, "service_tier": "standard"},
+        }
         if block["type"] == "text":
             opened: Json = {"type": "text", "text": ""}
             deltas = [{"type": "text_delta", "text": p} for p in pieces(block["text"], TEXT_PIECE)]
         else:
             opened = {**block, "input": {}}
             json_text = dumps(block["input"])
-            deltas = [{"type": "input_json_delta", "partial_json": p}
-                      for p in pieces(json_text, ARGUMENTS_PIECE)]  # fmt: skip
+            deltas = [
+                {"type": "input_json_delta", "partial_json": p}
+                for p in pieces(json_text, ARGUMENTS_PIECE)
+            ]
         parts = [
             event("message_start", {"message": start}),
             event("content_block_start", {"index": 0, "content_block": opened}),
             event("ping", {}),
             *(event("content_block_delta", {"index": 0, "delta": d}) for d in deltas),
             event("content_block_stop", {"index": 0}),
-            event("message_delta", {"delta": {"stop_reason": message["stop_reason"],
-                                              "stop_sequence": None},
-                                    "usage": {"output_tokens": usage.output}}),
+            event(
+                "message_delta",
+                {
+                    "delta": {"stop_reason": message["stop_reason"], "stop_sequence": None},
+                    "usage": {"output_tokens": usage.output},
+                },
+            ),
             event("message_stop", {}),
-        ]  # fmt: skip
+        ]
         sse = {"content-type": "text/event-stream; charset=utf-8", **headers}
         return Reply(200, sse, parts, stream=True)

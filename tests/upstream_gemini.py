@@ -88,9 +88,12 @@ class GeminiWire:
         if not key:
             return error(403, "PERMISSION_DENIED", NO_KEY)
         if self.api_key is not None and key != self.api_key:
-            info = {"@type": "type.googleapis.com/google.rpc.ErrorInfo",
-                    "reason": "API_KEY_INVALID", "domain": "googleapis.com",
-                    "metadata": {"service": "generativelanguage.googleapis.com"}}  # fmt: skip
+            info = {
+                "@type": "type.googleapis.com/google.rpc.ErrorInfo",
+                "reason": "API_KEY_INVALID",
+                "domain": "googleapis.com",
+                "metadata": {"service": "generativelanguage.googleapis.com"},
+            }
             return error(400, "INVALID_ARGUMENT", BAD_KEY, [info])
         if not isinstance(body, dict):
             return error(400, "INVALID_ARGUMENT", "Invalid JSON payload received.")
@@ -144,8 +147,11 @@ class GeminiWire:
             "thoughtsTokenCount": 7,
         }
         reason = "STOP"
-        whole = response([{"content": {"role": "model", "parts": parts}, "finishReason": reason,
-                           "index": 0}], usage, model)  # fmt: skip
+        whole = response(
+            [{"content": {"role": "model", "parts": parts}, "finishReason": reason, "index": 0}],
+            usage,
+            model,
+        )
         if not stream:
             return Answer(200, whole)
         chunks = [
@@ -157,8 +163,12 @@ class GeminiWire:
 
 
 def response(candidates: list[Json], usage: Json, model: str) -> Json:
-    return {"candidates": candidates, "usageMetadata": usage, "modelVersion": model,
-            "responseId": "resp-standin"}  # fmt: skip
+    return {
+        "candidates": candidates,
+        "usageMetadata": usage,
+        "modelVersion": model,
+        "responseId": "resp-standin",
+    }
 
 
 def split(parts: list[Json]) -> list[Json]:
@@ -261,8 +271,11 @@ class GeminiUpstream:
         refused = self.wire.refuse(headers, query, {"contents": [{}]})
         if refused is not None:
             return to_response(refused, False)
-        model = {"name": "models/gemini-3-pro-preview", "inputTokenLimit": self.window,
-                 "supportedGenerationMethods": ["generateContent", "countTokens"]}  # fmt: skip
+        model = {
+            "name": "models/gemini-3-pro-preview",
+            "inputTokenLimit": self.window,
+            "supportedGenerationMethods": ["generateContent", "countTokens"],
+        }
         body = model if one else {"models": [model]}
         return to_response(Answer(200, body), False)
 

@@ -56,9 +56,12 @@ class OpenAIWire:
         if api_key is not None and key != api_key:
             message = f"Incorrect API key provided: {masked(key)}. You can find your API key at "
             return self._error(
-                401, message + f"{self.KEYS_URL}.", "invalid_request_error", n,
+                401,
+                message + f"{self.KEYS_URL}.",
+                "invalid_request_error",
+                n,
                 code="invalid_api_key",
-            )  # fmt: skip
+            )
         if not parsed:
             message = (
                 "We could not parse the JSON body of your request. (HINT: This likely means you "
@@ -73,9 +76,13 @@ class OpenAIWire:
             )
         if not isinstance(body.get("messages"), list):
             return self._error(
-                400, "Missing required parameter: 'messages'.", "invalid_request_error", n,
-                param="messages", code="missing_required_parameter",
-            )  # fmt: skip
+                400,
+                "Missing required parameter: 'messages'.",
+                "invalid_request_error",
+                n,
+                param="messages",
+                code="missing_required_parameter",
+            )
         return None
 
     def error(self, error: Error, body: Json, count: int, window: int, n: int) -> Reply:
@@ -87,9 +94,13 @@ class OpenAIWire:
                 f"resulted in {count} tokens. Please reduce the length of the messages."
             )
             return self._error(
-                400, message, "invalid_request_error", n,
-                param="messages", code="context_length_exceeded",
-            )  # fmt: skip
+                400,
+                message,
+                "invalid_request_error",
+                n,
+                param="messages",
+                code="context_length_exceeded",
+            )
         if error.kind == "rate_limit":
             message = (
                 f"Rate limit reached for {model} in organization org-upstream on tokens per min "
@@ -126,16 +137,23 @@ class OpenAIWire:
 
     def reply(self, answer: Text | ToolCall, body: Json, usage: Usage, n: int) -> Reply:
         headers = {"x-request-id": f"req_{n:032x}", "openai-processing-ms": "1"}
-        base = {"id": f"chatcmpl-upstream{n:06d}", "created": int(time.time()),
-                "model": body["model"], "service_tier": "default",
-                "system_fingerprint": self.FINGERPRINT}  # fmt: skip
+        base = {
+            "id": f"chatcmpl-upstream{n:06d}",
+            "created": int(time.time()),
+            "model": body["model"],
+            "service_tier": "default",
+            "system_fingerprint": self.FINGERPRINT,
+        }
         if isinstance(answer, Text):
             message: Json = {"role": "assistant", "content": answer.content()}
             finish = "stop"
         else:
             name, arguments = self.tool(answer, body)
-            call = {"id": f"call_upstream{n:06d}", "type": "function",
-                    "function": {"name": name, "arguments": dumps(arguments)}}  # fmt: skip
+            call = {
+                "id": f"call_upstream{n:06d}",
+                "type": "function",
+                "function": {"name": name, "arguments": dumps(arguments)},
+            }
             message, finish = (
                 {"role": "assistant", "content": None, "tool_calls": [call]},
                 "tool_calls",
@@ -143,9 +161,14 @@ class OpenAIWire:
         if body.get("stream"):
             return self._stream(base, message, finish, body, usage, headers)
         message |= {"refusal": None, "annotations": []}
-        completion = {**base, "object": "chat.completion", "usage": self._usage(usage),
-                      "choices": [{"index": 0, "message": message, "logprobs": None,
-                                   "finish_reason": finish}]}  # fmt: skip
+        completion = {
+            **base,
+            "object": "chat.completion",
+            "usage": self._usage(usage),
+            "choices": [
+                {"index": 0, "message": message, "logprobs": None, "finish_reason": finish}
+            ],
+        }
         return json_reply(200, completion, headers)
 
     def _usage(self, usage: Usage) -> Json:
@@ -154,15 +177,23 @@ class OpenAIWire:
             "completion_tokens": usage.output,
             "total_tokens": usage.prompt + usage.output,
             "prompt_tokens_details": {"cached_tokens": usage.cached, "audio_tokens": 0},
-            "completion_tokens_details": {"reasoning_tokens": 0, "audio_tokens": 0,
-                                          "accepted_prediction_tokens": 0,
-                                          "rejected_prediction_tokens": 0},
-        }  # fmt: skip
+            "completion_tokens_details": {
+                "reasoning_tokens": 0,
+                "audio_tokens": 0,
+                "accepted_prediction_tokens": 0,
+                "rejected_prediction_tokens": 0,
+            },
+        }
 
     def _stream(
-        self, base: Json, message: Json, finish: str, body: Json, usage: Usage,
+        self,
+        base: Json,
+        message: Json,
+        finish: str,
+        body: Json,
+        usage: Usage,
         headers: dict[str, str],
-    ) -> Reply:  # fmt: skip
+    ) -> Reply:
         options = body.get("stream_options")
         with_usage = isinstance(options, dict) and options.get("include_usage") is True
         extra: Json = {"usage": None} if with_usage else {}
@@ -177,17 +208,32 @@ class OpenAIWire:
             deltas: list[Json] = [{"content": p} for p in pieces(message["content"], TEXT_PIECE)]
         else:
             call = message["tool_calls"][0]
-            first = {"role": "assistant", "content": None, "refusal": None,
-                     "tool_calls": [{"index": 0, "id": call["id"], "type": "function",
-                                     "function": {"name": call["function"]["name"],
-                                                  "arguments": ""}}]}  # fmt: skip
+            first = {
+                "role": "assistant",
+                "content": None,
+                "refusal": None,
+                "tool_calls": [
+                    {
+                        "index": 0,
+                        "id": call["id"],
+                        "type": "function",
+                        "function": {"name": call["function"]["name"], "arguments": ""},
+                    }
+                ],
+            }
             arguments = pieces(call["function"]["arguments"], ARGUMENTS_PIECE)
-            deltas = [{"tool_calls": [{"index": 0, "function": {"arguments": piece}}]}
-                      for piece in arguments]  # fmt: skip
+            deltas = [
+                {"tool_calls": [{"index": 0, "function": {"arguments": piece}}]}
+                for piece in arguments
+            ]
         parts = [chunk(first), *map(chunk, deltas), chunk({}, finish)]
         if with_usage:
-            final = {**base, "object": "chat.completion.chunk", "choices": [],
-                     "usage": self._usage(usage)}  # fmt: skip
+            final = {
+                **base,
+                "object": "chat.completion.chunk",
+                "choices": [],
+                "usage": self._usage(usage),
+            }
             parts.append(f"data: {dumps(final)}\n\n".encode())
         parts.append(b"data: [DONE]\n\n")
         sse = {"content-type": "text/event-stream; charset=utf-8", **headers}

@@ -47,9 +47,13 @@ class Upstreams:
         )
 
     async def open(
-        self, url: str, body: bytes, headers: Mapping[str, str], method: str = "POST",
+        self,
+        url: str,
+        body: bytes,
+        headers: Mapping[str, str],
+        method: str = "POST",
         params: str = "",
-    ) -> httpx.Response:  # fmt: skip
+    ) -> httpx.Response:
         """Send ``body`` to ``url`` (with the query string ``params``) with the agent's
         forwarded ``headers``: the answer with its body not read yet (close it)."""
         sent = forwarded_headers(headers)

@@ -84,16 +84,18 @@ class Usage(Body):
     calibrates the estimates of a profile whose tokenizer is not public."""
 
     prompt_tokens: int | None = Field(
-        None, ge=0,
+        None,
+        ge=0,
         description="As the provider reports it: Anthropic's `input_tokens` (without the cached "
         "prompt), OpenAI's `prompt_tokens` (with it).",
-    )  # fmt: skip
+    )
     completion_tokens: int | None = Field(None, ge=0)
     cache_read_tokens: int | None = Field(
-        None, ge=0,
+        None,
+        ge=0,
         description="Anthropic's `cache_read_input_tokens` (added to the prompt), OpenAI's "
         "`cached_tokens` (already in it).",
-    )  # fmt: skip
+    )
     cache_write_tokens: int | None = Field(
         None, ge=0, description="Anthropic's `cache_creation_input_tokens` (added to the prompt)."
     )
@@ -104,14 +106,19 @@ class CursorAcknowledge(Body):
         max_length=64, pattern=NO_NUL, description="The compile whose model call ended."
     )
     provider_session_id: str | None = Field(
-        None, min_length=1, max_length=256, pattern=NO_NUL,
+        None,
+        min_length=1,
+        max_length=256,
+        pattern=NO_NUL,
         description="The provider's own session id (it makes the provider session active).",
-    )  # fmt: skip
+    )
     through_seq: int | None = Field(
-        None, ge=1, le=2**63 - 1,
+        None,
+        ge=1,
+        le=2**63 - 1,
         description="The provider session also holds the stored messages up to this seq: its "
         "own reply, appended after the compile. The next delta starts after it.",
-    )  # fmt: skip
+    )
     usage: Usage | None = None
     error_kind: Literal["prompt_too_long", "error"] | None = Field(
         None, description="The model call failed: stored, and the cursor stays."
@@ -220,13 +227,15 @@ class CompactionRead(BaseModel):
     summarizer: str | None
     created_at: datetime
     prepared_at: datetime | None = Field(
-        None, description="When its summary was prepared in the background (null: by the "
-        "request that applied it)."
-    )  # fmt: skip
+        None,
+        description="When its summary was prepared in the background (null: by the "
+        "request that applied it).",
+    )
     economics: CompactionEconomics | None = Field(
-        None, description="The cache-economic gate it passed (request-boundary compactions of "
-        "a compile)."
-    )  # fmt: skip
+        None,
+        description="The cache-economic gate it passed (request-boundary compactions of "
+        "a compile).",
+    )
 
 
 class CompileResult(BaseModel):

@@ -47,9 +47,11 @@ class Metrics:
             "ctxc_http_requests", "HTTP requests", ["method", "route", "status"], registry=r
         )
         self.latency = Histogram(
-            "ctxc_http_request_duration_seconds", "HTTP request latency", ["method", "route"],
+            "ctxc_http_request_duration_seconds",
+            "HTTP request latency",
+            ["method", "route"],
             registry=r,
-        )  # fmt: skip
+        )
         self.tokens = Counter(
             "ctxc_tokens_counted", "Tokens counted, by encoding", ["encoding"], registry=r
         )
@@ -130,9 +132,10 @@ class Metrics:
         # figures of the worker that answered it: this says which one (a scraper can tell their
         # counters apart, and a restarted worker's reset).
         self.process = Gauge(
-            "ctxc_process_id", "PID of the server process (worker) these figures are of",
+            "ctxc_process_id",
+            "PID of the server process (worker) these figures are of",
             registry=r,
-        )  # fmt: skip
+        )
         self.process.set(os.getpid())
 
     def compiled(self, source: Source, mode: str, outcome: str = "ok") -> None:
@@ -200,17 +203,29 @@ class MeteredSummarizers:
 
 
 def metered_compactor(
-    db: AsyncSession, counter: TokenCounter, summarizers: Summarizers, now: datetime,
-    catalog: Catalog, metrics: Metrics, trigger: Trigger, lease_seconds: float = 30.0,
+    db: AsyncSession,
+    counter: TokenCounter,
+    summarizers: Summarizers,
+    now: datetime,
+    catalog: Catalog,
+    metrics: Metrics,
+    trigger: Trigger,
+    lease_seconds: float = 30.0,
     preparer: Preparer | None = None,
-) -> Compactor:  # fmt: skip
+) -> Compactor:
     """A compactor whose compactions are counted and whose summaries are timed."""
     chooser = MeteredSummarizers(summarizers, metrics)
     return Compactor(
-        db, counter, chooser.choose(None), now, catalog, lease_seconds,
-        on_compacted=lambda done: metrics.compacted(done, trigger), summarizers=chooser,
+        db,
+        counter,
+        chooser.choose(None),
+        now,
+        catalog,
+        lease_seconds,
+        on_compacted=lambda done: metrics.compacted(done, trigger),
+        summarizers=chooser,
         preparer=preparer,
-    )  # fmt: skip
+    )
 
 
 class CacheCollector:

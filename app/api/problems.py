@@ -203,9 +203,10 @@ def _allowed(request: Request) -> list[str]:
     first route whose path matches, and a path often has one route per method)."""
     routes = request.app.router.routes
     return [
-        method for method in ("DELETE", "GET", "HEAD", "PATCH", "POST", "PUT")
+        method
+        for method in ("DELETE", "GET", "HEAD", "PATCH", "POST", "PUT")
         if any(r.matches({**request.scope, "method": method})[0] == Match.FULL for r in routes)
-    ]  # fmt: skip
+    ]
 
 
 def _problem(_: Request, exc: Exception) -> JSONResponse:

@@ -19,10 +19,13 @@ class RecallRequest(Body):
         None, description="The tool result's shape (default: the session's provider's)."
     )
     tool_call_id: str | None = Field(
-        None, min_length=1, max_length=512, pattern=NO_NUL,
+        None,
+        min_length=1,
+        max_length=512,
+        pattern=NO_NUL,
         description="The id of the model's call (OpenAI `id`, Anthropic `tool_use` `id`, "
         "Responses `call_id`, Gemini `functionCall.id` where it has one).",
-    )  # fmt: skip
+    )
     name: str = Field(
         DEFAULT_NAME, pattern=TOOL_NAME, description="The tool's name, as the decorator set it."
     )
@@ -33,10 +36,12 @@ class RecallRequest(Body):
         "answered as a tool error, not refused.",
     )
     max_tokens: int = Field(
-        PAGE_TOKENS, ge=MIN_PAGE_TOKENS, le=MAX_PAGE_TOKENS,
+        PAGE_TOKENS,
+        ge=MIN_PAGE_TOKENS,
+        le=MAX_PAGE_TOKENS,
         description="A page's size: at most this many tokens of the original, in the "
         "session's encoding (plus the line naming the next page).",
-    )  # fmt: skip
+    )
 
     @model_validator(mode="after")
     def _call_id(self) -> RecallRequest:

@@ -96,8 +96,9 @@ class Reader:
         self.header = None
         header = _header(number, value)
         fields = header.session.model_dump(mode="json") | {
-            "created_at": header.session.created_at, "updated_at": header.session.updated_at,
-        }  # fmt: skip
+            "created_at": header.session.created_at,
+            "updated_at": header.session.updated_at,
+        }
         return ((number, "session"), fields, True), self._records()
 
     def _line(self) -> tuple[int, Any] | None:
@@ -168,8 +169,9 @@ def document(raw: bytes) -> tuple[Start, Iterator[Record]]:
     version = value.get("format", V1) if isinstance(value, dict) else None
     models: dict[Any, type[BaseModel]] = {V1: SessionExport, V2: SessionExportV2}
     if version not in models:
-        raise InvalidInput([(("format",), f"unknown version {version!r}: this server reads "
-                             f"{V1} and {V2}")])  # fmt: skip
+        raise InvalidInput(
+            [(("format",), f"unknown version {version!r}: this server reads {V1} and {V2}")]
+        )
     try:
         body: SessionExport | SessionExportV2 = models[version].model_validate(value)  # type: ignore[assignment]
     except ValidationError as exc:
@@ -179,8 +181,9 @@ def document(raw: bytes) -> tuple[Start, Iterator[Record]]:
     if problems:
         raise InvalidInput(problems)
     fields = body.session.model_dump(mode="json") | {
-        "created_at": body.session.created_at, "updated_at": body.session.updated_at,
-    }  # fmt: skip
+        "created_at": body.session.created_at,
+        "updated_at": body.session.updated_at,
+    }
     strict = version == V2
     if not strict:
         fields["last_seq"] = body.messages[-1].seq if body.messages else 0

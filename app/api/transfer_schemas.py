@@ -146,8 +146,12 @@ DOCUMENT: TypeAdapter[SessionExportV2 | SessionExport] = TypeAdapter(
     Annotated[SessionExportV2 | SessionExport, Field(discriminator="format")]
 )
 # The record types in the order of a document's lists, with the list that holds them.
-LISTS = (("message", "messages"), ("compaction", "compactions"), ("payload", "payloads"),
-         ("compile", "compiles"))  # fmt: skip
+LISTS = (
+    ("message", "messages"),
+    ("compaction", "compactions"),
+    ("payload", "payloads"),
+    ("compile", "compiles"),
+)
 
 Record = tuple[tuple[str | int, ...], str, JSONObject]  # (where, type, fields)
 

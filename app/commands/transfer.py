@@ -161,8 +161,9 @@ async def _import(db: AsyncSession, settings: Settings, args: argparse.Namespace
     try:
         for file in args.files:
             with open(file, "rb") as stream:  # noqa: ASYNC230 (the command's own process)
-                count += await _located(file, _sessions(db, Reader(stream), tenant, counter,
-                                                        settings, progress))  # fmt: skip
+                count += await _located(
+                    file, _sessions(db, Reader(stream), tenant, counter, settings, progress)
+                )
         await db.commit()
     except BaseException:
         await db.rollback()

@@ -194,9 +194,13 @@ def compile_request(snapshot: Snapshot, compiler: Compiler, target: Target) -> O
     output = target.profile.output
     prior = target.prior_call_ids
     scoped = replace(
-        snapshot, budget=target.context_window, claimed=snapshot.claimed + claimed, target=output,
-        prior_call_ids=prior, calibration=target.calibration,
-    )  # fmt: skip
+        snapshot,
+        budget=target.context_window,
+        claimed=snapshot.claimed + claimed,
+        target=output,
+        prior_call_ids=prior,
+        calibration=target.calibration,
+    )
     compiled = compiler(scoped)
     if compiled.pending is not None:  # no trimming step dropped the older part: it is sent
         raise NeedsHistory()
@@ -226,14 +230,24 @@ def compile_request(snapshot: Snapshot, compiler: Compiler, target: Target) -> O
         warnings.append(f"the request ({total} tokens) exceeds the context window")
     seqs = sorted(items[i].seq for i, _ in entries if items[i].seq > 0)
     return Output(
-        system=system_out, messages=messages, response_format=response_format, total=total,
-        sections=sections, context_window=target.context_window, exact=note is None, note=note,
+        system=system_out,
+        messages=messages,
+        response_format=response_format,
+        total=total,
+        sections=sections,
+        context_window=target.context_window,
+        exact=note is None,
+        note=note,
         left_out=_reports(compiled.left_out),
         warnings=[*compiled.sent_warnings(set(seqs)), *warnings, *format_warnings],
-        seqs=seqs, steps=tuple(step.within(set(seqs)) for step in compiled.steps),
-        tools=compiled.tools, estimate=estimate, instructions=instructions,
-        fixed=counted.fixed + around, sent_tokens=tuple(sorted(counted.stored.items())),
-    )  # fmt: skip
+        seqs=seqs,
+        steps=tuple(step.within(set(seqs)) for step in compiled.steps),
+        tools=compiled.tools,
+        estimate=estimate,
+        instructions=instructions,
+        fixed=counted.fixed + around,
+        sent_tokens=tuple(sorted(counted.stored.items())),
+    )
 
 
 @dataclass

@@ -88,8 +88,11 @@ def tool_names(shape: str, tool: Any) -> list[str]:
         return [found] if isinstance(found, str) else []
     if shape == "gemini":
         declared = tool.get("functionDeclarations")
-        names = [d.get("name") for d in declared if isinstance(d, dict)] if isinstance(
-            declared, list) else []  # fmt: skip
+        names = (
+            [d.get("name") for d in declared if isinstance(d, dict)]
+            if isinstance(declared, list)
+            else []
+        )
         return [n for n in names if isinstance(n, str)]
     found = tool.get("name")
     return [found] if isinstance(found, str) else []
@@ -105,8 +108,11 @@ def with_tools(shape: str, tools: Sequence[Any] | None, added: Sequence[JSONObje
         if not names & set(tool_names(shape, tool)):
             kept.append(tool)
         elif shape == "gemini":
-            others = [d for d in tool["functionDeclarations"]
-                      if not (isinstance(d, dict) and d.get("name") in names)]  # fmt: skip
+            others = [
+                d
+                for d in tool["functionDeclarations"]
+                if not (isinstance(d, dict) and d.get("name") in names)
+            ]
             if others:
                 kept.append({**tool, "functionDeclarations": others})
     return [*kept, *added]

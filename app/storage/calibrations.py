@@ -38,8 +38,10 @@ async def samples(
     db: AsyncSession, tenant: TenantId, pk: SessionPk, key: str
 ) -> tuple[tuple[Sample, ...], tuple[Sample, ...]]:
     """The session's samples and the tenant's, for ``key`` (empty where none are kept)."""
-    found = {scope: raw for scope, raw in await db.execute(_BOTH, {"pk": pk, "tenant": tenant,
-                                                                   "key": key})}  # fmt: skip
+    found = {
+        scope: raw
+        for scope, raw in await db.execute(_BOTH, {"pk": pk, "tenant": tenant, "key": key})
+    }
     return from_json(found.get("session")), from_json(found.get("profile"))
 
 
@@ -50,8 +52,9 @@ async def add_sample(
     lock)."""
     fresh = {"key": key, "samples": [], "updated_at": now}
     await _add(db, SessionCalibrationRow, {"session_pk": pk, **fresh}, (pk, key), sample, now)
-    await _add(db, ProfileCalibrationRow, {"tenant_id": tenant, **fresh}, (tenant, key), sample,
-               now)  # fmt: skip
+    await _add(
+        db, ProfileCalibrationRow, {"tenant_id": tenant, **fresh}, (tenant, key), sample, now
+    )
 
 
 async def _add(

@@ -44,9 +44,14 @@ _SESSION = (
 
 def _columns(tokens: Any) -> tuple[Any, ...]:
     return (
-        _MESSAGES.seq, _MESSAGES.section, _MESSAGES.role, _MESSAGES.name, _MESSAGES.content,
-        _MESSAGES.metadata.label("meta"), tokens.label("tokens"),
-    )  # fmt: skip
+        _MESSAGES.seq,
+        _MESSAGES.section,
+        _MESSAGES.role,
+        _MESSAGES.name,
+        _MESSAGES.content,
+        _MESSAGES.metadata.label("meta"),
+        tokens.label("tokens"),
+    )
 
 
 # What a compile reads of each message, with its tokens in each encoding.
@@ -139,10 +144,16 @@ async def insert_compile(
     ``learning``: its raw estimate and count key, when a reported count of it teaches."""
     estimate, key = learning or (None, None)
     values = {
-        "id": compile_id, "session_pk": pk, "mode": mode, "seq_from": seqs[0], "seq_to": seqs[1],
-        "token_total": token_total, "created_at": created_at, "estimate": estimate,
+        "id": compile_id,
+        "session_pk": pk,
+        "mode": mode,
+        "seq_from": seqs[0],
+        "seq_to": seqs[1],
+        "token_total": token_total,
+        "created_at": created_at,
+        "estimate": estimate,
         "count_key": key,
-    }  # fmt: skip
+    }
     await db.execute(_INSERT, values)
 
 

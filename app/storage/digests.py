@@ -103,9 +103,12 @@ async def ids_among(
             continue
         among = _IDS.call_id == any_(_ASKED) if postgres else _IDS.call_id.in_(chunk)
         query = select(_IDS.kind, _IDS.call_id).where(
-            _IDS.session_pk == pk, _IDS.view_key == view_key,
-            _IDS.generation == stored.generation, _IDS.upto <= stored.digest.upto, among,
-        )  # fmt: skip
+            _IDS.session_pk == pk,
+            _IDS.view_key == view_key,
+            _IDS.generation == stored.generation,
+            _IDS.upto <= stored.digest.upto,
+            among,
+        )
         for kind, call_id in (await db.execute(query, {"asked": chunk} if postgres else {})).all():
             held.add(call_id)
             if kind == "call":
@@ -146,26 +149,42 @@ async def save(
         await db.execute(
             delete(DigestRow).where(DigestRow.session_pk == pk, DigestRow.view_key == view_key)
         )
-        db.add(DigestRow(session_pk=pk, view_key=view_key, generation=generation,
-                         upto=digest.upto, digest=data, updated_at=now))  # fmt: skip
+        db.add(
+            DigestRow(
+                session_pk=pk,
+                view_key=view_key,
+                generation=generation,
+                upto=digest.upto,
+                digest=data,
+                updated_at=now,
+            )
+        )
         await db.flush()
     else:
         moved = await db.execute(
             update(DigestRow)
             .where(
-                DigestRow.session_pk == pk, DigestRow.view_key == view_key,
-                DigestRow.generation == generation, DigestRow.upto < digest.upto,
+                DigestRow.session_pk == pk,
+                DigestRow.view_key == view_key,
+                DigestRow.generation == generation,
+                DigestRow.upto < digest.upto,
             )
             .values(upto=digest.upto, digest=data, updated_at=now)
-        )  # fmt: skip
+        )
         if not getattr(moved, "rowcount", 0):
             return False
     rows = [("call", cid) for cid in ids.calls] + [("id", cid) for cid in ids.taken - ids.calls]
     values = [
-        {"session_pk": pk, "view_key": view_key, "generation": generation, "kind": kind,
-         "call_id": cid, "upto": digest.upto}
+        {
+            "session_pk": pk,
+            "view_key": view_key,
+            "generation": generation,
+            "kind": kind,
+            "call_id": cid,
+            "upto": digest.upto,
+        }
         for kind, cid in rows
-    ]  # fmt: skip
+    ]
     insert = postgresql.insert if db.get_bind().dialect.name == "postgresql" else sqlite.insert
     for start in range(0, len(values), CHUNK // 5):
         chunk = values[start : start + CHUNK // 5]

@@ -28,8 +28,11 @@ async def save(
     """Store a prepared compaction in place of any the session had (the caller holds the
     session's lock and its compaction lease)."""
     await drop(db, pk)
-    db.add(PreparedCompactionRow(session_pk=pk, seqs=seqs, digest=digest, summary=summary,
-                                 prepared_at=at))  # fmt: skip
+    db.add(
+        PreparedCompactionRow(
+            session_pk=pk, seqs=seqs, digest=digest, summary=summary, prepared_at=at
+        )
+    )
     await db.flush()
 
 

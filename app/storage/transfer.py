@@ -36,12 +36,13 @@ async def message_page(
     """Messages after seq ``after`` up to ``through``, as plain rows (no ORM objects)."""
     m = _table(MessageRow).c
     query = (
-        select(m.seq, m.section, m.role, m.name, m.content, m.metadata, m.created_at,
-               m.created_offset)
+        select(
+            m.seq, m.section, m.role, m.name, m.content, m.metadata, m.created_at, m.created_offset
+        )
         .where(m.session_pk == pk, m.seq > after, m.seq <= through)
         .order_by(m.seq)
         .limit(limit)
-    )  # fmt: skip
+    )
     return (await db.execute(query)).all()
 
 

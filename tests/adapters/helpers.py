@@ -18,8 +18,15 @@ from tests.adapters.stubs import Answer
 COUNTER = load_counter()
 COUNT = COUNTER.encoder("o200k_base").count
 # Short limits keep the tests fast; the backoff is short too, never zero.
-POLICY = Policy(timeout=2.0, retries=2, deadline=30.0, window_tokens=32_000, max_tokens=500,
-                backoff=0.01, max_backoff=0.05)  # fmt: skip
+POLICY = Policy(
+    timeout=2.0,
+    retries=2,
+    deadline=30.0,
+    window_tokens=32_000,
+    max_tokens=500,
+    backoff=0.01,
+    max_backoff=0.05,
+)
 
 
 def resilient(backend: Backend, policy: Policy = POLICY) -> Resilient:
@@ -55,8 +62,9 @@ def chat_completion(text: str) -> Answer:
         "id": "chatcmpl-1",
         "object": "chat.completion",
         "model": "summarizer",
-        "choices": [{"index": 0, "finish_reason": "stop",
-                     "message": {"role": "assistant", "content": text}}],
+        "choices": [
+            {"index": 0, "finish_reason": "stop", "message": {"role": "assistant", "content": text}}
+        ],
         "usage": {"prompt_tokens": 10, "completion_tokens": 3, "total_tokens": 13},
-    }  # fmt: skip
+    }
     return Answer(200, body)

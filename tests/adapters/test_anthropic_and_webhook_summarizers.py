@@ -26,12 +26,17 @@ TOLERANCE_SECONDS = 300
 
 def test_the_anthropic_messages_api_writes_the_summary() -> None:
     answer = {
-        "id": "msg_1", "type": "message", "role": "assistant", "model": "claude-x",
-        "content": [{"type": "text", "text": "Decisions:\n- Port default "},
-                    {"type": "text", "text": "fixed."}],
-        "stop_reason": "end_turn", "usage": {"input_tokens": 10, "output_tokens": 4,
-                                             "cache_read_input_tokens": 0},
-    }  # fmt: skip
+        "id": "msg_1",
+        "type": "message",
+        "role": "assistant",
+        "model": "claude-x",
+        "content": [
+            {"type": "text", "text": "Decisions:\n- Port default "},
+            {"type": "text", "text": "fixed."},
+        ],
+        "stop_reason": "end_turn",
+        "usage": {"input_tokens": 10, "output_tokens": 4, "cache_read_input_tokens": 0},
+    }
     with StubServer(lambda _: Answer(200, answer)) as stub:
         settings = Settings(
             summarizer="anthropic",
@@ -40,8 +45,11 @@ def test_the_anthropic_messages_api_writes_the_summary() -> None:
             summarizer_api_key="sk-ant",
         )
         summary = summarize(summarizer_from_settings(settings, COUNTER), HISTORY, "reactive_micro")
-    assert (summary.text, summary.backend, summary.requests) == (ledger("Port default fixed."),
-                                                                  "anthropic", 1)  # fmt: skip
+    assert (summary.text, summary.backend, summary.requests) == (
+        ledger("Port default fixed."),
+        "anthropic",
+        1,
+    )
     assert summary.usage is not None and summary.usage.prompt_tokens == 10
     [request] = stub.requests
     assert request.path == "/v1/messages"
@@ -89,8 +97,11 @@ def test_a_signed_webhook_receives_the_canonical_messages_and_answers_the_summar
         )
         summary = summarize(summarizer_from_settings(settings, COUNTER), HISTORY, "reactive_full")
     assert refusals == []
-    assert (summary.text, summary.backend, summary.requests) == (ledger("6 messages summarised"),
-                                                                  "webhook", 1)  # fmt: skip
+    assert (summary.text, summary.backend, summary.requests) == (
+        ledger("6 messages summarised"),
+        "webhook",
+        1,
+    )
     [request] = stub.requests
     assert request.path == "/hooks/summarize"
     body = request.json()

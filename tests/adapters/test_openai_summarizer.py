@@ -45,7 +45,10 @@ def test_the_endpoint_configured_in_the_settings_writes_the_summary() -> None:
         )
         summary = summarize(summarizer_from_settings(settings, COUNTER), HISTORY)
     assert (summary.text, summary.backend, summary.fallback_reason) == (
-        ledger("Fixed the port default."), "openai", None)  # fmt: skip
+        ledger("Fixed the port default."),
+        "openai",
+        None,
+    )
     [request] = stub.requests
     assert request.path == "/v1/chat/completions"
     assert request.headers["authorization"] == "Bearer sk-test"

@@ -36,7 +36,7 @@ NOW = 1_700_000_000.0
         ({"retry-after": "next Tuesday"}, None),
         ({}, None),
     ],
-)  # fmt: skip
+)
 def test_the_wait_a_server_asks_for_is_read_in_every_form(
     headers: dict[str, str], seconds: float | None
 ) -> None:

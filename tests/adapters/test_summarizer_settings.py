@@ -24,20 +24,43 @@ from tests.unit.test_extractive_summary import build_failure
 @pytest.mark.parametrize(
     ("fields", "problems"),
     [
-        ({"summarizer": "openai"}, ["CTXC_SUMMARIZER=openai needs CTXC_SUMMARIZER_URL",
-                                    "CTXC_SUMMARIZER=openai needs CTXC_SUMMARIZER_MODEL"]),
-        ({"summarizer": "anthropic", "summarizer_model": "m"},
-         ["CTXC_SUMMARIZER=anthropic needs CTXC_SUMMARIZER_API_KEY"]),
-        ({"summarizer": "webhook", "summarizer_url": "https://hooks.example.org/s"},
-         ["CTXC_SUMMARIZER=webhook needs CTXC_SUMMARIZER_WEBHOOK_SECRET"]),
-        ({"summarizer": "openai", "summarizer_url": "file:///etc/passwd", "summarizer_model": "m"},
-         ["CTXC_SUMMARIZER_URL must be an http(s) URL, not 'file:///etc/passwd'"]),
-        ({"summarizer": "openai", "summarizer_url": "http://h/v1", "summarizer_model": "m",
-          "summarizer_window_tokens": 4_000},
-         ["CTXC_SUMMARIZER_WINDOW_TOKENS must be at least 3 x CTXC_SUMMARIZER_MAX_TOKENS + 1024 "
-          "(7024), so that partial summaries can be merged"]),
+        (
+            {"summarizer": "openai"},
+            [
+                "CTXC_SUMMARIZER=openai needs CTXC_SUMMARIZER_URL",
+                "CTXC_SUMMARIZER=openai needs CTXC_SUMMARIZER_MODEL",
+            ],
+        ),
+        (
+            {"summarizer": "anthropic", "summarizer_model": "m"},
+            ["CTXC_SUMMARIZER=anthropic needs CTXC_SUMMARIZER_API_KEY"],
+        ),
+        (
+            {"summarizer": "webhook", "summarizer_url": "https://hooks.example.org/s"},
+            ["CTXC_SUMMARIZER=webhook needs CTXC_SUMMARIZER_WEBHOOK_SECRET"],
+        ),
+        (
+            {
+                "summarizer": "openai",
+                "summarizer_url": "file:///etc/passwd",
+                "summarizer_model": "m",
+            },
+            ["CTXC_SUMMARIZER_URL must be an http(s) URL, not 'file:///etc/passwd'"],
+        ),
+        (
+            {
+                "summarizer": "openai",
+                "summarizer_url": "http://h/v1",
+                "summarizer_model": "m",
+                "summarizer_window_tokens": 4_000,
+            },
+            [
+                "CTXC_SUMMARIZER_WINDOW_TOKENS must be at least 3 x CTXC_SUMMARIZER_MAX_TOKENS "
+                "+ 1024 (7024), so that partial summaries can be merged"
+            ],
+        ),
     ],
-)  # fmt: skip
+)
 def test_an_incomplete_summariser_configuration_is_refused(
     fields: dict[str, object], problems: list[str]
 ) -> None:
@@ -84,23 +107,39 @@ def _profiles(**declared: dict[str, object]) -> Settings:
 @pytest.mark.parametrize(
     ("declared", "problem"),
     [
-        ({"a": {"kind": "openai", "model": "m"}},
-         "CTXC_SUMMARIZER_PROFILES['a']: kind openai needs url"),
-        ({"a": {"kind": "webhook", "url": "ftp://h/x", "webhook_secret": "s"}},
-         "CTXC_SUMMARIZER_PROFILES['a']: url must be an http(s) URL, not 'ftp://h/x'"),
-        ({"default": {"kind": "extractive"}},
-         "CTXC_SUMMARIZER_PROFILES['default']: the name 'default' is reserved"),
-        ({"a": {"kind": "extractive", "fallback": "b"}},
-         "CTXC_SUMMARIZER_PROFILES: profile 'a': fallback 'b' is not a profile"),
-        ({"a": {"kind": "extractive", "fallback": "b"},
-          "b": {"kind": "extractive", "fallback": "a"}},
-         "CTXC_SUMMARIZER_PROFILES: profile 'a': the fallbacks loop (a -> b -> a)"),
-        ({"a": {"kind": "extractive", "window_tokens": 2_000}},
-         "CTXC_SUMMARIZER_PROFILES['a']: window_tokens must be at least 3 x max_tokens + 1024"),
-        ({"a": {"kind": "anthropic", "model": "m", "api_key": "sk-hidden", "colour": "red"}},
-         "CTXC_SUMMARIZER_PROFILES['a']['colour']: Extra inputs are not permitted"),
+        (
+            {"a": {"kind": "openai", "model": "m"}},
+            "CTXC_SUMMARIZER_PROFILES['a']: kind openai needs url",
+        ),
+        (
+            {"a": {"kind": "webhook", "url": "ftp://h/x", "webhook_secret": "s"}},
+            "CTXC_SUMMARIZER_PROFILES['a']: url must be an http(s) URL, not 'ftp://h/x'",
+        ),
+        (
+            {"default": {"kind": "extractive"}},
+            "CTXC_SUMMARIZER_PROFILES['default']: the name 'default' is reserved",
+        ),
+        (
+            {"a": {"kind": "extractive", "fallback": "b"}},
+            "CTXC_SUMMARIZER_PROFILES: profile 'a': fallback 'b' is not a profile",
+        ),
+        (
+            {
+                "a": {"kind": "extractive", "fallback": "b"},
+                "b": {"kind": "extractive", "fallback": "a"},
+            },
+            "CTXC_SUMMARIZER_PROFILES: profile 'a': the fallbacks loop (a -> b -> a)",
+        ),
+        (
+            {"a": {"kind": "extractive", "window_tokens": 2_000}},
+            "CTXC_SUMMARIZER_PROFILES['a']: window_tokens must be at least 3 x max_tokens + 1024",
+        ),
+        (
+            {"a": {"kind": "anthropic", "model": "m", "api_key": "sk-hidden", "colour": "red"}},
+            "CTXC_SUMMARIZER_PROFILES['a']['colour']: Extra inputs are not permitted",
+        ),
     ],
-)  # fmt: skip
+)
 def test_unusable_summarizer_profiles_are_refused_at_start_up(
     declared: dict[str, dict[str, object]], problem: str
 ) -> None:
@@ -114,9 +153,13 @@ def test_unusable_summarizer_profiles_are_refused_at_start_up(
 def test_profiles_take_the_default_limits_and_are_built_once_each() -> None:
     settings = _profiles(
         fast={"kind": "anthropic", "model": "m", "api_key": "k", "timeout_seconds": 5},
-        hook={"kind": "webhook", "url": "http://127.0.0.1:9/h", "webhook_secret": "s",
-              "fallback": "fast"},
-    )  # fmt: skip
+        hook={
+            "kind": "webhook",
+            "url": "http://127.0.0.1:9/h",
+            "webhook_secret": "s",
+            "fallback": "fast",
+        },
+    )
     fast = settings.profiles["fast"]
     assert (fast.timeout_seconds, fast.retries, fast.max_tokens) == (5, 2, 2_000)
     assert set(settings.profiles) == {"default", "ledger", "extractive", "fast", "hook"}
@@ -134,9 +177,14 @@ def test_a_sessions_time_limit_replaces_the_profiles() -> None:
     """A real endpoint that never answers: the profile waits 30 s a request, the session 0.3 s."""
     with StubServer(lambda _: None) as stub:
         settings = _profiles(
-            slow={"kind": "openai", "url": f"{stub.url}/v1", "model": "m", "retries": 0,
-                  "timeout_seconds": 30},
-        )  # fmt: skip
+            slow={
+                "kind": "openai",
+                "url": f"{stub.url}/v1",
+                "model": "m",
+                "retries": 0,
+                "timeout_seconds": 30,
+            },
+        )
         built = summarizers_from_settings(settings, COUNTER)
         chosen = built.choose(SummarizerChoice(profile="slow", timeout_seconds=0.3))
 

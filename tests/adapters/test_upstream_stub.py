@@ -17,14 +17,27 @@ import pytest
 from app.adapters.tokenizers import load_encoding
 from tests.upstreams import DEFAULT_TEXT, Delay, Drop, Error, Stall, Text, ToolCall, Upstream
 
-TOOLS = [{"type": "function", "function": {
-    "name": "read_file", "description": "Read a file.",
-    "parameters": {"type": "object", "properties": {"path": {"type": "string"},
-                                                    "lines": {"type": "integer"}},
-                   "required": ["path"]},
-}}]  # fmt: skip
-ANTHROPIC_TOOLS = [{"name": "read_file", "description": "Read a file.",
-                    "input_schema": TOOLS[0]["function"]["parameters"]}]  # fmt: skip
+TOOLS = [
+    {
+        "type": "function",
+        "function": {
+            "name": "read_file",
+            "description": "Read a file.",
+            "parameters": {
+                "type": "object",
+                "properties": {"path": {"type": "string"}, "lines": {"type": "integer"}},
+                "required": ["path"],
+            },
+        },
+    }
+]
+ANTHROPIC_TOOLS = [
+    {
+        "name": "read_file",
+        "description": "Read a file.",
+        "input_schema": TOOLS[0]["function"]["parameters"],
+    }
+]
 PROMPT = [{"role": "user", "content": "Read the README."}]
 ANTHROPIC_VERSION = {"anthropic-version": "2023-06-01"}
 
@@ -99,24 +112,33 @@ def test_openai_default_agent_calls_the_first_tool_then_answers_its_result(
     [call] = first.choices[0].message.tool_calls or []
     assert call.type == "function" and call.id
     assert (call.function.name, json.loads(call.function.arguments)) == (
-        "read_file", {"path": "example"},
-    )  # fmt: skip
-    history = [*PROMPT, first.choices[0].message.model_dump(exclude_none=True),
-               {"role": "tool", "tool_call_id": call.id, "content": "# README"}]  # fmt: skip
+        "read_file",
+        {"path": "example"},
+    )
+    history = [
+        *PROMPT,
+        first.choices[0].message.model_dump(exclude_none=True),
+        {"role": "tool", "tool_call_id": call.id, "content": "# README"},
+    ]
     second = gpt.chat.completions.create(model="gpt-4o", messages=history, tools=TOOLS)
     assert (second.choices[0].message.content, second.choices[0].finish_reason) == (
-        DEFAULT_TEXT, "stop",
-    )  # fmt: skip
+        DEFAULT_TEXT,
+        "stop",
+    )
 
 
 def test_openai_stream_ends_with_a_usage_chunk_only_when_asked(
     up: Upstream, gpt: openai.OpenAI
 ) -> None:
     up.script.extend([Text(chars=100), Text(chars=100)])
-    with_usage = list(gpt.chat.completions.create(
-        model="gpt-4o", messages=PROMPT, stream=True,
-        stream_options={"include_usage": True},
-    ))  # fmt: skip
+    with_usage = list(
+        gpt.chat.completions.create(
+            model="gpt-4o",
+            messages=PROMPT,
+            stream=True,
+            stream_options={"include_usage": True},
+        )
+    )
     *answer, last = with_usage
     assert last.choices == [] and last.usage is not None and last.usage.completion_tokens > 0
     assert all(chunk.usage is None for chunk in answer)
@@ -130,9 +152,14 @@ def test_openai_streamed_tool_call_arrives_in_index_keyed_pieces(
     up: Upstream, gpt: openai.OpenAI
 ) -> None:
     up.script.append(ToolCall("read_file", {"path": "docs/guide.md", "lines": 40}))
-    chunks = list(gpt.chat.completions.create(
-        model="gpt-4o", messages=PROMPT, tools=TOOLS, stream=True,
-    ))  # fmt: skip
+    chunks = list(
+        gpt.chat.completions.create(
+            model="gpt-4o",
+            messages=PROMPT,
+            tools=TOOLS,
+            stream=True,
+        )
+    )
     calls = [call for c in chunks for call in c.choices[0].delta.tool_calls or []]
     assert {call.index for call in calls} == {0} and calls[0].id and calls[0].type == "function"
     pieces = [
@@ -148,9 +175,13 @@ def test_openai_streamed_tool_call_arrives_in_index_keyed_pieces(
 
 @pytest.mark.parametrize(
     ("kind", "error", "status"),
-    [("overflow", openai.BadRequestError, 400), ("rate_limit", openai.RateLimitError, 429),
-     ("server", openai.InternalServerError, 500), ("overloaded", openai.InternalServerError, 503)],
-)  # fmt: skip
+    [
+        ("overflow", openai.BadRequestError, 400),
+        ("rate_limit", openai.RateLimitError, 429),
+        ("server", openai.InternalServerError, 500),
+        ("overloaded", openai.InternalServerError, 503),
+    ],
+)
 def test_openai_errors_raise_the_sdks_own_exceptions(
     up: Upstream, gpt: openai.OpenAI, kind: Any, error: type[openai.APIStatusError], status: int
 ) -> None:
@@ -178,8 +209,10 @@ def test_a_prompt_over_the_window_gets_the_real_overflow_errors() -> None:
         assert too_long.value.body == {
             "message": f"This model's maximum context length is 100 tokens. However, your "
             f"messages resulted in {count} tokens. Please reduce the length of the messages.",
-            "type": "invalid_request_error", "param": "messages", "code": "context_length_exceeded",
-        }  # fmt: skip
+            "type": "invalid_request_error",
+            "param": "messages",
+            "code": "context_length_exceeded",
+        }
         with pytest.raises(anthropic.BadRequestError) as too_long_too:
             claude.messages.create(model="claude-x", max_tokens=50, messages=long)
         assert too_long_too.value.body["error"] == {  # type: ignore[index]
@@ -236,9 +269,14 @@ def test_anthropic_text_and_tool_use_answers_parse(
     assert (block.name, block.input) == ("read_file", {"path": "example"})
     assert call.usage.input_tokens == prompt_tokens(tools=ANTHROPIC_TOOLS, messages=PROMPT)
     assert (call.usage.cache_read_input_tokens, call.usage.cache_creation_input_tokens) == (0, 0)
-    history = [*PROMPT, {"role": "assistant", "content": [block.model_dump()]},
-               {"role": "user", "content": [{"type": "tool_result", "tool_use_id": block.id,
-                                             "content": "# README"}]}]  # fmt: skip
+    history = [
+        *PROMPT,
+        {"role": "assistant", "content": [block.model_dump()]},
+        {
+            "role": "user",
+            "content": [{"type": "tool_result", "tool_use_id": block.id, "content": "# README"}],
+        },
+    ]
     answer = claude.messages.create(
         model="claude-x", max_tokens=100, messages=history, tools=ANTHROPIC_TOOLS
     )
@@ -255,9 +293,15 @@ def test_anthropic_stream_sends_every_event_kind_and_parses(
         message = stream.get_final_message()
     assert message.stop_reason == "end_turn" and message.usage.output_tokens > 1
     assert len(message.content[0].text) == 50
-    events = list(claude.messages.create(
-        model="claude-x", max_tokens=100, messages=PROMPT, tools=ANTHROPIC_TOOLS, stream=True,
-    ))  # fmt: skip
+    events = list(
+        claude.messages.create(
+            model="claude-x",
+            max_tokens=100,
+            messages=PROMPT,
+            tools=ANTHROPIC_TOOLS,
+            stream=True,
+        )
+    )
     kinds = [event.type for event in events]
     assert kinds[:2] == ["message_start", "content_block_start"]
     assert kinds[-3:] == ["content_block_stop", "message_delta", "message_stop"]
@@ -279,11 +323,13 @@ def test_anthropic_ping_comes_between_block_start_and_deltas(up: Upstream) -> No
 
 @pytest.mark.parametrize(
     ("kind", "error", "status", "type_"),
-    [("overflow", anthropic.BadRequestError, 400, "invalid_request_error"),
-     ("rate_limit", anthropic.RateLimitError, 429, "rate_limit_error"),
-     ("server", anthropic.InternalServerError, 500, "api_error"),
-     ("overloaded", anthropic.OverloadedError, 529, "overloaded_error")],
-)  # fmt: skip
+    [
+        ("overflow", anthropic.BadRequestError, 400, "invalid_request_error"),
+        ("rate_limit", anthropic.RateLimitError, 429, "rate_limit_error"),
+        ("server", anthropic.InternalServerError, 500, "api_error"),
+        ("overloaded", anthropic.OverloadedError, 529, "overloaded_error"),
+    ],
+)
 def test_anthropic_errors_raise_the_sdks_own_exceptions(
     up: Upstream,
     claude: anthropic.Anthropic,
@@ -309,12 +355,14 @@ def test_anthropic_needs_a_key_and_a_version(up: Upstream) -> None:
     body = {"model": "claude-x", "max_tokens": 10, "messages": PROMPT}
     no_key = httpx.post(f"{up.url}/v1/messages", json=body, headers=ANTHROPIC_VERSION)
     assert (no_key.status_code, no_key.json()["error"]) == (
-        401, {"type": "authentication_error", "message": "x-api-key header is required"},
-    )  # fmt: skip
+        401,
+        {"type": "authentication_error", "message": "x-api-key header is required"},
+    )
     no_version = httpx.post(f"{up.url}/v1/messages", json=body, headers={"x-api-key": "k"})
     assert (no_version.status_code, no_version.json()["error"]) == (
-        400, {"type": "invalid_request_error", "message": "anthropic-version: header is required"},
-    )  # fmt: skip
+        400,
+        {"type": "invalid_request_error", "message": "anthropic-version: header is required"},
+    )
     both = httpx.post(
         f"{up.url}/v1/messages", json=body, headers={"x-api-key": "k", **ANTHROPIC_VERSION}
     )
@@ -367,8 +415,10 @@ def test_an_error_mid_stream_comes_as_each_providers_error_event(
         list(stream)
     assert broken.value.body == {
         "message": "The server had an error while processing your request. Sorry about that!",
-        "type": "server_error", "param": None, "code": None,
-    }  # fmt: skip
+        "type": "server_error",
+        "param": None,
+        "code": None,
+    }
     up.script.append(Error("overloaded", after_chunks=3, provider="anthropic"))
     with (
         pytest.raises(anthropic.APIStatusError) as overloaded,
@@ -378,8 +428,9 @@ def test_an_error_mid_stream_comes_as_each_providers_error_event(
             pass
     assert overloaded.value.status_code == 200  # the stream had begun
     assert overloaded.value.body["error"] == {  # type: ignore[index]
-        "type": "overloaded_error", "message": "Overloaded",
-    }  # fmt: skip
+        "type": "overloaded_error",
+        "message": "Overloaded",
+    }
 
 
 def test_a_step_for_one_provider_waits_for_its_request(

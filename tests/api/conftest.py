@@ -21,10 +21,13 @@ def sidecar(database_url: str) -> Iterator[Sidecar]:
     """A `ctxc` server in keys mode forwarding to a local upstream: one per module and database."""
     with Upstream() as upstream:
         settings = Settings(
-            database_url=database_url, auth="keys", openai_upstream=upstream.openai_base,
-            anthropic_upstream=upstream.anthropic_base, upstream_timeout_seconds=3,
+            database_url=database_url,
+            auth="keys",
+            openai_upstream=upstream.openai_base,
+            anthropic_upstream=upstream.anthropic_base,
+            upstream_timeout_seconds=3,
             metrics_token=METRICS_TOKEN,
-        )  # fmt: skip
+        )
         key = make_key(database_url, f"sidecar-{uuid.uuid4().hex[:6]}")
         with LiveServer(settings) as server:
             yield Sidecar(server.url, key, upstream, database_url)

@@ -13,19 +13,33 @@ import openai
 
 from tests.upstreams import Upstream
 
-TOOLS_OPENAI = [{
-    "type": "function",
-    "function": {"name": "read_file", "description": "Read a file",
-                 "parameters": {"type": "object", "properties": {"path": {"type": "string"}},
-                                "required": ["path"]}},
-}]  # fmt: skip
+TOOLS_OPENAI = [
+    {
+        "type": "function",
+        "function": {
+            "name": "read_file",
+            "description": "Read a file",
+            "parameters": {
+                "type": "object",
+                "properties": {"path": {"type": "string"}},
+                "required": ["path"],
+            },
+        },
+    }
+]
 
 
-TOOLS_ANTHROPIC = [{
-    "name": "read_file", "description": "Read a file",
-    "input_schema": {"type": "object", "properties": {"path": {"type": "string"}},
-                     "required": ["path"]},
-}]  # fmt: skip
+TOOLS_ANTHROPIC = [
+    {
+        "name": "read_file",
+        "description": "Read a file",
+        "input_schema": {
+            "type": "object",
+            "properties": {"path": {"type": "string"}},
+            "required": ["path"],
+        },
+    }
+]
 
 
 @dataclass(frozen=True)
@@ -38,17 +52,23 @@ class Sidecar:
 
     def openai(self, session: str | None = None, **headers: str) -> openai.OpenAI:
         """The OpenAI SDK pointed at the sidecar (closed after the test)."""
-        client = openai.OpenAI(base_url=f"{self.url}/openai/v1", api_key="sk-upstream",
-                               default_headers=self._headers(session, headers),
-                               max_retries=0)  # fmt: skip
+        client = openai.OpenAI(
+            base_url=f"{self.url}/openai/v1",
+            api_key="sk-upstream",
+            default_headers=self._headers(session, headers),
+            max_retries=0,
+        )
         self.clients.append(client)
         return client
 
     def anthropic(self, session: str | None = None, **headers: str) -> anthropic.Anthropic:
         """The Anthropic SDK pointed at the sidecar (closed after the test)."""
-        client = anthropic.Anthropic(base_url=f"{self.url}/anthropic", api_key="sk-ant-upstream",
-                                     default_headers=self._headers(session, headers),
-                                     max_retries=0)  # fmt: skip
+        client = anthropic.Anthropic(
+            base_url=f"{self.url}/anthropic",
+            api_key="sk-ant-upstream",
+            default_headers=self._headers(session, headers),
+            max_retries=0,
+        )
         self.clients.append(client)
         return client
 
@@ -57,8 +77,9 @@ class Sidecar:
         return {"X-Ctxc-Api-Key": self.key, **session_header, **headers}
 
     def ctxc(self) -> httpx.Client:
-        return httpx.Client(base_url=self.url, headers={"Authorization": f"Bearer {self.key}"},
-                            timeout=60)  # fmt: skip
+        return httpx.Client(
+            base_url=self.url, headers={"Authorization": f"Bearer {self.key}"}, timeout=60
+        )
 
 
 def stored(sidecar: Sidecar, session: str) -> list[dict[str, Any]]:
@@ -80,8 +101,9 @@ def openai_loop(sidecar: Sidecar, session: str, turns: int, window: int) -> list
     for turn in range(turns):
         history.append({"role": "user", "content": prompt(turn)})
         while True:
-            answer = client.chat.completions.create(model="gpt-4o", messages=history,
-                                                    tools=TOOLS_OPENAI)  # fmt: skip
+            answer = client.chat.completions.create(
+                model="gpt-4o", messages=history, tools=TOOLS_OPENAI
+            )
             message = answer.choices[0].message
             history.append(message)
             if not message.tool_calls:
@@ -103,16 +125,29 @@ def anthropic_loop(sidecar: Sidecar, session: str, turns: int, window: int) -> l
     for turn in range(turns):
         history.append({"role": "user", "content": prompt(turn)})
         while True:
-            with client.messages.stream(model="claude-haiku-4-5", max_tokens=512,
-                                        system="You are a coding agent.", messages=history,
-                                        tools=TOOLS_ANTHROPIC) as stream:  # fmt: skip
+            with client.messages.stream(
+                model="claude-haiku-4-5",
+                max_tokens=512,
+                system="You are a coding agent.",
+                messages=history,
+                tools=TOOLS_ANTHROPIC,
+            ) as stream:
                 final = stream.get_final_message()
             history.append({"role": "assistant", "content": final.content})
             calls = [b for b in final.content if b.type == "tool_use"]
             if not calls:
                 break
-            history.append({"role": "user", "content": [
-                {"type": "tool_result", "tool_use_id": c.id,
-                 "content": f"contents of module {turn}\n" + "code line\n" * 60}
-                for c in calls]})  # fmt: skip
+            history.append(
+                {
+                    "role": "user",
+                    "content": [
+                        {
+                            "type": "tool_result",
+                            "tool_use_id": c.id,
+                            "content": f"contents of module {turn}\n" + "code line\n" * 60,
+                        }
+                        for c in calls
+                    ],
+                }
+            )
     return history

@@ -21,8 +21,12 @@ MODEL = "ctxc-test-model"
 OPENAI_FORMAT = {"type": "json_schema", "json_schema": {"name": "reply", "schema": SCHEMA}}
 # What `messages.create` sends: its own parameters, less the request options.
 PARAMETERS = set(inspect.signature(anthropic.resources.messages.Messages.create).parameters) - {
-    "self", "extra_headers", "extra_query", "extra_body", "timeout",
-}  # fmt: skip
+    "self",
+    "extra_headers",
+    "extra_query",
+    "extra_body",
+    "timeout",
+}
 
 
 def _refusal(received: Received) -> str | None:
@@ -45,10 +49,15 @@ def messages_api(received: Received) -> Answer:
         error = {"type": "invalid_request_error", "message": why}
         return Answer(400, {"type": "error", "error": error})
     reply = {
-        "id": "msg_1", "type": "message", "role": "assistant", "model": MODEL,
-        "content": [{"type": "text", "text": '{"ok": true}'}], "stop_reason": "end_turn",
-        "stop_sequence": None, "usage": {"input_tokens": 10, "output_tokens": 4},
-    }  # fmt: skip
+        "id": "msg_1",
+        "type": "message",
+        "role": "assistant",
+        "model": MODEL,
+        "content": [{"type": "text", "text": '{"ok": true}'}],
+        "stop_reason": "end_turn",
+        "stop_sequence": None,
+        "usage": {"input_tokens": 10, "output_tokens": 4},
+    }
     return Answer(200, reply)
 
 

@@ -38,23 +38,47 @@ def anthropic_history(rounds: int) -> list[dict[str, Any]]:
     for n in range(rounds):
         body = "\n".join(f"def handler_{n}_{k}(event):\n    return event" for k in range(12))
         out += [
-            {"role": "assistant", "content": [
-                {"type": "thinking", "thinking": f"Module {n} next.", "signature": f"sig{n}"},
-                {"type": "text", "text": f"Reading module {n} and its test."},
-                {"type": "tool_use", "id": f"toolu_{n}a", "name": "read_file",
-                 "input": {"path": f"src/pkg/module_{n}.py"}},
-                {"type": "tool_use", "id": f"toolu_{n}b", "name": "read_file",
-                 "input": {"path": f"tests/test_module_{n}.py"}},
-            ]},
-            {"role": "user", "content": [
-                {"type": "tool_result", "tool_use_id": f"toolu_{n}a", "content": body,
-                 "cache_control": {"type": "ephemeral"}},
-                {"type": "tool_result", "tool_use_id": f"toolu_{n}b", "is_error": True,
-                 "content": [{"type": "text", "text": "No such file."}]},
-            ]},
-        ]  # fmt: skip
-    out += [{"role": "assistant", "content": "I read them all."},
-            {"role": "user", "content": "Now fix it."}]  # fmt: skip
+            {
+                "role": "assistant",
+                "content": [
+                    {"type": "thinking", "thinking": f"Module {n} next.", "signature": f"sig{n}"},
+                    {"type": "text", "text": f"Reading module {n} and its test."},
+                    {
+                        "type": "tool_use",
+                        "id": f"toolu_{n}a",
+                        "name": "read_file",
+                        "input": {"path": f"src/pkg/module_{n}.py"},
+                    },
+                    {
+                        "type": "tool_use",
+                        "id": f"toolu_{n}b",
+                        "name": "read_file",
+                        "input": {"path": f"tests/test_module_{n}.py"},
+                    },
+                ],
+            },
+            {
+                "role": "user",
+                "content": [
+                    {
+                        "type": "tool_result",
+                        "tool_use_id": f"toolu_{n}a",
+                        "content": body,
+                        "cache_control": {"type": "ephemeral"},
+                    },
+                    {
+                        "type": "tool_result",
+                        "tool_use_id": f"toolu_{n}b",
+                        "is_error": True,
+                        "content": [{"type": "text", "text": "No such file."}],
+                    },
+                ],
+            },
+        ]
+    out += [
+        {"role": "assistant", "content": "I read them all."},
+        {"role": "user", "content": "Now fix it."},
+    ]
     return out
 
 
@@ -169,10 +193,12 @@ def call_back(fmt: str, shaped: dict[str, Any]) -> tuple[ToolCallPart, ToolResul
         turn = {"role": "assistant", "content": None, "tool_calls": [shaped["call"]]}
         messages = from_openai([turn, shaped["result"]])
     else:
-        messages = from_anthropic([
-            {"role": "assistant", "content": [shaped["call"]]},
-            {"role": "user", "content": [shaped["result"]]},
-        ])  # fmt: skip
+        messages = from_anthropic(
+            [
+                {"role": "assistant", "content": [shaped["call"]]},
+                {"role": "user", "content": [shaped["result"]]},
+            ]
+        )
     return messages[0].tool_calls[0], messages[1].tool_results[0]
 
 
@@ -188,8 +214,10 @@ def check_shapes(found: dict[str, dict[str, Any]]) -> None:
         assert shaped["result_fields"] == canonical["result"]["fields"]
         call, result = call_back(fmt, shaped)
         assert (call.id, call.name, call.arguments) == (
-            canonical["call_id"], canonical["name"], canonical["arguments"],
-        )  # fmt: skip
+            canonical["call_id"],
+            canonical["name"],
+            canonical["arguments"],
+        )
         assert result.call_id == canonical["call_id"]
         original = ToolResultPart(call_id="x", content=canonical["result"]["content"])
         assert result_text(result) == result_text(original)
@@ -205,9 +233,10 @@ def test_a_summarised_call_reads_in_every_shape(client: httpx.Client) -> None:
     assert found["anthropic"]["result"] == results[1]
     assert found["canonical"]["result"]["is_error"] is True
     assert found["openai"]["call"] == {
-        "id": "toolu_1b", "type": "function",
+        "id": "toolu_1b",
+        "type": "function",
         "function": {"name": "read_file", "arguments": '{"path":"tests/test_module_1.py"}'},
-    }  # fmt: skip
+    }
     assert found["openai"]["result"] == {
         "role": "tool",
         "tool_call_id": "toolu_1b",

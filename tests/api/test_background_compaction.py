@@ -33,11 +33,16 @@ PREPARING = "a compaction is being prepared in the background"
 def served(api: Api, hook: Webhook) -> Iterator[httpx.Client]:
     """An app instance on the test database whose summariser is ``hook``, and a client of it."""
     settings = Settings(
-        database_url=api.database_url, auth="keys", summarizer="webhook",
-        summarizer_url=hook.url, summarizer_webhook_secret=SECRET, summarizer_retries=0,
-        summarizer_timeout_seconds=120, summarizer_deadline_seconds=120,
+        database_url=api.database_url,
+        auth="keys",
+        summarizer="webhook",
+        summarizer_url=hook.url,
+        summarizer_webhook_secret=SECRET,
+        summarizer_retries=0,
+        summarizer_timeout_seconds=120,
+        summarizer_deadline_seconds=120,
         metrics_token=METRICS_TOKEN,
-    )  # fmt: skip
+    )
     with LiveServer(settings) as server, api.client() as client:
         client.base_url = httpx.URL(server.url)
         yield client
@@ -51,11 +56,14 @@ def prepared_row(url: str, sid: str) -> dict[str, Any] | None:
         try:
             async with engine.connect() as conn:
                 query = (
-                    select(PreparedCompactionRow.seqs, PreparedCompactionRow.digest,
-                           PreparedCompactionRow.prepared_at)
+                    select(
+                        PreparedCompactionRow.seqs,
+                        PreparedCompactionRow.digest,
+                        PreparedCompactionRow.prepared_at,
+                    )
                     .join(SessionRow, SessionRow.pk == PreparedCompactionRow.session_pk)
                     .where(SessionRow.id == sid)
-                )  # fmt: skip
+                )
                 found = (await conn.execute(query)).first()
                 return None if found is None else dict(found._mapping)
         finally:
@@ -99,8 +107,13 @@ def session_past_the_mark(client: httpx.Client, **policy: Any) -> tuple[str, int
     posted = client.post(f"/v1/sessions/{sid}/messages", json={"messages": work_history(12)})
     assert posted.status_code == 201, posted.text
     tokens: int = client.get(f"/v1/sessions/{sid}").json()["tokens"]
-    compaction = {"trigger_tokens": tokens * 5 // 4, "target_tokens": tokens * 2 // 5,
-                  "min_messages": 10, "summary_tokens": 300, **policy}  # fmt: skip
+    compaction = {
+        "trigger_tokens": tokens * 5 // 4,
+        "target_tokens": tokens * 2 // 5,
+        "min_messages": 10,
+        "summary_tokens": 300,
+        **policy,
+    }
     client.patch(f"/v1/sessions/{sid}", json={"compaction": compaction}).raise_for_status()
     return sid, tokens
 
@@ -113,8 +126,10 @@ def grow(client: httpx.Client, sid: str, rounds: int = 8) -> None:
             m["tool_calls"][0]["id"] += "_more"
         if m.get("tool_call_id"):
             m["tool_call_id"] += "_more"
-    more += [{"role": "assistant", "content": "Read those too."},
-             {"role": "user", "content": "Go on."}]  # fmt: skip
+    more += [
+        {"role": "assistant", "content": "Read those too."},
+        {"role": "user", "content": "Go on."},
+    ]
     client.post(f"/v1/sessions/{sid}/messages", json={"messages": more}).raise_for_status()
 
 
@@ -309,8 +324,12 @@ def test_a_preparation_that_would_lose_a_constraint_is_not_tried_again_until_the
         )
         assert posted.status_code == 201, posted.text
         tokens: int = client.get(f"/v1/sessions/{sid}").json()["tokens"]
-        compaction = {"trigger_tokens": tokens * 5 // 4, "target_tokens": tokens * 2 // 5,
-                      "min_messages": 10, "summary_tokens": 300}  # fmt: skip
+        compaction = {
+            "trigger_tokens": tokens * 5 // 4,
+            "target_tokens": tokens * 2 // 5,
+            "min_messages": 10,
+            "summary_tokens": 300,
+        }
         client.patch(f"/v1/sessions/{sid}", json={"compaction": compaction}).raise_for_status()
         compile_it(client, sid)
         deadline = time.monotonic() + 30
@@ -333,7 +352,7 @@ def test_a_preparation_that_would_lose_a_constraint_is_not_tried_again_until_the
         client.post(
             f"/v1/sessions/{sid}/messages",
             json={"messages": [{"role": "user", "content": "x " * 2000}]},
-        ).raise_for_status()  # fmt: skip
+        ).raise_for_status()
         answer = compile_it(client, sid)
         assert answer["compactions"] == []
         assert any("refused" in w and checksum(rule) in w for w in answer["warnings"]), answer
@@ -357,14 +376,20 @@ def test_a_preparation_whose_summary_would_shed_too_little_is_not_made_again_and
         probe = new_session(client, provider="gpt-4o")
         client.post(f"/v1/sessions/{probe}/messages", json={"messages": work_history(12)})
         tokens: int = client.get(f"/v1/sessions/{probe}").json()["tokens"]
-        policy = {"trigger_tokens": tokens * 5 // 4, "target_tokens": tokens * 2 // 5,
-                  "min_messages": 10, "summary_tokens": 300}  # fmt: skip
+        policy = {
+            "trigger_tokens": tokens * 5 // 4,
+            "target_tokens": tokens * 2 // 5,
+            "min_messages": 10,
+            "summary_tokens": 300,
+        }
         # A preparation plans ahead: down to the low-water mark less the growth to the trigger.
-        ahead = {**policy, "target_tokens": policy["target_tokens"] - policy["trigger_tokens"]
-                 + tokens}  # fmt: skip
+        ahead = {
+            **policy,
+            "target_tokens": policy["target_tokens"] - policy["trigger_tokens"] + tokens,
+        }
         done = client.post(
             f"/v1/sessions/{probe}/compact", json={"kind": "session", "policy": ahead}
-        ).json()  # fmt: skip
+        ).json()
         shed = done["tokens_before"] - done["tokens_after"]
         # Enough were the summary nothing, too little with the ledger's (budget-exact) one.
         least = round(100 * (shed + done["summary_tokens"] / 2) / done["tokens_before"], 2)
@@ -379,7 +404,7 @@ def test_a_preparation_whose_summary_would_shed_too_little_is_not_made_again_and
         client.post(
             f"/v1/sessions/{sid}/messages",
             json={"messages": [{"role": "user", "content": "x " * 2000}]},
-        ).raise_for_status()  # fmt: skip
+        ).raise_for_status()
         for _ in range(3):  # over the trigger: nothing swapped in, nothing summarised again
             assert compile_it(client, sid)["compactions"] == []
         time.sleep(0.5)

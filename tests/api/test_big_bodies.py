@@ -59,9 +59,10 @@ def test_a_16_mb_append_and_count_leave_healthz_answering(server: str) -> None:
         try:
             time.sleep(0.3)
             answer = client.post(
-                f"/v1/sessions/{sid}/messages", content=body,
+                f"/v1/sessions/{sid}/messages",
+                content=body,
                 headers={"content-type": "application/json", "Idempotency-Key": "big-1"},
-            )  # fmt: skip
+            )
             counted = client.post("/v1/tokens/count", content=body, headers=JSON)
         finally:
             stop.set()
@@ -72,7 +73,9 @@ def test_a_16_mb_append_and_count_leave_healthz_answering(server: str) -> None:
         assert counted.json()["total"] > answer.json()["tokens"]  # reply priming
         page = client.get(f"/v1/sessions/{sid}/messages", params={"after_seq": 9_999}).json()
         assert page["items"][0]["message"]["metadata"]["n"] == [13, 9_999, 2.5, True, None]
-    print(f"{len(latencies)} /healthz answers during the append and count, the longest "
-          f"{max(latencies) * 1000:.0f} ms")  # fmt: skip
+    print(
+        f"{len(latencies)} /healthz answers during the append and count, the longest "
+        f"{max(latencies) * 1000:.0f} ms"
+    )
     assert len(latencies) >= 3 and set(statuses) == {200}
     assert max(latencies) < LIVENESS_S

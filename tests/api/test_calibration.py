@@ -106,8 +106,9 @@ class Provider:
     def tenant(self, name: str | None = None) -> httpx.Client:
         """A client of a new tenant (called ``name``): nothing learnt yet."""
         key = make_key(self.sidecar.database_url, name or f"calib-{uuid.uuid4().hex[:8]}")
-        return httpx.Client(base_url=self.sidecar.url, timeout=60,
-                            headers={"Authorization": f"Bearer {key}"})  # fmt: skip
+        return httpx.Client(
+            base_url=self.sidecar.url, timeout=60, headers={"Authorization": f"Bearer {key}"}
+        )
 
 
 @pytest.fixture(scope="module")
@@ -115,10 +116,13 @@ def provider(database_url: str) -> Iterator[Provider]:
     tokenizer = Tokenizer()
     with Upstream(prompt_count=tokenizer) as upstream:
         settings = Settings(
-            database_url=database_url, auth="keys", openai_upstream=upstream.openai_base,
-            anthropic_upstream=upstream.anthropic_base, upstream_timeout_seconds=10,
+            database_url=database_url,
+            auth="keys",
+            openai_upstream=upstream.openai_base,
+            anthropic_upstream=upstream.anthropic_base,
+            upstream_timeout_seconds=10,
             metrics_token=METRICS_TOKEN,
-        )  # fmt: skip
+        )
         key = make_key(database_url, f"sidecar-{uuid.uuid4().hex[:6]}")
         with LiveServer(settings) as server:
             yield Provider(Sidecar(server.url, key, upstream, database_url), tokenizer)
@@ -131,10 +135,15 @@ def send(provider: Provider, answer: dict[str, Any]) -> tuple[dict[str, Any], Co
     blocks = [{"type": "text", "text": system}] if isinstance(system, str) else list(system or [])
     if blocks:
         blocks[-1] = {**blocks[-1], "cache_control": {"type": "ephemeral"}}
-    body = {"model": "claude-sonnet-4-5", "max_tokens": 256, "messages": answer["messages"],
-            **({"system": blocks} if blocks else {})}  # fmt: skip
-    reply = httpx.post(f"{provider.upstream.url}/v1/messages", json=body,
-                       headers=ANTHROPIC_HEADERS, timeout=30)  # fmt: skip
+    body = {
+        "model": "claude-sonnet-4-5",
+        "max_tokens": 256,
+        "messages": answer["messages"],
+        **({"system": blocks} if blocks else {}),
+    }
+    reply = httpx.post(
+        f"{provider.upstream.url}/v1/messages", json=body, headers=ANTHROPIC_HEADERS, timeout=30
+    )
     assert reply.status_code == 200, reply.text
     return reply.json(), provider.tokenizer.counted[-1]
 
@@ -142,9 +151,12 @@ def send(provider: Provider, answer: dict[str, Any]) -> tuple[dict[str, Any], Co
 def usage_of(reply: dict[str, Any]) -> dict[str, int]:
     """The reply's usage as the API takes it (Anthropic's names mapped, the cache apart)."""
     usage = reply["usage"]
-    return {"prompt_tokens": usage["input_tokens"], "completion_tokens": usage["output_tokens"],
-            "cache_read_tokens": usage["cache_read_input_tokens"],
-            "cache_write_tokens": usage["cache_creation_input_tokens"]}  # fmt: skip
+    return {
+        "prompt_tokens": usage["input_tokens"],
+        "completion_tokens": usage["output_tokens"],
+        "cache_read_tokens": usage["cache_read_input_tokens"],
+        "cache_write_tokens": usage["cache_creation_input_tokens"],
+    }
 
 
 def compile_(client: httpx.Client, sid: str, **body: Any) -> dict[str, Any]:
@@ -160,8 +172,9 @@ def ack(client: httpx.Client, sid: str, compile_id: str, **body: Any) -> None:
 
 
 def append(client: httpx.Client, sid: str, *messages: Any, fmt: str = "openai") -> None:
-    answer = client.post(f"/v1/sessions/{sid}/messages",
-                         json={"format": fmt, "messages": list(messages)})  # fmt: skip
+    answer = client.post(
+        f"/v1/sessions/{sid}/messages", json={"format": fmt, "messages": list(messages)}
+    )
     assert answer.status_code == 201, answer.text
 
 
@@ -170,17 +183,28 @@ def error(figure: int, counted: Counted) -> float:
 
 
 def agent_session(client: httpx.Client, provider: str = "anthropic") -> str:
-    return new_session(client, id=f"calib-{uuid.uuid4().hex[:8]}", provider=provider,
-                       system_prompt=[{"name": "identity", "text": "You are a coding agent. " * 8,
-                                       "lifecycle": "static"}])  # fmt: skip
+    return new_session(
+        client,
+        id=f"calib-{uuid.uuid4().hex[:8]}",
+        provider=provider,
+        system_prompt=[
+            {"name": "identity", "text": "You are a coding agent. " * 8, "lifecycle": "static"}
+        ],
+    )
 
 
 def turn(client: httpx.Client, provider: Provider, sid: str, n: int) -> tuple[dict[str, Any], Any]:
     """One call of the agent: a prompt and a file, compiled, sent, acknowledged with the usage,
     the reply stored. The compile's tokens, the provider's count and the reply's usage."""
-    append(client, sid, {"role": "user", "content": prompt(n)},
-           {"role": "user", "content": f"module_{n}.py:\n" + f"def f_{n}(x):\n    return x\n" * (
-               8 + 5 * (n % 4))})  # fmt: skip
+    append(
+        client,
+        sid,
+        {"role": "user", "content": prompt(n)},
+        {
+            "role": "user",
+            "content": f"module_{n}.py:\n" + f"def f_{n}(x):\n    return x\n" * (8 + 5 * (n % 4)),
+        },
+    )
     answer = compile_(client, sid)
     reply, counted = send(provider, answer)
     ack(client, sid, answer["compile_id"], usage=usage_of(reply))
@@ -285,9 +309,10 @@ def test_usage_that_teaches_nothing_changes_nothing(provider: Provider) -> None:
         assert answer["tokens"]["count"] == "exact"
         assert answer["tokens"]["calibration"] is None
         ack(client, exact, answer["compile_id"], usage={"prompt_tokens": 900})
-        bad = client.post(f"/v1/sessions/{sid}/cursor",
-                          json={"compile_id": failed["compile_id"],
-                                "usage": {"prompt_tokens": -5}})  # fmt: skip
+        bad = client.post(
+            f"/v1/sessions/{sid}/cursor",
+            json={"compile_id": failed["compile_id"], "usage": {"prompt_tokens": -5}},
+        )
         assert bad.status_code == 422 and "prompt_tokens" in bad.text
         after = row_counts(url)
         assert after["session_calibrations"] == before["session_calibrations"]
@@ -350,20 +375,34 @@ def test_sidecar_turns_calibrate_the_next(provider: Provider) -> None:
             history.append({"role": "user", "content": prompt(n)})
             while True:
                 raw = client.messages.with_raw_response.create(
-                    model="claude-haiku-4-5", max_tokens=256, system="You are a coding agent.",
-                    messages=history, tools=TOOLS_ANTHROPIC,
-                )  # fmt: skip
+                    model="claude-haiku-4-5",
+                    max_tokens=256,
+                    system="You are a coding agent.",
+                    messages=history,
+                    tools=TOOLS_ANTHROPIC,
+                )
                 seen.append((int(raw.headers["x-ctxc-tokens"]), provider.tokenizer.counted[-1]))
                 final = raw.parse()
-                history.append({"role": "assistant",
-                                "content": [b.model_dump() for b in final.content]})  # fmt: skip
+                history.append(
+                    {"role": "assistant", "content": [b.model_dump() for b in final.content]}
+                )
                 calls = [b for b in final.content if b.type == "tool_use"]
                 if not calls:
                     break
-                history.append({"role": "user", "content": [
-                    {"type": "tool_result", "tool_use_id": c.id,
-                     "content": f"contents of module {n}\n" + "code line\n" * (20 + 9 * n)}
-                    for c in calls]})  # fmt: skip
+                history.append(
+                    {
+                        "role": "user",
+                        "content": [
+                            {
+                                "type": "tool_result",
+                                "tool_use_id": c.id,
+                                "content": f"contents of module {n}\n"
+                                + "code line\n" * (20 + 9 * n),
+                            }
+                            for c in calls
+                        ],
+                    }
+                )
     finally:
         client.close()
     # Before three turns were stored, the estimates (the tools counted as ctxc renders them

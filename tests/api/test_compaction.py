@@ -36,8 +36,13 @@ from tests.conftest import Api, new_session, row_counts
 
 # Compaction itself, inline in the compile over the trigger (not prepared in the background:
 # tests/api/test_background_compaction.py covers that).
-POLICY = {"trigger_tokens": 2_000, "target_tokens": 800, "min_messages": 10,
-          "summary_tokens": 300, "background": False}  # fmt: skip
+POLICY = {
+    "trigger_tokens": 2_000,
+    "target_tokens": 800,
+    "min_messages": 10,
+    "summary_tokens": 300,
+    "background": False,
+}
 
 
 def work_history(rounds: int) -> list[dict[str, Any]]:
@@ -49,13 +54,23 @@ def work_history(rounds: int) -> list[dict[str, Any]]:
         path = f"src/pkg/module_{n}.py"
         body = "\n".join(f"def handler_{n}_{k}(event):\n    return event" for k in range(12))
         out += [
-            {"role": "assistant", "content": None, "tool_calls": [{
-                "id": f"call_{n}", "type": "function",
-                "function": {"name": "read_file", "arguments": json.dumps({"path": path})}}]},
+            {
+                "role": "assistant",
+                "content": None,
+                "tool_calls": [
+                    {
+                        "id": f"call_{n}",
+                        "type": "function",
+                        "function": {"name": "read_file", "arguments": json.dumps({"path": path})},
+                    }
+                ],
+            },
             {"role": "tool", "tool_call_id": f"call_{n}", "content": body},
-        ]  # fmt: skip
-    out += [{"role": "assistant", "content": "I read them all."},
-            {"role": "user", "content": "Now fix it."}]  # fmt: skip
+        ]
+    out += [
+        {"role": "assistant", "content": "I read them all."},
+        {"role": "user", "content": "Now fix it."},
+    ]
     return out
 
 
@@ -87,10 +102,12 @@ def test_a_full_compaction_archives_exactly_what_it_summarised(client: httpx.Cli
     # remark) and the current prompt: 2..23 of 27.
     assert (record["seq_from"], record["seq_to"], record["summary_seq"]) == (2, 23, 23)
     detail = client.get(f"/v1/sessions/{sid}/compactions/{record['id']}").json()
-    archived = [{k: a[k] for k in ("seq", "section", "created_at", "message")}
-                for a in detail["archived"]]  # fmt: skip
-    expected = [{k: m[k] for k in ("seq", "section", "created_at", "message")}
-                for m in before[1:23]]  # fmt: skip
+    archived = [
+        {k: a[k] for k in ("seq", "section", "created_at", "message")} for a in detail["archived"]
+    ]
+    expected = [
+        {k: m[k] for k in ("seq", "section", "created_at", "message")} for m in before[1:23]
+    ]
     assert archived == expected
     assert record["messages"] == 22
     after = canonical(client, sid)
@@ -153,8 +170,9 @@ def test_nothing_to_compact_is_a_409_and_bad_policies_a_422(api: Api, client: ht
     client.post(f"/v1/sessions/{sid}/messages", json=hello).raise_for_status()
     assert compact(client, sid, kind="full").status_code == 409
     before = row_counts(api.database_url)
-    bad = client.post("/v1/sessions", json={"compaction": {"trigger_tokens": 10,
-                                                            "target_tokens": 20}})  # fmt: skip
+    bad = client.post(
+        "/v1/sessions", json={"compaction": {"trigger_tokens": 10, "target_tokens": 20}}
+    )
     assert bad.status_code == 422 and bad.json()["errors"][0]["path"] == "body.compaction"
     unknown = compact(client, sid, kind="full", policy={"micro_trigger": 3})
     assert unknown.status_code == 422
@@ -280,8 +298,11 @@ def test_usage_on_the_compile_request_itself_and_the_per_request_cap(
     client: httpx.Client,
 ) -> None:
     sid = session_with(client, rounds=20, compaction=QUIET, context_window=10_000)
-    policy = {"micro_trigger_pct": 50, "full_trigger_pct": 100,
-              "max_reactive_compactions_per_request": 2}  # fmt: skip
+    policy = {
+        "micro_trigger_pct": 50,
+        "full_trigger_pct": 100,
+        "max_reactive_compactions_per_request": 2,
+    }
     answer = compile_it(client, sid, usage={"prompt_tokens": 9_900}, compaction=policy)
     assert [c["kind"] for c in answer["compactions"]] == ["micro", "micro"]
     bad = client.post(f"/v1/sessions/{sid}/compile", json={"compaction": {"trigger": 1}})
@@ -292,8 +313,11 @@ def test_usage_on_the_compile_request_itself_and_the_per_request_cap(
 def test_a_compaction_at_compile_starts_a_new_provider_session(client: httpx.Client) -> None:
     sid = session_with(client, provider="codex-cli", compaction=QUIET)
     first = compile_it(client, sid)
-    ack = {"compile_id": first["compile_id"], "provider_session_id": "thread-1",
-           "usage": {"prompt_tokens": 190_000}}  # fmt: skip
+    ack = {
+        "compile_id": first["compile_id"],
+        "provider_session_id": "thread-1",
+        "usage": {"prompt_tokens": 190_000},
+    }
     client.post(f"/v1/sessions/{sid}/cursor", json=ack).raise_for_status()
     answer = compile_it(client, sid)
     [done] = answer["compactions"]
@@ -317,8 +341,11 @@ def test_a_summary_no_smaller_than_what_it_replaces_is_not_written(
     api: Api, client: httpx.Client
 ) -> None:
     sid = new_session(client, provider="gpt-4o")
-    tiny = [m for n in range(4) for m in ({"role": "user", "content": "hi"},
-                                           {"role": "assistant", "content": "ok"})]  # fmt: skip
+    tiny = [
+        m
+        for n in range(4)
+        for m in ({"role": "user", "content": "hi"}, {"role": "assistant", "content": "ok"})
+    ]
     client.post(f"/v1/sessions/{sid}/messages", json={"messages": tiny}).raise_for_status()
     before = row_counts(api.database_url)
     # The extractive summariser's header alone outweighs these (the ledger's would not).
@@ -419,9 +446,14 @@ def test_a_compaction_that_finds_the_lease_held_calls_no_summariser(
                 now = datetime.now(UTC)
                 slow = Compactor(slow_db, counter, held, now, BUILTIN_CATALOG)
                 slow_ctx = compiling.Context(
-                    MessageCache(counter, 1 << 20), BUILTINS, BUILTIN_CATALOG, tenant, now,
-                    slow_db, slow,
-                )  # fmt: skip
+                    MessageCache(counter, 1 << 20),
+                    BUILTINS,
+                    BUILTIN_CATALOG,
+                    tenant,
+                    now,
+                    slow_db,
+                    slow,
+                )
                 compile_task = asyncio.create_task(
                     compiling.compile_session(slow_ctx, sid, compiling.Options())
                 )
@@ -431,9 +463,14 @@ def test_a_compaction_that_finds_the_lease_held_calls_no_summariser(
                 with pytest.raises(NotCompacted, match="is running"):  # ... it holds the lease
                     await compact_now(fast, tenant, sid, "session", None)
                 fast_ctx = compiling.Context(
-                    MessageCache(counter, 1 << 20), BUILTINS, BUILTIN_CATALOG, tenant, now,
-                    fast_db, fast,
-                )  # fmt: skip
+                    MessageCache(counter, 1 << 20),
+                    BUILTINS,
+                    BUILTIN_CATALOG,
+                    tenant,
+                    now,
+                    fast_db,
+                    fast,
+                )
                 loser = await compiling.compile_session(fast_ctx, sid, compiling.Options())
                 assert loser.compactions == ()  # compiled without waiting
                 assert "compiled without waiting" in loser.output.warnings[0]

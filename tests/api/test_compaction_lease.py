@@ -29,12 +29,17 @@ def _more(round_: int) -> list[dict[str, Any]]:
         m
         for n in range(8)
         for m in (
-            {"role": "user", "content": f"Round {round_}: look at src/r{round_}/part_{n}.py. "
-             + "Check it. " * 30},
-            {"role": "assistant", "content": f"It defines handler_{round_}_{n}. "
-             + "It is fine. " * 30},
+            {
+                "role": "user",
+                "content": f"Round {round_}: look at src/r{round_}/part_{n}.py. "
+                + "Check it. " * 30,
+            },
+            {
+                "role": "assistant",
+                "content": f"It defines handler_{round_}_{n}. " + "It is fine. " * 30,
+            },
         )
-    ]  # fmt: skip
+    ]
 
 
 @pytest.mark.slow
@@ -57,10 +62,11 @@ def test_concurrent_compiles_on_replicas_call_the_summariser_once_per_compaction
             assert posted.status_code == 201, posted.text
             with ThreadPoolExecutor(COMPILES) as pool:
                 compiles = [
-                    pool.submit(clients[n % len(clients)].post, f"/v1/sessions/{sid}/compile",
-                                json={})
+                    pool.submit(
+                        clients[n % len(clients)].post, f"/v1/sessions/{sid}/compile", json={}
+                    )
                     for n in range(COMPILES)
-                ]  # fmt: skip
+                ]
                 answers += [c.result().status_code for c in compiles]
         compactions = clients[0].get(f"/v1/sessions/{sid}/compactions").json()["items"]
     assert answers == [200] * COMPILES * ROUNDS

@@ -119,8 +119,10 @@ def test_a_budget_smaller_than_the_newest_round_is_a_422_with_figures(client: ht
 def test_a_reserve_larger_than_the_window_is_a_422_naming_it(client: httpx.Client) -> None:
     history = [{"role": "user", "content": "hi"}]
     limit = {"name": "token_limit", "params": {"reserve": 4096}}
-    response = client.post("/v1/compile", json={"messages": history, "context_window": 3594,
-                                                "compiler": {"decorators": [limit]}})  # fmt: skip
+    response = client.post(
+        "/v1/compile",
+        json={"messages": history, "context_window": 3594, "compiler": {"decorators": [limit]}},
+    )
     assert response.status_code == 422
     [error] = response.json()["errors"]
     assert error["path"] == "body.compiler" and "reserve (4096 tokens)" in error["message"]
@@ -261,8 +263,11 @@ def test_a_repeated_request_is_answered_from_memory_with_a_new_compile_id(
     client: httpx.Client,
 ) -> None:
     limit = {"name": "token_limit", "params": {"reserve": 0}}
-    body = {"messages": openai_history(30), "compiler": {"decorators": ["redact", limit]},
-            "context_window": 400}  # fmt: skip
+    body = {
+        "messages": openai_history(30),
+        "compiler": {"decorators": ["redact", limit]},
+        "context_window": 400,
+    }
     raw = json.dumps(body).encode()
     before = remembered(client)
     first, second, third = (
@@ -285,8 +290,10 @@ def test_a_repeated_request_is_answered_from_memory_with_a_new_compile_id(
 def test_a_compiler_that_reads_the_clock_is_never_answered_from_memory(
     client: httpx.Client,
 ) -> None:
-    body = {"messages": openai_history(2), "compiler": {"decorators": [
-        {"name": "providers", "params": {"names": ["identity"]}}]}}  # fmt: skip
+    body = {
+        "messages": openai_history(2),
+        "compiler": {"decorators": [{"name": "providers", "params": {"names": ["identity"]}}]},
+    }
     before = remembered(client)
     first, second = (compile_posted(client, **body) for _ in range(2))
     assert first["messages"][0] != second["messages"][0]  # "Date: ..." moved on
@@ -345,8 +352,11 @@ def test_real_transcripts_under_budget_keep_their_system_prompt_and_task(
     kept = refused = 0
     for path in sorted(TRANSCRIPTS.glob("*/*.json")):
         doc = json.loads(path.read_text())
-        body: dict[str, Any] = {"messages": doc["messages"], "provider": provider,
-                                "tools": doc.get("tools")}  # fmt: skip
+        body: dict[str, Any] = {
+            "messages": doc["messages"],
+            "provider": provider,
+            "tools": doc.get("tools"),
+        }
         if path.parent.name == "anthropic":
             body |= {"format": "anthropic", "system": doc.get("system")}
             system = doc.get("system")
@@ -380,8 +390,11 @@ def test_real_transcripts_under_budget_keep_their_system_prompt_and_task(
 def test_a_blank_message_is_left_out_of_either_shape_and_says_so(
     client: httpx.Client, provider: str
 ) -> None:
-    history = [{"role": "user", "content": "hi"}, {"role": "assistant", "content": " \n"},
-               {"role": "user", "content": "still there?"}]  # fmt: skip
+    history = [
+        {"role": "user", "content": "hi"},
+        {"role": "assistant", "content": " \n"},
+        {"role": "user", "content": "still there?"},
+    ]
     answer = compile_posted(client, messages=history, provider=provider)
     assert [m["content"] for m in answer["messages"]] in (
         [history[0]["content"], history[2]["content"]],

@@ -23,9 +23,12 @@ def marked_history(rounds: int = 12, rule: str = RULE) -> list[dict[str, Any]]:
     out = work_history(rounds)
     out[3:3] = [
         {"role": "user", "content": rule, "metadata": {"constraint": True}},
-        {"role": "assistant", "content": f"Understood: I will {FRAGMENT} and go on.",
-         "metadata": {"constraints": [FRAGMENT]}},
-    ]  # fmt: skip
+        {
+            "role": "assistant",
+            "content": f"Understood: I will {FRAGMENT} and go on.",
+            "metadata": {"constraints": [FRAGMENT]},
+        },
+    ]
     return out
 
 
@@ -82,8 +85,11 @@ def test_constraints_are_carried_verbatim_and_re_asserted_by_a_chained_compactio
     assert done.json()["summary_tokens"] <= POLICY["summary_tokens"]
 
     more = work_history(12)[1:]
-    more[0] = {"role": "user", "content": "Also: no new dependencies.",
-               "metadata": {"constraint": True}}  # fmt: skip
+    more[0] = {
+        "role": "user",
+        "content": "Also: no new dependencies.",
+        "metadata": {"constraint": True},
+    }
     posted = client.post(f"/v1/sessions/{sid}/messages", json={"messages": more})
     assert posted.status_code == 201, posted.text
     again = compact(client, sid, kind="full")

@@ -33,8 +33,11 @@ def reply(text: str) -> dict[str, Any]:
 
 def call(call_id: str) -> dict[str, Any]:
     function = {"name": "read_file", "arguments": '{"path": "main.py"}'}
-    return {"role": "assistant", "content": None,
-            "tool_calls": [{"id": call_id, "type": "function", "function": function}]}  # fmt: skip
+    return {
+        "role": "assistant",
+        "content": None,
+        "tool_calls": [{"id": call_id, "type": "function", "function": function}],
+    }
 
 
 def result(call_id: str, text: str = "print('hi')") -> dict[str, Any]:
@@ -151,8 +154,13 @@ def test_no_acknowledgement_resends_the_same_delta(client: httpx.Client) -> None
     sid, _ = started(client)
     append(client, sid, user("step 3"))
     first = compile_(client, sid)
-    failed = ack(client, sid, first["compile_id"], error_kind="prompt_too_long",
-                 usage={"prompt_tokens": 210_000})  # fmt: skip
+    failed = ack(
+        client,
+        sid,
+        first["compile_id"],
+        error_kind="prompt_too_long",
+        usage={"prompt_tokens": 210_000},
+    )
     assert failed == {"cursor_seq": 2, "provider_session_id": "thread-1", "advanced": False}
     again = compile_(client, sid)  # aborted or failed: the delta is sent again
     assert again["seq_range"] == first["seq_range"] == [3, 3]
@@ -297,8 +305,12 @@ def test_a_round_longer_than_the_look_back_still_pairs_its_results(client: httpx
 
 
 def test_a_session_defines_its_own_stateful_profile(client: httpx.Client) -> None:
-    sid = new_session(client, provider="gpt-4o", system_prompt=FRAGMENTS,
-                      profile={"session_resumption": True, "context_window": 50_000})  # fmt: skip
+    sid = new_session(
+        client,
+        provider="gpt-4o",
+        system_prompt=FRAGMENTS,
+        profile={"session_resumption": True, "context_window": 50_000},
+    )
     session = client.get(f"/v1/sessions/{sid}").json()
     assert session["session_resumption"] is True and session["profile"]["context_window"] == 50_000
     append(client, sid, user("hi"))

@@ -127,10 +127,15 @@ def test_dropped_database_gives_503_and_readyz_then_resumes_when_restored(pg_url
         assert ready(server.url) == 503
         during = Tally()
         for _ in range(3):
-            during.record(time.monotonic(), httpx.post(
-                f"{server.url}/v1/sessions", json={},
-                headers={"Authorization": f"Bearer {key}"}, timeout=30,
-            ))  # fmt: skip
+            during.record(
+                time.monotonic(),
+                httpx.post(
+                    f"{server.url}/v1/sessions",
+                    json={},
+                    headers={"Authorization": f"Bearer {key}"},
+                    timeout=30,
+                ),
+            )
         assert during.unavailable == 3, during.wrong
         ok_while_down = len(
             [t for t in load.tally.successes if t > dropped + 0.5]

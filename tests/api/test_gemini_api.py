@@ -103,20 +103,37 @@ def test_a_tool_calls_originals_read_in_the_gemini_shape(client: httpx.Client) -
 @pytest.mark.parametrize(
     ("body", "path"),
     [
-        ({"messages": [{"role": "user", "parts": [{"text": "a", "inlineData": {}}]}]},
-         "body.messages[0].parts[0]"),
-        ({"messages": [{"role": "model", "parts": [{"function_call": {"name": "f"}}]}]},
-         "body.messages[0].parts[0].function_call"),
+        (
+            {"messages": [{"role": "user", "parts": [{"text": "a", "inlineData": {}}]}]},
+            "body.messages[0].parts[0]",
+        ),
+        (
+            {"messages": [{"role": "model", "parts": [{"function_call": {"name": "f"}}]}]},
+            "body.messages[0].parts[0].function_call",
+        ),
         ({"messages": [{"role": "assistant", "content": "hi"}]}, "body.messages[0].role"),
-        ({"messages": [{"role": "user", "parts": [{"text": "ok"}]},
-                       {"role": "model", "parts": [{"functionResponse": {"name": "f"}}]}]},
-         "body.messages[1].content[0]"),
-        ({"messages": [{"role": "user", "parts": [{"text": "ok"}]}], "system": ["x"]},
-         "body.system"),
-        ({"messages": [{"role": "user", "parts": [{"text": "ok"}]}],
-          "system": {"parts": [{"functionCall": {"name": "f"}}]}}, "body.system.parts[0]"),
+        (
+            {
+                "messages": [
+                    {"role": "user", "parts": [{"text": "ok"}]},
+                    {"role": "model", "parts": [{"functionResponse": {"name": "f"}}]},
+                ]
+            },
+            "body.messages[1].content[0]",
+        ),
+        (
+            {"messages": [{"role": "user", "parts": [{"text": "ok"}]}], "system": ["x"]},
+            "body.system",
+        ),
+        (
+            {
+                "messages": [{"role": "user", "parts": [{"text": "ok"}]}],
+                "system": {"parts": [{"functionCall": {"name": "f"}}]},
+            },
+            "body.system.parts[0]",
+        ),
     ],
-)  # fmt: skip
+)
 def test_bad_gemini_bodies_are_422_naming_the_field_and_write_nothing(
     api: Api, client: httpx.Client, body: dict[str, Any], path: str
 ) -> None:
@@ -149,19 +166,35 @@ def gemini_history(rounds: int) -> list[dict[str, Any]]:
     for n in range(rounds):
         body = "\n".join(f"def handler_{n}_{k}(event):\n    return event" for k in range(12))
         out += [
-            {"role": "model", "parts": [
-                {"text": f"Module {n} next.", "thought": True},
-                {"functionCall": {"name": "read_file", "args": {"path": f"src/m_{n}.py"}},
-                 "thoughtSignature": f"sig{n}"},
-                {"functionCall": {"name": "read_file", "args": {"path": f"tests/t_{n}.py"}}},
-            ]},
-            {"role": "user", "parts": [
-                {"functionResponse": {"name": "read_file", "response": {"output": body}}},
-                {"functionResponse": {"name": "read_file", "response": {"error": "No such file."}}},
-            ]},
-        ]  # fmt: skip
-    return [*out, {"role": "model", "parts": [{"text": "I read them all."}]},
-            {"role": "user", "parts": [{"text": "Now fix it."}]}]  # fmt: skip
+            {
+                "role": "model",
+                "parts": [
+                    {"text": f"Module {n} next.", "thought": True},
+                    {
+                        "functionCall": {"name": "read_file", "args": {"path": f"src/m_{n}.py"}},
+                        "thoughtSignature": f"sig{n}",
+                    },
+                    {"functionCall": {"name": "read_file", "args": {"path": f"tests/t_{n}.py"}}},
+                ],
+            },
+            {
+                "role": "user",
+                "parts": [
+                    {"functionResponse": {"name": "read_file", "response": {"output": body}}},
+                    {
+                        "functionResponse": {
+                            "name": "read_file",
+                            "response": {"error": "No such file."},
+                        }
+                    },
+                ],
+            },
+        ]
+    return [
+        *out,
+        {"role": "model", "parts": [{"text": "I read them all."}]},
+        {"role": "user", "parts": [{"text": "Now fix it."}]},
+    ]
 
 
 def test_an_archive_reads_back_in_the_gemini_shape_it_was_posted_in(client: httpx.Client) -> None:

@@ -23,11 +23,21 @@ from tests.upstream_gemini import GeminiUpstream
 
 KEY = "AIza-test-key"
 MODEL = "gemini-3-pro-preview"
-TOOLS = [{"functionDeclarations": [{
-    "name": "read_file", "description": "Read a file",
-    "parameters": {"type": "object", "properties": {"path": {"type": "string"}},
-                   "required": ["path"]},
-}]}]  # fmt: skip
+TOOLS = [
+    {
+        "functionDeclarations": [
+            {
+                "name": "read_file",
+                "description": "Read a file",
+                "parameters": {
+                    "type": "object",
+                    "properties": {"path": {"type": "string"}},
+                    "required": ["path"],
+                },
+            }
+        ]
+    }
+]
 
 
 @dataclass(frozen=True)
@@ -46,15 +56,21 @@ class Gemini:
         return httpx.Client(base_url=f"{self.url}/gemini", headers=headers, timeout=60)
 
     def ctxc(self) -> httpx.Client:
-        return httpx.Client(base_url=self.url, headers={"Authorization": f"Bearer {self.key}"},
-                            timeout=60)  # fmt: skip
+        return httpx.Client(
+            base_url=self.url, headers={"Authorization": f"Bearer {self.key}"}, timeout=60
+        )
 
 
 @pytest.fixture(scope="module")
 def gemini(database_url: str) -> Iterator[Gemini]:
     with GeminiUpstream(api_key=KEY) as upstream:
-        settings = Settings(database_url=database_url, auth="keys", gemini_upstream=upstream.url,
-                            upstream_timeout_seconds=10, metrics_token=METRICS_TOKEN)  # fmt: skip
+        settings = Settings(
+            database_url=database_url,
+            auth="keys",
+            gemini_upstream=upstream.url,
+            upstream_timeout_seconds=10,
+            metrics_token=METRICS_TOKEN,
+        )
         key = make_key(database_url, f"gemini-{uuid.uuid4().hex[:6]}")
         with LiveServer(settings) as server:
             yield Gemini(server.url, key, upstream, database_url)
@@ -113,17 +129,32 @@ def agent_loop(gemini: Gemini, session: str, turns: int, window: int) -> list[An
                     answer = client.post(f"/v1beta/models/{MODEL}:generateContent", json=body)
                     assert answer.status_code == 200, answer.text
                     found = answer.json()["candidates"][0]["content"]
-                    content = {**found, "parts": [p for p in found["parts"]
-                                                  if not p.get("thought")]}  # fmt: skip
+                    content = {
+                        **found,
+                        "parts": [p for p in found["parts"] if not p.get("thought")],
+                    }
                 assert answer.headers["x-ctxc-session"] == session
                 contents.append(content)
                 calls = [p["functionCall"] for p in content["parts"] if "functionCall" in p]
                 if not calls:
                     break
-                contents.append({"role": "user", "parts": [
-                    {"functionResponse": {"name": c["name"], "response": {
-                        "output": f"contents of module {turn}\n" + "code line\n" * 60}}}
-                    for c in calls]})  # fmt: skip
+                contents.append(
+                    {
+                        "role": "user",
+                        "parts": [
+                            {
+                                "functionResponse": {
+                                    "name": c["name"],
+                                    "response": {
+                                        "output": f"contents of module {turn}\n"
+                                        + "code line\n" * 60
+                                    },
+                                }
+                            }
+                            for c in calls
+                        ],
+                    }
+                )
     return contents
 
 
@@ -136,8 +167,14 @@ def test_a_function_calling_loop_is_stored_and_compacted(
     assert len(posted) == 20
     # Every signed call went back with the signature issued for it (the stand-in refuses a
     # call without one, and notes a changed one): the model turns ctxc sent are its stored ones.
-    signed = [p for r in posted for c in r.body["contents"] if c["role"] == "model"
-              for p in c["parts"] if "functionCall" in p]  # fmt: skip
+    signed = [
+        p
+        for r in posted
+        for c in r.body["contents"]
+        if c["role"] == "model"
+        for p in c["parts"]
+        if "functionCall" in p
+    ]
     assert signed and all(up.wire.issued.get(p["thoughtSignature"]) for p in signed)
     assert len(posted[-1].body["contents"]) < len(contents) / 2  # the older part summarised
     with gemini.ctxc() as c:
@@ -176,8 +213,9 @@ def test_an_upstream_overflow_is_compacted_and_retried(gemini: Gemini, up: Gemin
     up.window = up.tokens(up.requests[-1].body) * 6 // 10
     contents.append({"role": "user", "parts": [{"text": "Now sum it up."}]})
     with gemini.client(session, 100_000) as client:
-        answer = client.post(f"/v1beta/models/{MODEL}:generateContent",
-                             json={"contents": contents, "tools": TOOLS})  # fmt: skip
+        answer = client.post(
+            f"/v1beta/models/{MODEL}:generateContent", json={"contents": contents, "tools": TOOLS}
+        )
     assert answer.status_code == 200, answer.text
     assert answer.headers["x-ctxc-retried"] == "prompt_too_long"
     refused, retried = up.requests[-2:]
@@ -187,8 +225,9 @@ def test_an_upstream_overflow_is_compacted_and_retried(gemini: Gemini, up: Gemin
 
 
 def test_other_paths_are_forwarded_with_the_key(gemini: Gemini, up: GeminiUpstream) -> None:
-    with httpx.Client(base_url=f"{gemini.url}/gemini", timeout=30,
-                      headers={"X-Ctxc-Api-Key": gemini.key}) as client:  # fmt: skip
+    with httpx.Client(
+        base_url=f"{gemini.url}/gemini", timeout=30, headers={"X-Ctxc-Api-Key": gemini.key}
+    ) as client:
         listed = client.get("/v1beta/models", params={"key": KEY})
         assert listed.status_code == 200 and listed.json()["models"]
         one = client.get(f"/v1beta/models/{MODEL}", headers={"x-goog-api-key": KEY})
@@ -206,19 +245,25 @@ def test_other_paths_are_forwarded_with_the_key(gemini: Gemini, up: GeminiUpstre
 
 
 def test_the_key_in_the_query_reaches_the_upstream(gemini: Gemini, up: GeminiUpstream) -> None:
-    with httpx.Client(base_url=f"{gemini.url}/gemini", timeout=30,
-                      headers={"X-Ctxc-Api-Key": gemini.key}) as client:  # fmt: skip
+    with httpx.Client(
+        base_url=f"{gemini.url}/gemini", timeout=30, headers={"X-Ctxc-Api-Key": gemini.key}
+    ) as client:
         body = {"contents": [{"role": "user", "parts": [{"text": "hi"}]}]}
-        answer = client.post(f"/v1beta/models/{MODEL}:streamGenerateContent",
-                             params={"alt": "sse", "key": KEY}, json=body)  # fmt: skip
+        answer = client.post(
+            f"/v1beta/models/{MODEL}:streamGenerateContent",
+            params={"alt": "sse", "key": KEY},
+            json=body,
+        )
         assert answer.status_code == 200 and answer.text.startswith("data: ")
-        wrong = client.post(f"/v1beta/models/{MODEL}:generateContent",
-                            params={"key": "AIza-wrong"}, json=body)  # fmt: skip
+        wrong = client.post(
+            f"/v1beta/models/{MODEL}:generateContent", params={"key": "AIza-wrong"}, json=body
+        )
         assert wrong.status_code == 400
         assert wrong.json()["error"]["message"] == "API key not valid. Please pass a valid API key."
         # Without alt=sse the stream is Gemini's JSON array of chunks, passed on whole.
-        array = client.post(f"/v1beta/models/{MODEL}:streamGenerateContent",
-                            params={"key": KEY}, json=body)  # fmt: skip
+        array = client.post(
+            f"/v1beta/models/{MODEL}:streamGenerateContent", params={"key": KEY}, json=body
+        )
         assert array.status_code == 200 and isinstance(array.json(), list)
     assert up.requests[0].query == f"alt=sse&key={KEY}"
 
@@ -239,8 +284,11 @@ def test_bad_input_gets_googles_error_shape_and_stores_nothing(
     before = row_counts(gemini.database_url)
     session = f"gemini-bad-{uuid.uuid4().hex[:8]}"
     with gemini.client(session) as client:
-        answer = client.post(f"/v1beta/models/{MODEL}:generateContent", content=body,
-                             headers={"content-type": "application/json"})  # fmt: skip
+        answer = client.post(
+            f"/v1beta/models/{MODEL}:generateContent",
+            content=body,
+            headers={"content-type": "application/json"},
+        )
     assert answer.status_code == 400, answer.text
     error = answer.json()["error"]
     assert error["code"] == 400 and error["status"] == "INVALID_ARGUMENT" and error["message"]
@@ -253,10 +301,16 @@ def test_bad_input_gets_googles_error_shape_and_stores_nothing(
 
 def sdk(gemini: Gemini, session: str, window: int) -> genai.Client:
     """The official Gemini SDK (google-genai) pointed at the sidecar, no retries."""
-    headers = {"X-Ctxc-Api-Key": gemini.key, "X-Ctxc-Session": session,
-               "X-Ctxc-Context-Window": str(window)}  # fmt: skip
-    options = types.HttpOptions(base_url=f"{gemini.url}/gemini", headers=headers,
-                                retry_options=types.HttpRetryOptions(attempts=1))  # fmt: skip
+    headers = {
+        "X-Ctxc-Api-Key": gemini.key,
+        "X-Ctxc-Session": session,
+        "X-Ctxc-Context-Window": str(window),
+    }
+    options = types.HttpOptions(
+        base_url=f"{gemini.url}/gemini",
+        headers=headers,
+        retry_options=types.HttpRetryOptions(attempts=1),
+    )
     return genai.Client(api_key=KEY, http_options=options)
 
 
@@ -265,9 +319,10 @@ def test_the_official_sdks_chat_with_function_calls_is_managed(
 ) -> None:
     session = f"gemini-sdk-{uuid.uuid4().hex[:8]}"
     declaration = types.FunctionDeclaration(
-        name="read_file", description="Read a file",
+        name="read_file",
+        description="Read a file",
         parameters_json_schema=TOOLS[0]["functionDeclarations"][0]["parameters"],
-    )  # fmt: skip
+    )
     config = types.GenerateContentConfig(
         system_instruction="You are a coding agent.",
         tools=[types.Tool(function_declarations=[declaration])],
@@ -280,8 +335,10 @@ def test_the_official_sdks_chat_with_function_calls_is_managed(
         while answer.function_calls:
             output = f"contents of module {turn}\n" + "code line\n" * 60
             reply = {"output": output}
-            results = [types.Part.from_function_response(name=c.name or "", response=reply)
-                       for c in answer.function_calls]  # fmt: skip
+            results = [
+                types.Part.from_function_response(name=c.name or "", response=reply)
+                for c in answer.function_calls
+            ]
             answer = chat.send_message(results)
         assert answer.text == "Done: the task is complete."
     # The SDK decodes each signature to bytes and encodes it again: the upstream still got

@@ -33,10 +33,17 @@ def server(database_url: str, tmp_path: Path, **settings: str) -> Iterator[tuple
     url = f"http://127.0.0.1:{port}"
     env = ctxc_env(CTXC_DATABASE_URL=database_url, CTXC_AUTH="keys", **settings)
     log = tmp_path / "serve.log"
-    with log.open("wb") as out, serving(
-        ctxc_command("serve", "--port", str(port)), url, log=log.read_text, env=env,
-        stdout=out, stderr=subprocess.STDOUT,
-    ):  # fmt: skip
+    with (
+        log.open("wb") as out,
+        serving(
+            ctxc_command("serve", "--port", str(port)),
+            url,
+            log=log.read_text,
+            env=env,
+            stdout=out,
+            stderr=subprocess.STDOUT,
+        ),
+    ):
         yield "127.0.0.1", port
 
 

@@ -43,8 +43,15 @@ def store_key(url: str, key: str) -> None:
         try:
             async with create_sessionmaker(engine)() as db:
                 tenant = await keys.ensure_tenant(db, f"chosen-{uuid.uuid4().hex[:6]}", now)
-                db.add(ApiKeyRow(id=str(uuid.uuid4()), tenant_id=tenant, prefix=key[:12],
-                                 key_hash=keys.hash_key(key), created_at=now))  # fmt: skip
+                db.add(
+                    ApiKeyRow(
+                        id=str(uuid.uuid4()),
+                        tenant_id=tenant,
+                        prefix=key[:12],
+                        key_hash=keys.hash_key(key),
+                        created_at=now,
+                    )
+                )
                 await db.commit()
         finally:
             await engine.dispose()

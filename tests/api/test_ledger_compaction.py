@@ -12,8 +12,13 @@ import httpx
 from tests.api.sse import stream
 from tests.conftest import new_session
 
-POLICY = {"trigger_tokens": 2_000, "target_tokens": 800, "min_messages": 4,
-          "summary_tokens": 400, "preserve_recent_api_rounds": 1}  # fmt: skip
+POLICY = {
+    "trigger_tokens": 2_000,
+    "target_tokens": 800,
+    "min_messages": 4,
+    "summary_tokens": 400,
+    "preserve_recent_api_rounds": 1,
+}
 
 
 def turns(*texts: str) -> list[dict[str, Any]]:
@@ -35,14 +40,24 @@ def summary_text(client: httpx.Client, sid: str) -> str:
 
 def test_a_second_compaction_merges_the_first_ledger(client: httpx.Client) -> None:
     sid = new_session(client, provider="gpt-4o", compaction=POLICY)
-    append(client, sid, turns(
-        "Let us work on the parser.", "Sure.",
-        "RULE: Never push to main without a review.", "Noted.",
-        "FACT: The staging database is db-stage-7 in eu-west-2.", "Noted.",
-        "HARD CONSTRAINT: Budget cap is $400 total.", "Noted.",
-        "Current task is the parser rewrite.", "Done.",
-        "Looking at the logs.", "Done.",
-    ))  # fmt: skip
+    append(
+        client,
+        sid,
+        turns(
+            "Let us work on the parser.",
+            "Sure.",
+            "RULE: Never push to main without a review.",
+            "Noted.",
+            "FACT: The staging database is db-stage-7 in eu-west-2.",
+            "Noted.",
+            "HARD CONSTRAINT: Budget cap is $400 total.",
+            "Noted.",
+            "Current task is the parser rewrite.",
+            "Done.",
+            "Looking at the logs.",
+            "Done.",
+        ),
+    )
     with stream(client, sid) as events:
         first = client.post(f"/v1/sessions/{sid}/compact", json={"kind": "full"})
         assert first.status_code == 201, first.text
@@ -52,11 +67,18 @@ def test_a_second_compaction_merges_the_first_ledger(client: httpx.Client) -> No
     text = summary_text(client, sid)
     assert "Rules:\nNever push to main without a review. @3" in text
     assert "$400" in text and "db-stage-7" in text
-    append(client, sid, turns(
-        "HARD CONSTRAINT: Budget cap is $850 total.", "Noted.",
-        "RULE: Never push to main without a review.", "Understood, no pushes.",
-        "Reading the parser tests.", "Done.",
-    ))  # fmt: skip
+    append(
+        client,
+        sid,
+        turns(
+            "HARD CONSTRAINT: Budget cap is $850 total.",
+            "Noted.",
+            "RULE: Never push to main without a review.",
+            "Understood, no pushes.",
+            "Reading the parser tests.",
+            "Done.",
+        ),
+    )
     second = client.post(f"/v1/sessions/{sid}/compact", json={"kind": "full"})
     assert second.status_code == 201, second.text
     text = summary_text(client, sid)
@@ -79,9 +101,17 @@ def test_the_ledger_keeps_to_a_small_budget_and_points_at_what_it_left_out(
     policy = {**POLICY, "summary_tokens": 800, "trigger_tokens": 4_000, "target_tokens": 2_000}
     sid = new_session(client, provider="gpt-4o", compaction=policy)
     names = [f"{a}{b}" for a in "pqrstuvwxy" for b in "abcdefghij"]  # distinct subjects
-    append(client, sid, turns("Let us list the queues.", "Sure.",
-                              *(f"FACT: The {name} queue holds {100 + n} jobs."
-                                for n, name in enumerate(names)), "Done.", "Thanks."))  # fmt: skip
+    append(
+        client,
+        sid,
+        turns(
+            "Let us list the queues.",
+            "Sure.",
+            *(f"FACT: The {name} queue holds {100 + n} jobs." for n, name in enumerate(names)),
+            "Done.",
+            "Thanks.",
+        ),
+    )
     done = client.post(f"/v1/sessions/{sid}/compact", json={"kind": "full"})
     assert done.status_code == 201, done.text
     record = done.json()
@@ -96,11 +126,20 @@ def test_the_ledger_keeps_to_a_small_budget_and_points_at_what_it_left_out(
 
 def test_the_loss_report_is_carried_by_export_and_import(client: httpx.Client) -> None:
     sid = new_session(client, id=f"x-{uuid.uuid4().hex}", provider="gpt-4o", compaction=POLICY)
-    append(client, sid, turns(
-        "Let us work on the parser.", "Sure.",
-        "FACT: Budget cap is $400 total.", "Noted.", "FACT: Budget cap is $850 total.",
-        "Noted.", "Looking at the logs.", "Done.",
-    ))  # fmt: skip
+    append(
+        client,
+        sid,
+        turns(
+            "Let us work on the parser.",
+            "Sure.",
+            "FACT: Budget cap is $400 total.",
+            "Noted.",
+            "FACT: Budget cap is $850 total.",
+            "Noted.",
+            "Looking at the logs.",
+            "Done.",
+        ),
+    )
     done = client.post(f"/v1/sessions/{sid}/compact", json={"kind": "full"})
     assert done.status_code == 201, done.text
     url = f"/v1/sessions/{sid}/compactions/{done.json()['id']}"

@@ -33,11 +33,19 @@ def tool_round(n: int) -> list[dict[str, Any]]:
     call = f"call_{n}"
     args = json.dumps({"path": f"src/area_{n}/index_{n}.py"})
     return [
-        {"role": "assistant", "content": None, "tool_calls": [{
-            "id": call, "type": "function",
-            "function": {"name": "read_file", "arguments": args}}]},
+        {
+            "role": "assistant",
+            "content": None,
+            "tool_calls": [
+                {
+                    "id": call,
+                    "type": "function",
+                    "function": {"name": "read_file", "arguments": args},
+                }
+            ],
+        },
         {"role": "tool", "tool_call_id": call, "content": "\n".join(lines)},
-    ]  # fmt: skip
+    ]
 
 
 def append(client: httpx.Client, sid: str, messages: list[dict[str, Any]]) -> None:
@@ -81,13 +89,25 @@ def log_text(lines: int) -> str:
 
 def ask_with_result(client: httpx.Client, sid: str, text: str) -> None:
     """The agent's read, answered by ``text``: the round the next compile answers."""
-    append(client, sid, [
-        {"role": "user", "content": "Read the build log."},
-        {"role": "assistant", "content": None, "tool_calls": [{
-            "id": "call_log", "type": "function",
-            "function": {"name": "read_file", "arguments": '{"path": "build.log"}'}}]},
-        {"role": "tool", "tool_call_id": "call_log", "content": text},
-    ])  # fmt: skip
+    append(
+        client,
+        sid,
+        [
+            {"role": "user", "content": "Read the build log."},
+            {
+                "role": "assistant",
+                "content": None,
+                "tool_calls": [
+                    {
+                        "id": "call_log",
+                        "type": "function",
+                        "function": {"name": "read_file", "arguments": '{"path": "build.log"}'},
+                    }
+                ],
+            },
+            {"role": "tool", "tool_call_id": "call_log", "content": text},
+        ],
+    )
 
 
 def sent_result(answer: dict[str, Any]) -> str:
@@ -160,9 +180,12 @@ def test_a_model_that_ignores_the_budget_cannot_wedge_the_session(database_url: 
 
     with StubServer(model) as stub:
         settings = Settings(
-            database_url=database_url, summarizer="openai", summarizer_url=f"{stub.url}/v1",
-            summarizer_model="m", summarizer_retries=0,
-        )  # fmt: skip
+            database_url=database_url,
+            summarizer="openai",
+            summarizer_url=f"{stub.url}/v1",
+            summarizer_model="m",
+            summarizer_retries=0,
+        )
         with LiveServer(settings) as server, httpx.Client(base_url=server.url) as client:
             # Inline (not prepared in the background): each compile's summariser request pairs
             # with the compaction it made.

@@ -57,7 +57,7 @@ def append(client: httpx.Client, sid: str, messages: list[Any], **body: Any) -> 
         ("gpt-4o-mini", "openai", 128_000, "o200k_base"),
         ("gpt-3.5-turbo-0125", "openai", 16_385, "cl100k_base"),
     ],
-)  # fmt: skip
+)
 def test_a_session_of_a_model_compiles_for_its_provider_with_its_window(
     client: httpx.Client, provider: str, output: str, window: int, encoding: str
 ) -> None:
@@ -130,10 +130,15 @@ def test_the_models_are_listed_with_their_profiles_and_windows(client: httpx.Cli
     assert response.status_code == 200
     models = {m["name"]: m for m in response.json()["items"]}
     assert models["claude-sonnet-4-5"] | {"description": ""} == {
-        "name": "claude-sonnet-4-5", "provider": "anthropic", "output": "anthropic",
-        "encoding": "o200k_base", "exact": False, "context_window": 200_000, "declared": False,
+        "name": "claude-sonnet-4-5",
+        "provider": "anthropic",
+        "output": "anthropic",
+        "encoding": "o200k_base",
+        "exact": False,
+        "context_window": 200_000,
+        "declared": False,
         "description": "",
-    }  # fmt: skip
+    }
     assert models["gpt-4.1"]["context_window"] == 1_047_576
     assert models["gpt-4"]["encoding"] == "cl100k_base"
     assert not any(m["declared"] for m in models.values())
@@ -189,14 +194,16 @@ def test_models_may_be_declared_in_a_file(tmp_path: Path) -> None:
     ("value", "problem"),
     [
         ('{"m": {"provider": "nope"}}', "CTXC_MODELS['m']: provider 'nope' is neither"),
-        ('{"m": {"provider": "openai", "context_window": 0}}',
-         "CTXC_MODELS['m']['context_window']: Input should be greater than or equal to 1"),
+        (
+            '{"m": {"provider": "openai", "context_window": 0}}',
+            "CTXC_MODELS['m']['context_window']: Input should be greater than or equal to 1",
+        ),
         ('{"m": {"provider": "openai", "window": 8}}', "CTXC_MODELS['m']['window']: Extra inputs"),
         ('{"m": ', "CTXC_MODELS is not valid JSON"),
         ("[]", "CTXC_MODELS: Input should be a valid dictionary"),
         ("/no/such/models.json", "CTXC_MODELS is neither a JSON object nor a readable file"),
     ],
-)  # fmt: skip
+)
 def test_an_invalid_model_configuration_is_refused_at_start_up(value: str, problem: str) -> None:
     with pytest.raises(ValidationError) as caught:
         Settings(models=value)

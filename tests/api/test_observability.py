@@ -39,9 +39,11 @@ def scrape(client: httpx.Client) -> dict[tuple[str, Labels], float]:
 
 
 def delta(
-    before: dict[tuple[str, Labels], float], after: dict[tuple[str, Labels], float], name: str,
+    before: dict[tuple[str, Labels], float],
+    after: dict[tuple[str, Labels], float],
+    name: str,
     **labels: str,
-) -> float:  # fmt: skip
+) -> float:
     key = (name, tuple(sorted(labels.items())))
     return after.get(key, 0.0) - before.get(key, 0.0)
 
@@ -87,16 +89,22 @@ def test_compiles_are_counted_by_source_mode_and_outcome(client: httpx.Client) -
         assert client.post("/v1/compile", json=body).status_code == 200
     sid, _ = started(client)  # a full session compile, acknowledged
     assert client.post(f"/v1/sessions/{sid}/compile", json={}).json()["mode"] == "delta"
-    too_small = {"context_window": 10, "compiler": {"base": "all_sections",
-                 "decorators": [{"name": "token_limit", "params": {"reserve": 0}}]}}  # fmt: skip
+    too_small = {
+        "context_window": 10,
+        "compiler": {
+            "base": "all_sections",
+            "decorators": [{"name": "token_limit", "params": {"reserve": 0}}],
+        },
+    }
     assert client.post(f"/v1/sessions/{sid}/compile", json=too_small).status_code == 422
     after = scrape(client)
     compiles = "ctxc_compiles_total"
     assert delta(before, after, compiles, source="stateless", mode="full", outcome="ok") == 2
     assert delta(before, after, compiles, source="session", mode="full", outcome="ok") == 1
     assert delta(before, after, compiles, source="session", mode="delta", outcome="ok") == 1
-    failed = delta(before, after, compiles, source="session", mode="unknown",
-                   outcome="budget-too-small")  # fmt: skip
+    failed = delta(
+        before, after, compiles, source="session", mode="unknown", outcome="budget-too-small"
+    )
     assert failed == 1
     lookups = "ctxc_cache_lookups_total"
     assert delta(before, after, lookups, cache="answers", result="hit") == 1
@@ -109,8 +117,10 @@ def test_compiles_are_counted_by_source_mode_and_outcome(client: httpx.Client) -
 def test_the_message_cache_counts_hits_of_a_growing_history(client: httpx.Client) -> None:
     history = unique_history(6)
     client.post("/v1/compile", json={"messages": history})
-    history += [{"role": "assistant", "content": f"done {uuid.uuid4()}"},
-                {"role": "user", "content": f"and {uuid.uuid4()}"}]  # fmt: skip
+    history += [
+        {"role": "assistant", "content": f"done {uuid.uuid4()}"},
+        {"role": "user", "content": f"and {uuid.uuid4()}"},
+    ]
     before = scrape(client)
     assert client.post("/v1/compile", json={"messages": history}).status_code == 200
     after = scrape(client)
@@ -130,8 +140,9 @@ def test_compactions_and_summaries_are_counted_and_timed(client: httpx.Client) -
     after = scrape(client)
     compactions = "ctxc_compactions_total"
     assert delta(before, after, compactions, kind="full", reason=reason, trigger="request") == 1
-    boundary = delta(before, after, compactions, kind="session", reason="session_compaction",
-                     trigger="compile")  # fmt: skip
+    boundary = delta(
+        before, after, compactions, kind="session", reason="session_compaction", trigger="compile"
+    )
     assert boundary == 1
     assert delta(before, after, "ctxc_summaries_total", backend="ledger", outcome="ok") == 2
     timed = delta(before, after, "ctxc_summary_duration_seconds_count", backend="ledger")
@@ -154,17 +165,21 @@ def test_a_failing_summariser_is_a_fallback_logged_under_the_request_id(database
 
     with StubServer(down) as model:
         settings = Settings(
-            database_url=database_url, summarizer="openai", summarizer_url=f"{model.url}/v1",
-            summarizer_model="m", summarizer_retries=0,
-        )  # fmt: skip
+            database_url=database_url,
+            summarizer="openai",
+            summarizer_url=f"{model.url}/v1",
+            summarizer_model="m",
+            summarizer_retries=0,
+        )
         with LiveServer(settings) as server, httpx.Client(base_url=server.url) as client:
             sid = session_with(client)
             before = scrape(client)
             with log_lines() as logs:
                 response = client.post(
-                    f"/v1/sessions/{sid}/compact", json={"kind": "full"},
+                    f"/v1/sessions/{sid}/compact",
+                    json={"kind": "full"},
                     headers={"X-Request-ID": "compact-42"},
-                )  # fmt: skip
+                )
             after = scrape(client)
     assert response.status_code == 201, response.text
     assert response.headers["x-request-id"] == "compact-42"

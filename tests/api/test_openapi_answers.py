@@ -70,19 +70,25 @@ def test_real_error_answers_match_the_document(
         ("/v1/compile", "post", client.post("/v1/compile", content=b"{not json")),
         ("/v1/compile", "post", client.post("/v1/compile", json={"messages": [{"role": 1}]})),
         (
-            "/v1/sessions/{session_id}/messages", "post",
+            "/v1/sessions/{session_id}/messages",
+            "post",
             client.post(f"/v1/sessions/{sid}/messages", json={"messages": [{"role": "nobody"}]}),
         ),
         (
-            "/v1/sessions/{session_id}/compile", "post",
+            "/v1/sessions/{session_id}/compile",
+            "post",
             client.post(f"/v1/sessions/{sid}/compile", json={"context_window": "big"}),
         ),
         (
-            "/v1/sessions", "post",
-            client.post("/v1/sessions", content=b"x" * (300 * 1024),
-                        headers={"content-type": "application/json"}),
+            "/v1/sessions",
+            "post",
+            client.post(
+                "/v1/sessions",
+                content=b"x" * (300 * 1024),
+                headers={"content-type": "application/json"},
+            ),
         ),
-    ]  # fmt: skip
+    ]
     statuses = set()
     for path, method, response in answers:
         assert response.status_code >= 400 and response.headers["content-type"] == PROBLEM

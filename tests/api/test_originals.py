@@ -19,21 +19,31 @@ FILE_V2 = FILE_V1.replace("version one", "version two")
 LOG = "\n".join(f"{n:05d} INFO worker {n % 7} step {n} took {n % 89} ms" for n in range(1_500))
 SPEC = {
     "decorators": [
-        {"name": "tool_compaction", "params": {"toolIdentifierFields": {"read_file": ["path"]},
-                                               "dedupeIdenticalResults": True}},
+        {
+            "name": "tool_compaction",
+            "params": {
+                "toolIdentifierFields": {"read_file": ["path"]},
+                "dedupeIdenticalResults": True,
+            },
+        },
         "compact_tool_results",
         "token_limit",
     ]
-}  # fmt: skip
+}
 
 
 def call(call_id: str, name: str, **args: Any) -> dict[str, Any]:
     return {
         "role": "assistant",
         "content": None,
-        "tool_calls": [{"id": call_id, "type": "function",
-                        "function": {"name": name, "arguments": json.dumps(args)}}],
-    }  # fmt: skip
+        "tool_calls": [
+            {
+                "id": call_id,
+                "type": "function",
+                "function": {"name": name, "arguments": json.dumps(args)},
+            }
+        ],
+    }
 
 
 def result(call_id: str, text: str) -> dict[str, Any]:
@@ -164,7 +174,7 @@ def test_compacted_arguments_name_the_hash_of_their_original(
             }
         ]
     }
-    answer = compile_session(client, sid, compiler=spec)  # fmt: skip
+    answer = compile_session(client, sid, compiler=spec)
     args = by_call(answer["messages"])["w1"]["arguments"]
     assert args["path"] == "a.py" and args["content"] == "[omitted]"
     omitted = args["_tool_compaction"]["omittedFields"]["content"]
@@ -184,8 +194,10 @@ def test_every_field_a_compile_reports_comes_back_by_its_hash(client: httpx.Clie
     answer = compile_session(client, sid)
     omitted = [o for step in answer["steps"] for o in step["omitted"]]
     assert {(o["call_id"], o["side"], o["field"]) for o in omitted} == {
-        ("r1", "result", "content"), ("t1", "result", "content"), ("t2", "result", "content"),
-    }  # fmt: skip
+        ("r1", "result", "content"),
+        ("t1", "result", "content"),
+        ("t2", "result", "content"),
+    }
     for o in omitted:
         call = client.get(f"/v1/sessions/{sid}/tool-calls/{o['call_id']}").json()
         original = call["result"]["content"] if o["side"] == "result" else None
@@ -241,8 +253,11 @@ def test_repeated_call_ids_are_found_per_assistant_turn(client: httpx.Client) ->
     older = client.get(f"/v1/sessions/{sid}/tool-calls/call_0", params={"seq": 3}).json()
     digest = {"bytes": 5, "sha256": hashlib.sha256(b'"first"').hexdigest()}
     assert older["seq"] == 2 and older["result"] == {
-        "seq": 3, "content": "first", "is_error": None, "fields": {"content": digest},
-    }  # fmt: skip
+        "seq": 3,
+        "content": "first",
+        "is_error": None,
+        "fields": {"content": digest},
+    }
     missing = client.get(f"/v1/sessions/{sid}/tool-calls/call_0", params={"seq": 1})
     assert missing.status_code == 404
 
@@ -295,13 +310,16 @@ def test_tool_payload_steps_persisted_keep_every_original(client: httpx.Client) 
     sid = stored_session(client)
     before = client.get(f"/v1/sessions/{sid}/messages", params={"limit": 100}).json()["items"]
     steps = [SPEC["decorators"][0], "compact_tool_results"]
-    done = client.post(f"/v1/sessions/{sid}/compact", json={"kind": "tool_payloads",
-                                                            "steps": steps})  # fmt: skip
+    done = client.post(
+        f"/v1/sessions/{sid}/compact", json={"kind": "tool_payloads", "steps": steps}
+    )
     assert done.status_code == 201, done.text
     record = done.json()
     assert (record["kind"], record["reason"], record["summary_seq"]) == (
-        "tool_payloads", "tool_payloads", None,
-    )  # fmt: skip
+        "tool_payloads",
+        "tool_payloads",
+        None,
+    )
     detail = client.get(f"/v1/sessions/{sid}/compactions/{record['id']}").json()
     touched = [a["seq"] for a in detail["archived"]]
     assert touched == [3, 7, 12]  # r1's and t1's results compacted, t2's previewed
@@ -331,11 +349,14 @@ def test_persisted_steps_are_checked(client: httpx.Client) -> None:
     sid = stored_session(client)
     for steps, path in (
         (["token_limit"], "body.steps[0].name"),
-        ([{"name": "tool_compaction", "params": {"inputTrimBytes": -1}}],
-         "body.steps[0].params.inputTrimBytes"),
+        (
+            [{"name": "tool_compaction", "params": {"inputTrimBytes": -1}}],
+            "body.steps[0].params.inputTrimBytes",
+        ),
         ([], "body.steps"),
-    ):  # fmt: skip
-        bad = client.post(f"/v1/sessions/{sid}/compact", json={"kind": "tool_payloads",
-                                                               "steps": steps})  # fmt: skip
+    ):
+        bad = client.post(
+            f"/v1/sessions/{sid}/compact", json={"kind": "tool_payloads", "steps": steps}
+        )
         assert bad.status_code == 422, bad.text
         assert bad.json()["errors"][0]["path"] == path

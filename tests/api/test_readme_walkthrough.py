@@ -201,10 +201,18 @@ def served(database_url: str, cwd: Path) -> Iterator[tuple[str, dict[str, str]]]
     )
     assert migrated.returncode == 0, migrated.stderr
     base = f"http://127.0.0.1:{port}"
-    with (cwd / "serve.log").open("w") as log, serving(
-        ctxc_command("serve"), base, log=(cwd / "serve.log").read_text, env=env, cwd=cwd,
-        stdout=log, stderr=log,
-    ):  # fmt: skip
+    with (
+        (cwd / "serve.log").open("w") as log,
+        serving(
+            ctxc_command("serve"),
+            base,
+            log=(cwd / "serve.log").read_text,
+            env=env,
+            cwd=cwd,
+            stdout=log,
+            stderr=log,
+        ),
+    ):
         yield base, env
 
 

@@ -73,8 +73,14 @@ def read_whole(
     """The original, read page by page as a model would: following each page's last line."""
     pages: list[str] = []
     for _ in range(10_000):
-        answer = recall(client, sid, format=fmt, tool_call_id="call_recall", arguments=args,
-                        max_tokens=max_tokens)  # fmt: skip
+        answer = recall(
+            client,
+            sid,
+            format=fmt,
+            tool_call_id="call_recall",
+            arguments=args,
+            max_tokens=max_tokens,
+        )
         assert not answer["is_error"], answer
         text, page = text_of(answer), answer["page"]
         assert page["offset"] == sum(len(p) for p in pages)
@@ -100,8 +106,9 @@ def test_a_compile_with_recall_offers_the_tool_and_names_each_pointer(
     sent = by_call(answer["messages"])
     assert sent["r1"]["result"].endswith(' The original: ctxc_recall {"call_id": "r1", "seq": 3}')
     assert named_call(sent["t1"]["result"], "The original: ctxc_recall ") == {
-        "call_id": "t1", "seq": 7,
-    }  # fmt: skip
+        "call_id": "t1",
+        "seq": 7,
+    }
     # The preview of the newest round's result names the tool instead of the HTTP path.
     assert 'the whole text: ctxc_recall {"call_id": "t2", "seq": 12}' in sent["t2"]["result"]
     assert "/tool-calls/" not in json.dumps(answer["messages"])
@@ -169,9 +176,15 @@ def test_an_omitted_argument_comes_back_by_its_sha256(client: httpx.Client) -> N
         {"role": "user", "content": "done?"},
     ]
     sid = stored(client, history)
-    spec = {"decorators": [{"name": "tool_compaction",
-                            "params": {"toolIdentifierFields": {"write_file": ["path"]}}},
-                           "recall"]}  # fmt: skip
+    spec = {
+        "decorators": [
+            {
+                "name": "tool_compaction",
+                "params": {"toolIdentifierFields": {"write_file": ["path"]}},
+            },
+            "recall",
+        ]
+    }
     answer = compiled(client, sid, compiler=spec)
     args = by_call(answer["messages"])["w1"]["arguments"]
     sha = args["_tool_compaction"]["omittedFields"]["content"]["sha256"]
@@ -193,14 +206,26 @@ def test_the_answer_appended_back_compiles_provider_valid(
     assert got["format"] == fmt and not got["is_error"]
     if fmt == "openai":
         turn = [
-            {"role": "assistant", "content": None, "tool_calls": [{
-                "id": "toolu_recall1", "type": "function",
-                "function": {"name": "ctxc_recall", "arguments": json.dumps(args)}}]},
+            {
+                "role": "assistant",
+                "content": None,
+                "tool_calls": [
+                    {
+                        "id": "toolu_recall1",
+                        "type": "function",
+                        "function": {"name": "ctxc_recall", "arguments": json.dumps(args)},
+                    }
+                ],
+            },
             got["result"],
-        ]  # fmt: skip
+        ]
     elif fmt == "responses":
-        call = {"type": "function_call", "call_id": "toolu_recall1", "name": "ctxc_recall",
-                "arguments": json.dumps(args)}  # fmt: skip
+        call = {
+            "type": "function_call",
+            "call_id": "toolu_recall1",
+            "name": "ctxc_recall",
+            "arguments": json.dumps(args),
+        }
         turn = [call, got["result"]]
     elif fmt == "gemini":
         call = {"functionCall": {"id": "toolu_recall1", "name": "ctxc_recall", "args": args}}
@@ -286,8 +311,10 @@ def test_another_tenants_session_is_not_found(api: Api, client: httpx.Client) ->
 
 
 def test_recall_needs_a_session_and_the_outer_place(client: httpx.Client) -> None:
-    posted = client.post("/v1/compile", json={
-        "messages": agent_history(), "provider": "gpt-4o", "compiler": RECALL_SPEC})  # fmt: skip
+    posted = client.post(
+        "/v1/compile",
+        json={"messages": agent_history(), "provider": "gpt-4o", "compiler": RECALL_SPEC},
+    )
     assert posted.status_code == 422
     assert "compiler.decorators[3].params" in posted.text and "stored session" in posted.text
     sid = stored(client, agent_history())
@@ -302,8 +329,12 @@ def test_a_model_calls_the_tool_through_the_openai_sdk_and_the_next_compile_carr
     client: httpx.Client,
 ) -> None:
     sid = stored(client, agent_history())
-    mine = [{"type": "function", "function": {
-        "name": "run_tests", "parameters": {"type": "object", "properties": {}}}}]  # fmt: skip
+    mine = [
+        {
+            "type": "function",
+            "function": {"name": "run_tests", "parameters": {"type": "object", "properties": {}}},
+        }
+    ]
     answer = compiled(client, sid, compiler=RECALL_SPEC, tools=mine)
     # The model reads the pointer in the placeholder and calls the tool with it.
     args = named_call(by_call(answer["messages"])["t1"]["result"], "The original: ctxc_recall ")

@@ -18,21 +18,29 @@ REDACT = {"decorators": ["redact", {"name": "token_limit", "params": {"reserve":
 
 
 def custom(*patterns: str) -> dict[str, Any]:
-    return {"decorators": [{"name": "redact", "params": {"patterns": list(patterns)}},
-                           {"name": "token_limit", "params": {"reserve": 0}}]}  # fmt: skip
+    return {
+        "decorators": [
+            {"name": "redact", "params": {"patterns": list(patterns)}},
+            {"name": "token_limit", "params": {"reserve": 0}},
+        ]
+    }
 
 
 def posted(text: str, compiler: dict[str, Any]) -> dict[str, Any]:
-    return {"messages": [{"role": "user", "content": text}], "compiler": compiler,
-            "context_window": 1_000_000}  # fmt: skip
+    return {
+        "messages": [{"role": "user", "content": text}],
+        "compiler": compiler,
+        "context_window": 1_000_000,
+    }
 
 
 @pytest.mark.timeout(240)
 def test_healthz_and_other_tenants_answer_during_a_redaction_attack(api: Api) -> None:
     with api.client(api.key_b) as hostile:
         sid = new_session(hostile, compiler=REDACT, context_window=1_000_000)
-        stored = hostile.post(f"/v1/sessions/{sid}/messages",
-                              json={"messages": [{"role": "user", "content": DOTTED}]})  # fmt: skip
+        stored = hostile.post(
+            f"/v1/sessions/{sid}/messages", json={"messages": [{"role": "user", "content": DOTTED}]}
+        )
         assert stored.status_code == 201, stored.text
     attacks = {
         "dotted": ("/v1/compile", posted(DOTTED, REDACT)),

@@ -28,10 +28,14 @@ def fill(unit: str, size: int) -> str:
 
 
 def posted(text: str, patterns: list[str] | None = None) -> dict[str, Any]:
-    redact: Any = "redact" if patterns is None else {"name": "redact",
-                                                     "params": {"patterns": patterns}}  # fmt: skip
-    return {"messages": [{"role": "user", "content": text}], "context_window": 10_000_000,
-            "compiler": {"decorators": [redact]}}  # fmt: skip
+    redact: Any = (
+        "redact" if patterns is None else {"name": "redact", "params": {"patterns": patterns}}
+    )
+    return {
+        "messages": [{"role": "user", "content": text}],
+        "context_window": 10_000_000,
+        "compiler": {"decorators": [redact]},
+    }
 
 
 @pytest.fixture(scope="module")

@@ -18,18 +18,28 @@ NARRATION = " ".join(
 )
 HISTORY = [
     {"role": "user", "content": "Why does the build fail?"},
-    {"role": "assistant", "content": NARRATION, "tool_calls": [{
-        "id": "call_log", "type": "function",
-        "function": {"name": "read_file", "arguments": '{"path": "build.log"}'}}]},
+    {
+        "role": "assistant",
+        "content": NARRATION,
+        "tool_calls": [
+            {
+                "id": "call_log",
+                "type": "function",
+                "function": {"name": "read_file", "arguments": '{"path": "build.log"}'},
+            }
+        ],
+    },
     {"role": "tool", "tool_call_id": "call_log", "content": LOG},
     {"role": "assistant", "content": "The header parser is wrong."},
     {"role": "user", "content": "Fix it, then."},
-]  # fmt: skip
+]
 
 
 def compiled(client: httpx.Client, sid: str, max_tokens: int, reduce: bool) -> dict[str, Any]:
-    limit = {"name": "token_limit", "params": {"max_tokens": max_tokens, "reduce": reduce,
-                                               "keep_task": False}}  # fmt: skip
+    limit = {
+        "name": "token_limit",
+        "params": {"max_tokens": max_tokens, "reduce": reduce, "keep_task": False},
+    }
     answer = client.post(f"/v1/sessions/{sid}/compile", json={"compiler": {"decorators": [limit]}})
     assert answer.status_code == 200, answer.text
     return valid(answer.json())

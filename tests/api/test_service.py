@@ -138,9 +138,11 @@ def serve(url: str) -> Iterator[str]:
     port = free_port()
     base = f"http://127.0.0.1:{port}"
     with serving(
-        [*CTXC, "serve", "--port", str(port)], base, env=_env(url, CTXC_AUTH="keys"),
+        [*CTXC, "serve", "--port", str(port)],
+        base,
+        env=_env(url, CTXC_AUTH="keys"),
         stdout=subprocess.DEVNULL,
-    ):  # fmt: skip
+    ):
         yield base
 
 

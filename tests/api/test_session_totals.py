@@ -139,8 +139,9 @@ def test_tool_payload_compaction_recounts_what_it_rewrote(api: Api, client: http
     client.post(f"/v1/sessions/{sid}/messages", json={"messages": agent_history()})
     before = consistent(api, client, sid)
     steps = [SPEC["decorators"][0], "compact_tool_results"]
-    done = client.post(f"/v1/sessions/{sid}/compact", json={"kind": "tool_payloads",
-                                                            "steps": steps})  # fmt: skip
+    done = client.post(
+        f"/v1/sessions/{sid}/compact", json={"kind": "tool_payloads", "steps": steps}
+    )
     assert done.status_code == 201, done.text
     after = consistent(api, client, sid)
     assert after["messages"] == before["messages"]
@@ -166,8 +167,9 @@ def test_an_import_carries_its_totals(api: Api, client: httpx.Client) -> None:
     mine = consistent(api, client, plain)
     document = client.get(f"/v1/sessions/{plain}/export", headers={"Accept": NDJSON}).content
     with api.client(api.key_b) as other:
-        moved = other.post("/v1/sessions/import", content=document,
-                           headers={"Content-Type": NDJSON})  # fmt: skip
+        moved = other.post(
+            "/v1/sessions/import", content=document, headers={"Content-Type": NDJSON}
+        )
         assert moved.status_code == 201, moved.text
         assert consistent(api, other, plain) == mine
     assert [stored for stored, _ in recount(api.database_url, plain)] == [mine, mine]
@@ -189,10 +191,11 @@ def test_concurrent_appends_and_compactions_keep_the_totals(api: Api, client: ht
         urls.append(stack.enter_context(replica(api.database_url, free_port())))
         headers = {"Authorization": f"Bearer {api.key_a}"}
         clients = [
-            stack.enter_context(httpx.Client(base_url=urls[n % len(urls)], headers=headers,
-                                             timeout=60))
+            stack.enter_context(
+                httpx.Client(base_url=urls[n % len(urls)], headers=headers, timeout=60)
+            )
             for n in range(WRITERS + 1)
-        ]  # fmt: skip
+        ]
         barrier = threading.Barrier(WRITERS + 1)
 
         def append(n: int) -> None:
@@ -205,8 +208,9 @@ def test_concurrent_appends_and_compactions_keep_the_totals(api: Api, client: ht
         def compact() -> None:
             barrier.wait()
             for _ in range(ROUNDS // 2):
-                answer = clients[WRITERS].post(f"/v1/sessions/{sid}/compact",
-                                               json={"kind": "micro"})  # fmt: skip
+                answer = clients[WRITERS].post(
+                    f"/v1/sessions/{sid}/compact", json={"kind": "micro"}
+                )
                 compactions.append(answer.status_code)
 
         threads = [threading.Thread(target=append, args=(n,)) for n in range(WRITERS)]

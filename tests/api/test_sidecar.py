@@ -63,13 +63,15 @@ def test_anthropic_streamed_turn_is_stored(sidecar: Sidecar, up: Upstream) -> No
     session = f"claude-{uuid.uuid4().hex[:8]}"
     client = sidecar.anthropic(session)
     history: list[Any] = [{"role": "user", "content": "Say hello."}]
-    with client.messages.stream(model="claude-haiku-4-5", max_tokens=256, system="Be brief.",
-                                messages=history) as stream:  # fmt: skip
+    with client.messages.stream(
+        model="claude-haiku-4-5", max_tokens=256, system="Be brief.", messages=history
+    ) as stream:
         final = stream.get_final_message()
     history.append({"role": "assistant", "content": [b.model_dump() for b in final.content]})
     history.append({"role": "user", "content": "Again."})
-    client.messages.create(model="claude-haiku-4-5", max_tokens=256, system="Be brief.",
-                           messages=history)  # fmt: skip
+    client.messages.create(
+        model="claude-haiku-4-5", max_tokens=256, system="Be brief.", messages=history
+    )
     messages = stored(sidecar, session)
     assert [m["role"] for m in messages] == ["system", "user", "assistant", "user", "assistant"]
 
@@ -111,9 +113,13 @@ def _everything_stored(sidecar: Sidecar, session: str) -> list[dict[str, Any]]:
     """The session's messages as stored: the live ones but summaries, and those compactions
     archived, by seq."""
     with sidecar.ctxc() as c:
-        found = {m["seq"]: m for m in c.get(f"/v1/sessions/{session}/messages",
-                                            params={"limit": 1000}).json()["items"]
-                 if m["section"] != "summary"}  # fmt: skip
+        found = {
+            m["seq"]: m
+            for m in c.get(f"/v1/sessions/{session}/messages", params={"limit": 1000}).json()[
+                "items"
+            ]
+            if m["section"] != "summary"
+        }
         compactions = c.get(f"/v1/sessions/{session}/compactions").json()["items"]
         for record in compactions:
             detail = c.get(f"/v1/sessions/{session}/compactions/{record['id']}").json()
@@ -164,11 +170,11 @@ def test_an_edited_history_forks_the_session(sidecar: Sidecar, up: Upstream) -> 
     before = stored(sidecar, session)
     edited = [*history[:2], {"role": "user", "content": "Actually, do something else."}]
     raw = sidecar.openai(session).chat.completions.with_raw_response.create(
-        model="gpt-4o", messages=edited)  # fmt: skip
+        model="gpt-4o", messages=edited
+    )
     assert raw.headers["x-ctxc-forked-to"] == f"{session}:fork-1"
     assert stored(sidecar, f"{session}:fork-1") == before  # the earlier history, unchanged
-    assert [m["role"] for m in stored(sidecar, session)] == ["system", "user", "user",
-                                                             "assistant"]  # fmt: skip
+    assert [m["role"] for m in stored(sidecar, session)] == ["system", "user", "user", "assistant"]
 
 
 def test_two_agents_on_two_sessions_at_once(sidecar: Sidecar, up: Upstream) -> None:
@@ -199,7 +205,8 @@ def test_a_streamed_openai_turn_records_usage_the_agent_did_not_ask_for(
 ) -> None:
     session = f"usage-{uuid.uuid4().hex[:6]}"
     raw = sidecar.openai(session).chat.completions.with_raw_response.create(
-        model="gpt-4o", stream=True, messages=[{"role": "user", "content": "hi"}])  # fmt: skip
+        model="gpt-4o", stream=True, messages=[{"role": "user", "content": "hi"}]
+    )
     chunks = list(raw.parse())
     assert chunks and all(c.choices for c in chunks) and all(c.usage is None for c in chunks)
     assert up.requests[-1].body["stream_options"] == {"include_usage": True}
@@ -211,9 +218,11 @@ def test_a_streamed_openai_turn_records_usage_the_agent_did_not_ask_for(
     assert usage["prompt_tokens"] > 0 and usage["completion_tokens"] > 0
     # An agent that asked gets the usage chunk, as from the provider.
     asked = sidecar.openai(session).chat.completions.create(
-        model="gpt-4o", stream=True, stream_options={"include_usage": True},
+        model="gpt-4o",
+        stream=True,
+        stream_options={"include_usage": True},
         messages=[{"role": "user", "content": "hi"}, {"role": "assistant", "content": "x"}],
-    )  # fmt: skip
+    )
     assert [c.usage for c in asked if c.usage]
 
 
@@ -250,14 +259,23 @@ def test_the_readme_quick_starts_run(database_url: str, tmp_path: Path) -> None:
         "print(reply.content[0].text)\n",
     }
     with Upstream() as upstream:
-        settings = Settings(database_url=database_url, openai_upstream=upstream.openai_base,
-                            anthropic_upstream=upstream.anthropic_base)  # fmt: skip
+        settings = Settings(
+            database_url=database_url,
+            openai_upstream=upstream.openai_base,
+            anthropic_upstream=upstream.anthropic_base,
+        )
         with LiveServer(settings) as server:
             env = {**os.environ, "OPENAI_API_KEY": "sk-test", "ANTHROPIC_API_KEY": "sk-ant-test"}
             for name, block in (("openai", openai_block), ("anthropic", anthropic_block)):
                 code = block.replace(README_URL, server.url) + then[name]
-                done = subprocess.run([sys.executable, "-c", code], env=env, cwd=tmp_path,
-                                      capture_output=True, text=True, timeout=120)  # fmt: skip
+                done = subprocess.run(
+                    [sys.executable, "-c", code],
+                    env=env,
+                    cwd=tmp_path,
+                    capture_output=True,
+                    text=True,
+                    timeout=120,
+                )
                 assert done.returncode == 0, done.stderr
                 assert done.stdout.strip()
             with httpx.Client(base_url=server.url) as ctxc:
@@ -284,8 +302,9 @@ def test_a_turn_parses_only_what_follows_the_part_the_session_holds(
     history = openai_loop(sidecar, session, turns=5, window=100_000)
     history.append({"role": "user", "content": "One more thing."})
     before = _message_lookups(sidecar)
-    sidecar.openai(session).chat.completions.create(model="gpt-4o", messages=history,
-                                                    tools=TOOLS_OPENAI)  # fmt: skip
+    sidecar.openai(session).chat.completions.create(
+        model="gpt-4o", messages=history, tools=TOOLS_OPENAI
+    )
     # The reply ctxc stored last turn (compared by content) and the new prompt: not the other
     # 20 messages, which were sent byte for byte as before.
     assert _message_lookups(sidecar) - before == 2
@@ -300,7 +319,8 @@ def test_a_history_serialised_differently_still_extends_the_session(
     resent = [dict(reversed(list(m.items()))) if isinstance(m, dict) else m for m in history]
     resent.append({"role": "user", "content": "Go on."})
     raw = sidecar.openai(session).chat.completions.with_raw_response.create(
-        model="gpt-4o", messages=resent)  # fmt: skip
+        model="gpt-4o", messages=resent
+    )
     assert "x-ctxc-forked-to" not in raw.headers
     assert len(stored(sidecar, session)) == len(resent) + 1
 
@@ -332,17 +352,21 @@ def test_an_agent_that_moves_its_breakpoints_never_forks(sidecar: Sidecar, up: U
     for turn in range(16):
         system, messages = _claude_code_turn(history, turn)
         raw = client.messages.with_raw_response.create(
-            model="claude-haiku-4-5", max_tokens=256, system=system, messages=messages,
+            model="claude-haiku-4-5",
+            max_tokens=256,
+            system=system,
+            messages=messages,
             tools=TOOLS_ANTHROPIC,
-        )  # fmt: skip
+        )
         assert "x-ctxc-forked-to" not in raw.headers
         # The system prompt goes on as the agent sent it this turn, its billing line included.
         assert up.requests[-1].body["system"] == system
         reply = raw.parse()
         history.append({"role": "assistant", "content": [b.model_dump() for b in reply.content]})
         calls = [b for b in reply.content if b.type == "tool_use"]
-        results = [{"type": "tool_result", "tool_use_id": c.id, "content": f"module {turn}"}
-                   for c in calls] or [{"type": "text", "text": prompt(turn + 1)}]  # fmt: skip
+        results = [
+            {"type": "tool_result", "tool_use_id": c.id, "content": f"module {turn}"} for c in calls
+        ] or [{"type": "text", "text": prompt(turn + 1)}]
         history.append({"role": "user", "content": results})
     with sidecar.ctxc() as c:
         assert c.get(f"/v1/sessions/{session}:fork-1").status_code == 404

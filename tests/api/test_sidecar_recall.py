@@ -16,8 +16,9 @@ from tests.upstreams import DEFAULT_TEXT, Text, ToolCall, Upstream
 def recall_session(sidecar: Sidecar, provider: str = "gpt-4o") -> str:
     session = f"recall-{uuid.uuid4().hex[:8]}"
     with sidecar.ctxc() as c:
-        made = c.post("/v1/sessions", json={"id": session, "provider": provider,
-                                            "compiler": RECALL_SPEC})  # fmt: skip
+        made = c.post(
+            "/v1/sessions", json={"id": session, "provider": provider, "compiler": RECALL_SPEC}
+        )
         assert made.status_code == 201, made.text
     return session
 
@@ -75,19 +76,26 @@ def test_an_anthropic_recall_call_is_answered_in_a_user_turn(
     client = sidecar.anthropic(session)
 
     def use(call_id: str) -> dict[str, Any]:
-        return {"role": "assistant", "content": [
-            {"type": "tool_use", "id": call_id, "name": "run_tests", "input": {}}]}  # fmt: skip
+        return {
+            "role": "assistant",
+            "content": [{"type": "tool_use", "id": call_id, "name": "run_tests", "input": {}}],
+        }
 
     def answer(call_id: str) -> dict[str, Any]:
-        return {"role": "user", "content": [
-            {"type": "tool_result", "tool_use_id": call_id, "content": LOG}]}  # fmt: skip
+        return {
+            "role": "user",
+            "content": [{"type": "tool_result", "tool_use_id": call_id, "content": LOG}],
+        }
 
     history: list[Any] = [
         {"role": "user", "content": "Run the tests twice"},
-        use("t1"), answer("t1"), use("t2"), answer("t2"),
+        use("t1"),
+        answer("t1"),
+        use("t2"),
+        answer("t2"),
         {"role": "assistant", "content": "All green."},
         {"role": "user", "content": "What did the first run say?"},
-    ]  # fmt: skip
+    ]
     up.script.append(ToolCall(name="ctxc_recall", arguments={"call_id": "t1", "seq": 3}))
     raw = client.messages.with_raw_response.create(
         model="claude-haiku-4-5", max_tokens=256, messages=history, tools=TOOLS_ANTHROPIC
@@ -105,8 +113,10 @@ def test_an_anthropic_recall_call_is_answered_in_a_user_turn(
     # The usage reported is of the request with the recall exchange, which the compile did not
     # estimate: it calibrates nothing. The next turn's (no recall) does.
     assert session_samples(sidecar.database_url, session) == []
-    history += [{"role": "assistant", "content": [{"type": "text", "text": final.content[0].text}]},
-                {"role": "user", "content": "Thanks"}]  # fmt: skip
+    history += [
+        {"role": "assistant", "content": [{"type": "text", "text": final.content[0].text}]},
+        {"role": "user", "content": "Thanks"},
+    ]
     up.script.append(Text())
     client.messages.create(model="claude-haiku-4-5", max_tokens=256, messages=history)
     [ring] = session_samples(sidecar.database_url, session)

@@ -10,22 +10,37 @@ from typing import Any
 from tests.api.sidecar import TOOLS_ANTHROPIC, Sidecar, prompt, stored
 from tests.upstreams import Upstream
 
-TASK = {"role": "user", "content": [
-    {"type": "text", "text": "<system-reminder>\nAs you answer, use the CLAUDE.md context.\n"
-                             "</system-reminder>"},
-    {"type": "text", "text": "Fix the failing test in tests/test_parser.py."},
-]}  # fmt: skip
-AGENTS = {"role": "system", "content": [
-    {"type": "text", "text": "Available agents: general-purpose, Explore, Plan.",
-     "cache_control": {"type": "ephemeral"}},
-]}  # fmt: skip
+TASK = {
+    "role": "user",
+    "content": [
+        {
+            "type": "text",
+            "text": "<system-reminder>\nAs you answer, use the CLAUDE.md context.\n"
+            "</system-reminder>",
+        },
+        {"type": "text", "text": "Fix the failing test in tests/test_parser.py."},
+    ],
+}
+AGENTS = {
+    "role": "system",
+    "content": [
+        {
+            "type": "text",
+            "text": "Available agents: general-purpose, Explore, Plan.",
+            "cache_control": {"type": "ephemeral"},
+        },
+    ],
+}
 
 
 def _turn(client: Any, history: list[Any]) -> Any:
     return client.messages.create(
-        model="claude-haiku-4-5", max_tokens=256, system="You are Claude Code.",
-        messages=history, tools=TOOLS_ANTHROPIC,
-    )  # fmt: skip
+        model="claude-haiku-4-5",
+        max_tokens=256,
+        system="You are Claude Code.",
+        messages=history,
+        tools=TOOLS_ANTHROPIC,
+    )
 
 
 def test_a_system_message_inside_messages_is_forwarded_in_place_and_stored(
@@ -37,8 +52,9 @@ def test_a_system_message_inside_messages_is_forwarded_in_place_and_stored(
     answer = _turn(client, history)
     assert up.requests[-1].body["messages"] == [TASK, AGENTS]
     assert up.requests[-1].body["system"] == "You are Claude Code."
-    history.append({"role": "assistant", "content": [b.model_dump(exclude_none=True)
-                                                      for b in answer.content]})  # fmt: skip
+    history.append(
+        {"role": "assistant", "content": [b.model_dump(exclude_none=True) for b in answer.content]}
+    )
     history.append({"role": "user", "content": "Go on."})
     _turn(client, history)
     assert up.requests[-1].body["messages"][:2] == [TASK, AGENTS]
@@ -59,23 +75,39 @@ def test_the_task_survives_the_prompt_too_long_retry(sidecar: Sidecar, up: Upstr
     for turn in range(6):
         while True:
             final = _turn(client, history)
-            history.append({"role": "assistant", "content": [
-                b.model_dump(exclude_none=True) for b in final.content]})  # fmt: skip
+            history.append(
+                {
+                    "role": "assistant",
+                    "content": [b.model_dump(exclude_none=True) for b in final.content],
+                }
+            )
             calls = [b for b in final.content if b.type == "tool_use"]
             if not calls:
                 break
-            history.append({"role": "user", "content": [
-                {"type": "tool_result", "tool_use_id": c.id,
-                 "content": f"contents of module {turn}\n" + "code line\n" * 60}
-                for c in calls]})  # fmt: skip
+            history.append(
+                {
+                    "role": "user",
+                    "content": [
+                        {
+                            "type": "tool_result",
+                            "tool_use_id": c.id,
+                            "content": f"contents of module {turn}\n" + "code line\n" * 60,
+                        }
+                        for c in calls
+                    ],
+                }
+            )
         history.append({"role": "user", "content": prompt(turn)})
     up.requests.clear()
     up.window = 2_000  # the provider counts more than ctxc's budget allows for
     try:
         raw = client.messages.with_raw_response.create(
-            model="claude-haiku-4-5", max_tokens=256, system="You are Claude Code.",
-            messages=history, tools=TOOLS_ANTHROPIC,
-        )  # fmt: skip
+            model="claude-haiku-4-5",
+            max_tokens=256,
+            system="You are Claude Code.",
+            messages=history,
+            tools=TOOLS_ANTHROPIC,
+        )
     finally:
         up.window = 1_000_000
     assert raw.headers["x-ctxc-retried"] == "prompt_too_long"
@@ -91,14 +123,23 @@ def test_an_openai_developer_message_mid_history_is_forwarded_in_place(
 ) -> None:
     session = f"dev-{uuid.uuid4().hex[:8]}"
     client = sidecar.openai(session)
-    history: list[Any] = [{"role": "system", "content": "You are a coding agent."},
-                          {"role": "user", "content": "Fix the failing test."}]  # fmt: skip
+    history: list[Any] = [
+        {"role": "system", "content": "You are a coding agent."},
+        {"role": "user", "content": "Fix the failing test."},
+    ]
     answer = client.chat.completions.create(model="gpt-4o", messages=history)
     history.append({"role": "assistant", "content": answer.choices[0].message.content})
-    history += [{"role": "developer", "content": "Plan mode: do not edit files."},
-                {"role": "user", "content": "Go on."}]  # fmt: skip
+    history += [
+        {"role": "developer", "content": "Plan mode: do not edit files."},
+        {"role": "user", "content": "Go on."},
+    ]
     client.chat.completions.create(model="gpt-4o", messages=history)
     assert up.requests[-1].body["messages"] == history
     assert [m["role"] for m in stored(sidecar, session)] == [
-        "system", "user", "assistant", "system", "user", "assistant",
-    ]  # fmt: skip
+        "system",
+        "user",
+        "assistant",
+        "system",
+        "user",
+        "assistant",
+    ]

@@ -48,13 +48,26 @@ def _down(_: Received) -> Answer:
 def deployment(database_url: str) -> Iterator[Deployment]:
     with StubServer(_chat) as fast, StubServer(_hook) as hook, StubServer(_down) as broken:
         profiles = {
-            "fast": {"kind": "openai", "url": f"{fast.url}/v1", "model": "small-1",
-                     "api_key": "fast-key"},
-            "hook": {"kind": "webhook", "url": f"{hook.url}/summarize",
-                     "webhook_secret": "hook-secret", "retries": 0},
-            "broken": {"kind": "openai", "url": f"{broken.url}/v1", "model": "m", "retries": 0,
-                       "fallback": "hook"},
-        }  # fmt: skip
+            "fast": {
+                "kind": "openai",
+                "url": f"{fast.url}/v1",
+                "model": "small-1",
+                "api_key": "fast-key",
+            },
+            "hook": {
+                "kind": "webhook",
+                "url": f"{hook.url}/summarize",
+                "webhook_secret": "hook-secret",
+                "retries": 0,
+            },
+            "broken": {
+                "kind": "openai",
+                "url": f"{broken.url}/v1",
+                "model": "m",
+                "retries": 0,
+                "fallback": "hook",
+            },
+        }
         settings = Settings(database_url=database_url, summarizer_profiles=json.dumps(profiles))
         with LiveServer(settings) as server, httpx.Client(base_url=server.url) as client:
             yield Deployment(client, fast, hook, broken, database_url)
@@ -69,8 +82,9 @@ def test_a_session_chooses_a_profile_with_its_model_and_instructions(
 ) -> None:
     d = deployment
     asked = "Keep every ticket number like ABC-123 verbatim."
-    sid = session_with(d.client, compaction=choose(profile="fast", model="large-2",
-                                                   instructions=asked))  # fmt: skip
+    sid = session_with(
+        d.client, compaction=choose(profile="fast", model="large-2", instructions=asked)
+    )
     before = len(d.fast.requests)
     done = compact(d.client, sid, kind="full")
     assert done.status_code == 201, done.text

@@ -28,18 +28,32 @@ SYSTEM = "You are a careful coding agent. Work in small steps."
 
 def _openai(_: Received) -> Answer:
     answer = chat_completion(SUMMARY)
-    answer.body["usage"] = {"prompt_tokens": 2_400, "completion_tokens": 30,
-                            "prompt_tokens_details": {"cached_tokens": 2_304}}  # fmt: skip
+    answer.body["usage"] = {
+        "prompt_tokens": 2_400,
+        "completion_tokens": 30,
+        "prompt_tokens_details": {"cached_tokens": 2_304},
+    }
     return answer
 
 
 def _anthropic(_: Received) -> Answer:
-    return Answer(200, {
-        "id": "msg_1", "type": "message", "role": "assistant", "model": "claude-x",
-        "content": [{"type": "text", "text": SUMMARY}], "stop_reason": "end_turn",
-        "usage": {"input_tokens": 40, "output_tokens": 30, "cache_read_input_tokens": 2_100,
-                  "cache_creation_input_tokens": 0},
-    })  # fmt: skip
+    return Answer(
+        200,
+        {
+            "id": "msg_1",
+            "type": "message",
+            "role": "assistant",
+            "model": "claude-x",
+            "content": [{"type": "text", "text": SUMMARY}],
+            "stop_reason": "end_turn",
+            "usage": {
+                "input_tokens": 40,
+                "output_tokens": 30,
+                "cache_read_input_tokens": 2_100,
+                "cache_creation_input_tokens": 0,
+            },
+        },
+    )
 
 
 @dataclass(frozen=True)
@@ -54,9 +68,14 @@ def deployment(database_url: str) -> Iterator[Deployment]:
     with StubServer(_openai) as oa, StubServer(_anthropic) as an:
         profiles = {
             "gpt": {"kind": "openai", "url": f"{oa.url}/v1", "model": "small-1", "retries": 0},
-            "claude": {"kind": "anthropic", "url": an.url, "model": "claude-x",
-                       "api_key": "sk-ant", "retries": 0},
-        }  # fmt: skip
+            "claude": {
+                "kind": "anthropic",
+                "url": an.url,
+                "model": "claude-x",
+                "api_key": "sk-ant",
+                "retries": 0,
+            },
+        }
         settings = Settings(database_url=database_url, summarizer_profiles=json.dumps(profiles))
         with LiveServer(settings) as server, httpx.Client(base_url=server.url) as client:
             yield Deployment(client, oa, an)
@@ -81,8 +100,9 @@ def compiled(client: httpx.Client, sid: str) -> dict[str, Any]:
 
 def compacted(d: Deployment, sid: str, profile: str) -> dict[str, Any]:
     with stream(d.client, sid) as events:
-        done = compact(d.client, sid, kind="full", policy={**POLICY,
-                       "summarizer": {"profile": profile}})  # fmt: skip
+        done = compact(
+            d.client, sid, kind="full", policy={**POLICY, "summarizer": {"profile": profile}}
+        )
         [event] = events.read(1)
     assert done.status_code == 201, done.text
     assert event.data["outcome"] == "compacted"
@@ -107,8 +127,11 @@ def test_an_openai_summariser_reads_the_sessions_cached_prefix(deployment: Deplo
     assert said[:3] == ["Summarise", "the", "first"] and said[4:6] == ["of", "the"]
     assert 0 < int(said[3]) < int(said[6]) == len(sent) - 1  # the system prompt aside
     assert "Constraints and rules:" in instruction["content"]
-    assert event["summarizer_usage"] == {"prompt_tokens": 2_400, "cached_tokens": 2_304,
-                                         "cache_write_tokens": 0}  # fmt: skip
+    assert event["summarizer_usage"] == {
+        "prompt_tokens": 2_400,
+        "cached_tokens": 2_304,
+        "cache_write_tokens": 0,
+    }
 
 
 def test_an_anthropic_summariser_sets_a_breakpoint_on_the_cached_prefix(
@@ -132,8 +155,11 @@ def test_an_anthropic_summariser_sets_a_breakpoint_on_the_cached_prefix(
     assert unmarked == ([{"type": "text", "text": last}] if isinstance(last, str) else last)
     assert instruction["role"] == "user"
     assert instruction["content"].startswith("Summarise the first ")
-    assert event["summarizer_usage"] == {"prompt_tokens": 2_140, "cached_tokens": 2_100,
-                                         "cache_write_tokens": 0}  # fmt: skip
+    assert event["summarizer_usage"] == {
+        "prompt_tokens": 2_140,
+        "cached_tokens": 2_100,
+        "cache_write_tokens": 0,
+    }
 
 
 def test_another_shape_than_the_sessions_gets_the_transcript_request(

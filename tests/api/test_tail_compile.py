@@ -26,14 +26,26 @@ def turn(n: int, call_id: str | None = None, trace: str | None = None) -> list[d
     meta = {"metadata": {"is_trace": True, "execution_id": trace}} if trace else {}
     return [
         {"role": "user", "content": f"step {n}: look at module_{n}.py and report what it does"},
-        {"role": "assistant", "content": None, "tool_calls": [{
-            "id": cid, "type": "function",
-            "function": {"name": "read_file", "arguments": f'{{"path": "module_{n}.py"}}'}}],
-         **meta},
-        {"role": "tool", "tool_call_id": cid, "content": f"def handler_{n}(): " + "x = 1; " * 30,
-         **meta},
+        {
+            "role": "assistant",
+            "content": None,
+            "tool_calls": [
+                {
+                    "id": cid,
+                    "type": "function",
+                    "function": {"name": "read_file", "arguments": f'{{"path": "module_{n}.py"}}'},
+                }
+            ],
+            **meta,
+        },
+        {
+            "role": "tool",
+            "tool_call_id": cid,
+            "content": f"def handler_{n}(): " + "x = 1; " * 30,
+            **meta,
+        },
         {"role": "assistant", "content": f"module_{n}.py defines handler_{n}, which sets x."},
-    ]  # fmt: skip
+    ]
 
 
 def append(client: httpx.Client, sid: str, messages: list[dict[str, Any]]) -> None:

@@ -96,9 +96,11 @@ def test_imported_times_keep_their_instant_and_offset(client: httpx.Client) -> N
     sid = new_session(client)
     client.post(f"/v1/sessions/{sid}/messages", json={"messages": openai_history(2)})
     exported = client.get(f"/v1/sessions/{sid}/export").json()
-    exported["session"] |= {"id": f"t-{uuid.uuid4().hex}",
-                            "created_at": "2026-01-02T03:04:05+05:30",
-                            "updated_at": "2026-01-02T03:04:06.250000-08:00"}  # fmt: skip
+    exported["session"] |= {
+        "id": f"t-{uuid.uuid4().hex}",
+        "created_at": "2026-01-02T03:04:05+05:30",
+        "updated_at": "2026-01-02T03:04:06.250000-08:00",
+    }
     exported["messages"][0]["created_at"] = "2026-01-02T03:04:05+05:30"
     exported["messages"][1]["created_at"] = "0001-01-01T00:00:00Z"
     imported = client.post("/v1/sessions/import", json=exported)
@@ -117,10 +119,13 @@ def test_a_time_the_database_cannot_hold_is_a_422_naming_it(api: Api, client: ht
     exported = client.get(f"/v1/sessions/{sid}/export").json()
     exported["session"]["id"] = f"t-{uuid.uuid4().hex}"
     before = row_counts(api.database_url)
-    for bad, expected in (("0001-01-01T00:00:00+05:30", "years 1 to 9999"),
-                          ("2026-01-02T03:04:05", "UTC offset")):  # fmt: skip
-        document = exported | {"messages": [exported["messages"][0] | {"created_at": bad},
-                                            exported["messages"][1]]}  # fmt: skip
+    for bad, expected in (
+        ("0001-01-01T00:00:00+05:30", "years 1 to 9999"),
+        ("2026-01-02T03:04:05", "UTC offset"),
+    ):
+        document = exported | {
+            "messages": [exported["messages"][0] | {"created_at": bad}, exported["messages"][1]]
+        }
         response = client.post("/v1/sessions/import", json=document)
         assert response.status_code == 422, response.text
         [error] = response.json()["errors"]

@@ -48,8 +48,16 @@ def test_a_tenant_is_backed_up_and_restored(api: Api, tmp_path: Path, to_folder:
         target = tmp_path / "backup"
         if to_folder:
             target.mkdir()
-        done = ctxc("export", "--tenant", name, "--all", "-o", str(target),
-                    url=api.database_url, cwd=tmp_path)  # fmt: skip
+        done = ctxc(
+            "export",
+            "--tenant",
+            name,
+            "--all",
+            "-o",
+            str(target),
+            url=api.database_url,
+            cwd=tmp_path,
+        )
         assert done.returncode == 0, done.stderr
         if to_folder:
             assert sorted(p.name for p in target.iterdir()) == sorted(
@@ -116,5 +124,7 @@ def test_a_100k_message_session_streams_out_and_back(api: Api, tmp_path: Path) -
         assert there == original and there["message_count"] == 100_000
         again = copy.get(f"/v1/sessions/{sid}/export", headers=headers).text
         assert again == file.read_text()
-    print(f"built {built - started:.1f}s, exported {exported - built:.1f}s, "
-          f"imported {imported - exported:.1f}s")  # fmt: skip
+    print(
+        f"built {built - started:.1f}s, exported {exported - built:.1f}s, "
+        f"imported {imported - exported:.1f}s"
+    )

@@ -28,13 +28,24 @@ def compacted_session(client: httpx.Client) -> tuple[str, str]:
     """A session compiled (originals kept by sha256) and acknowledged (cursor, provider session),
     then tool-payload compacted, summarised, compiled again (not acknowledged). Returns its id
     and the outstanding compile's id."""
-    sid = new_session(client, id=f"move-{uuid.uuid4().hex}", provider="gpt-4o", compiler=SPEC,
-                      metadata={"team": "a"}, resume_key="/r")  # fmt: skip
+    sid = new_session(
+        client,
+        id=f"move-{uuid.uuid4().hex}",
+        provider="gpt-4o",
+        compiler=SPEC,
+        metadata={"team": "a"},
+        resume_key="/r",
+    )
     client.post(f"/v1/sessions/{sid}/messages", json={"messages": agent_history()})
     compiled = client.post(f"/v1/sessions/{sid}/compile", json={}).json()
-    ack = client.post(f"/v1/sessions/{sid}/cursor", json={
-        "compile_id": compiled["compile_id"], "provider_session_id": "prov-1",
-        "usage": {"prompt_tokens": 1234}})  # fmt: skip
+    ack = client.post(
+        f"/v1/sessions/{sid}/cursor",
+        json={
+            "compile_id": compiled["compile_id"],
+            "provider_session_id": "prov-1",
+            "usage": {"prompt_tokens": 1234},
+        },
+    )
     assert ack.status_code == 200, ack.text
     steps = [SPEC["decorators"][0], "compact_tool_results"]
     body = {"kind": "tool_payloads", "steps": steps}
@@ -120,8 +131,7 @@ def test_a_compacted_session_moves_whole_and_reads_the_same(
         # The streamed form imports the same (restored after a delete).
         assert copy.delete(f"/v1/sessions/{sid}").status_code == 204
         body = "".join(json.dumps(line) + "\n" for line in original["ndjson"])
-        streamed = copy.post("/v1/sessions/import", content=body,
-                             headers={"Content-Type": NDJSON})  # fmt: skip
+        streamed = copy.post("/v1/sessions/import", content=body, headers={"Content-Type": NDJSON})
         assert streamed.status_code == 201, streamed.text
         assert reads(copy, sid) == original
         # An acknowledgement of the compile still outstanding answers as on the original.
@@ -147,8 +157,9 @@ def test_a_copy_in_the_same_database_is_a_409_naming_the_kept_id(
 def _refused(client: httpx.Client, body: Any, path: str, ndjson: bool = False) -> str:
     if ndjson:
         content = "".join(json.dumps(line) + "\n" for line in body)
-        answer = client.post("/v1/sessions/import", content=content,
-                             headers={"Content-Type": NDJSON})  # fmt: skip
+        answer = client.post(
+            "/v1/sessions/import", content=content, headers={"Content-Type": NDJSON}
+        )
     else:
         answer = client.post("/v1/sessions/import", json=body)
     assert answer.status_code == 422, answer.text
@@ -193,8 +204,11 @@ def test_documents_that_do_not_fit_are_refused_by_place_and_write_nothing(
     forged = [*kept[:at], kept[at] | {"value": 1}, *kept[at + 1 :]]
     _refused(client, forged, f"body[{at + 1}].sha256", True)
     archived = {a["seq"] for line in lines for a in line.get("archived", [])}
-    at = [i for i, line in enumerate(lines)
-          if line.get("type") == "message" and line["seq"] not in archived][-2]  # fmt: skip
+    at = [
+        i
+        for i, line in enumerate(lines)
+        if line.get("type") == "message" and line["seq"] not in archived
+    ][-2]
     cut = lines[:at] + lines[at + 1 :]
     assert "is missing" in _refused(client, cut, f"body[{at + 1}]", True)
     assert row_counts(api.database_url) == before
@@ -204,10 +218,16 @@ def test_a_v1_document_still_imports(client: httpx.Client) -> None:
     sid = new_session(client)
     client.post(f"/v1/sessions/{sid}/messages", json={"messages": openai_history(6)})
     v2 = client.get(f"/v1/sessions/{sid}/export").json()
-    fields = {k: v for k, v in v2["session"].items()
-              if k not in ("last_seq", "cursor_seq", "provider_session_id")}  # fmt: skip
-    v1 = {"format": "ctxc.session/v1", "session": fields | {"id": f"v1-{uuid.uuid4().hex}"},
-          "messages": v2["messages"][2:]}  # fmt: skip
+    fields = {
+        k: v
+        for k, v in v2["session"].items()
+        if k not in ("last_seq", "cursor_seq", "provider_session_id")
+    }
+    v1 = {
+        "format": "ctxc.session/v1",
+        "session": fields | {"id": f"v1-{uuid.uuid4().hex}"},
+        "messages": v2["messages"][2:],
+    }
     imported = client.post("/v1/sessions/import", json=v1)
     assert imported.status_code == 201, imported.text
     assert (imported.json()["message_count"], imported.json()["last_seq"]) == (4, 6)

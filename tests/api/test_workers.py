@@ -43,15 +43,25 @@ def workers(api: Api, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Work
     """Two workers of one `ctxc serve` in keys mode on the database of ``api``."""
     url = f"http://127.0.0.1:{free_port()}"
     env = ctxc_env(
-        CTXC_DATABASE_URL=api.database_url, CTXC_AUTH="keys", CTXC_LOG_LEVEL="warning",
-        CTXC_METRICS_TOKEN=METRICS_TOKEN, CTXC_KEY_CACHE_SECONDS=str(KEY_CACHE_SECONDS),
+        CTXC_DATABASE_URL=api.database_url,
+        CTXC_AUTH="keys",
+        CTXC_LOG_LEVEL="warning",
+        CTXC_METRICS_TOKEN=METRICS_TOKEN,
+        CTXC_KEY_CACHE_SECONDS=str(KEY_CACHE_SECONDS),
         CTXC_WORKERS="2",
-    )  # fmt: skip
+    )
     log = tmp_path_factory.mktemp("workers") / "serve.log"
-    with log.open("wb") as out, serving(
-        ctxc_command("serve", "--port", url.rsplit(":", 1)[1]), url,
-        log=log.read_text, env=env, stdout=out, stderr=subprocess.STDOUT,
-    ):  # fmt: skip
+    with (
+        log.open("wb") as out,
+        serving(
+            ctxc_command("serve", "--port", url.rsplit(":", 1)[1]),
+            url,
+            log=log.read_text,
+            env=env,
+            stdout=out,
+            stderr=subprocess.STDOUT,
+        ),
+    ):
         yield Workers(url, api.database_url, env)
 
 
@@ -71,9 +81,11 @@ def one_per_worker(url: str, key: str, count: int = 2) -> Iterator[dict[int, htt
         found: dict[int, httpx.Client] = {}
         for _ in range(400):
             client = httpx.Client(
-                base_url=url, headers={"Authorization": f"Bearer {key}"}, timeout=30,
+                base_url=url,
+                headers={"Authorization": f"Bearer {key}"},
+                timeout=30,
                 limits=httpx.Limits(max_connections=1, keepalive_expiry=60),
-            )  # fmt: skip
+            )
             pid = pid_of(client)
             if pid in found:
                 client.close()

@@ -14,9 +14,11 @@ TOOL_USE = {"type": "tool_use", "id": "toolu_1", "name": "ls", "input": {"path":
 ANTHROPIC_BATCH = [
     {"role": "user", "content": "List the files."},
     {"role": "assistant", "content": [{"type": "text", "text": "Listing."}, TOOL_USE]},
-    {"role": "user", "content": [{"type": "tool_result", "tool_use_id": "toolu_1",
-                                  "content": "a.txt"}]},
-]  # fmt: skip
+    {
+        "role": "user",
+        "content": [{"type": "tool_result", "tool_use_id": "toolu_1", "content": "a.txt"}],
+    },
+]
 OPENAI_CALL = {
     "role": "assistant",
     "content": None,
@@ -90,5 +92,8 @@ def test_block_types_no_format_knows_are_still_kept_opaque(client: httpx.Client)
     assert client.post(f"/v1/sessions/{sid}/messages", json=body).status_code == 201
     [item] = client.get(f"/v1/sessions/{sid}/messages").json()["items"]
     assert item["message"]["content"][1] == {
-        "type": "opaque", "provider": "openai", "data": part, "metadata": {},
-    }  # fmt: skip
+        "type": "opaque",
+        "provider": "openai",
+        "data": part,
+        "metadata": {},
+    }

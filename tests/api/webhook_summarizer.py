@@ -74,12 +74,18 @@ def webhook(delay: float) -> Iterator[Webhook]:
 
 
 def serve_env(database_url: str, hook: Webhook, lease_seconds: float) -> dict[str, str]:
-    return ctxc_env(**{
-        "CTXC_DATABASE_URL": database_url, "CTXC_AUTH": "keys", "CTXC_LOG_LEVEL": "warning",
-        "CTXC_SUMMARIZER": "webhook", "CTXC_SUMMARIZER_URL": hook.url,
-        "CTXC_SUMMARIZER_WEBHOOK_SECRET": SECRET, "CTXC_SUMMARIZER_RETRIES": "0",
-        "CTXC_COMPACTION_LEASE_SECONDS": str(lease_seconds),
-    })  # fmt: skip
+    return ctxc_env(
+        **{
+            "CTXC_DATABASE_URL": database_url,
+            "CTXC_AUTH": "keys",
+            "CTXC_LOG_LEVEL": "warning",
+            "CTXC_SUMMARIZER": "webhook",
+            "CTXC_SUMMARIZER_URL": hook.url,
+            "CTXC_SUMMARIZER_WEBHOOK_SECRET": SECRET,
+            "CTXC_SUMMARIZER_RETRIES": "0",
+            "CTXC_COMPACTION_LEASE_SECONDS": str(lease_seconds),
+        }
+    )
 
 
 @contextmanager

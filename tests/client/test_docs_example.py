@@ -27,9 +27,13 @@ def test_the_python_client_example_runs(api: Api, tmp_path: Path) -> None:
     env = {**os.environ, "CTXC_API_KEY": fresh_key(api)}
     code = example().replace(URL, api.url)
     done = subprocess.run(
-        [sys.executable, "-c", code], env=env, cwd=tmp_path, capture_output=True, text=True,
+        [sys.executable, "-c", code],
+        env=env,
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
         timeout=120,
-    )  # fmt: skip
+    )
     assert done.returncode == 0, done.stderr
     compiled, summarised, event = done.stdout.splitlines()
     assert re.fullmatch(r"\d+ tokens in \d+ messages", compiled), compiled

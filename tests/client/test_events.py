@@ -32,8 +32,10 @@ def test_events_are_replayed_then_followed_live(api: Api, ctxc: Any) -> None:
     events.close()
     assert [replayed.id, followed.id] == stored + live
     assert (replayed.type, replayed.data.kind, replayed.data.tokens_before) == (
-        COMPACTION, "micro", 90_001,
-    )  # fmt: skip
+        COMPACTION,
+        "micro",
+        90_001,
+    )
     assert followed.type == COMPACTION_END and followed.data.outcome == "compacted"
     assert followed.data.model_extra == {}  # every field the server sent is a typed one
 
@@ -73,8 +75,10 @@ def test_events_resume_across_a_server_restart(api: Api, kind: str) -> None:
     it is down and two once it is back on the same port: the iterator yields the eight, once
     each, in order."""
     if (kind == "async") != api.database_url.startswith("sqlite"):
-        pytest.skip("one client kind per database: two `ctxc serve` starts each, and the "
-                    "reconnection is the client's own, the same on either")  # fmt: skip
+        pytest.skip(
+            "one client kind per database: two `ctxc serve` starts each, and the "
+            "reconnection is the client's own, the same on either"
+        )
     port = free_port()
     read = threading.Event()
     with ExitStack() as first:

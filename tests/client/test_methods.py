@@ -40,10 +40,19 @@ def sid() -> str:
 
 def read_file(call_id: str, content: str) -> list[dict[str, Any]]:
     return [
-        {"role": "assistant", "content": None, "tool_calls": [{"id": call_id, "type": "function",
-         "function": {"name": "read_file", "arguments": '{"path": "Makefile"}'}}]},
+        {
+            "role": "assistant",
+            "content": None,
+            "tool_calls": [
+                {
+                    "id": call_id,
+                    "type": "function",
+                    "function": {"name": "read_file", "arguments": '{"path": "Makefile"}'},
+                }
+            ],
+        },
         {"role": "tool", "tool_call_id": call_id, "content": content},
-    ]  # fmt: skip
+    ]
 
 
 def test_sessions_are_created_read_updated_and_deleted(ctxc: Any) -> None:
@@ -132,9 +141,15 @@ def test_compiles_stateless_and_of_a_session(ctxc: Any) -> None:
         provider="anthropic",
         context_window=8000,
         ephemeral=[{"role": "user", "content": "Retrieved: docs/intro.md says hello."}],
-        compiler={"base": "current_tool_trace", "decorators": ["redact", "inject",
-                  {"name": "token_limit", "params": {"reserve": 1024}}]},
-    )  # fmt: skip
+        compiler={
+            "base": "current_tool_trace",
+            "decorators": [
+                "redact",
+                "inject",
+                {"name": "token_limit", "params": {"reserve": 1024}},
+            ],
+        },
+    )
     assert isinstance(result, CompileResult)
     assert result.format == "anthropic" and result.system is not None
     assert result.tokens.context_window == 8000 and result.seq_range == [1, 2]
@@ -157,8 +172,9 @@ def test_compiles_stateless_and_of_a_session(ctxc: Any) -> None:
 
 
 def test_the_cursor_is_acknowledged_then_reset(ctxc: Any) -> None:
-    name = ctxc.create_session(id=sid(), provider="claude-code", resume_key="/home/me/project",
-                               system_prompt=SYSTEM).id  # fmt: skip
+    name = ctxc.create_session(
+        id=sid(), provider="claude-code", resume_key="/home/me/project", system_prompt=SYSTEM
+    ).id
     ctxc.append_messages(name, [{"role": "user", "content": "Help me build a feature"}])
     full = ctxc.compile_session(name)
     assert full.mode == "full"
@@ -184,10 +200,14 @@ def test_originals_come_back_by_call_id_and_by_sha256(ctxc: Any) -> None:
     ctxc.append_messages(name, [{"role": "user", "content": "What does it build?"}])
     compiled = ctxc.compile_session(
         name,
-        compiler={"decorators": [
-            {"name": "tool_compaction", "params": {"toolIdentifierFields": IDENTIFIERS}},
-            "compact_tool_results", "token_limit"]},
-    )  # fmt: skip
+        compiler={
+            "decorators": [
+                {"name": "tool_compaction", "params": {"toolIdentifierFields": IDENTIFIERS}},
+                "compact_tool_results",
+                "token_limit",
+            ]
+        },
+    )
     [step, _] = compiled.steps
     assert (step.name, step.call_ids, step.seqs) == ("tool_compaction", ["call_2"], [2])
     assert step.tokens_saved > 0
@@ -200,8 +220,9 @@ def test_originals_come_back_by_call_id_and_by_sha256(ctxc: Any) -> None:
     payload = ctxc.get_payload(name, digest.sha256)
     assert (payload.value, payload.bytes) == (BIG, digest.bytes)
     # The recall tool: the model's call run through ctxc, the tool result in the shape asked.
-    recalled = ctxc.recall(name, '{"call_id": "call_2", "seq": 2}', tool_call_id="c9",
-                           max_tokens=32_000)  # fmt: skip
+    recalled = ctxc.recall(
+        name, '{"call_id": "call_2", "seq": 2}', tool_call_id="c9", max_tokens=32_000
+    )
     assert isinstance(recalled, RecallResult) and recalled.page is not None
     assert recalled.result == {"role": "tool", "tool_call_id": "c9", "content": BIG}
     missing = ctxc.recall(name, {"sha256": "0" * 64}, format="gemini")

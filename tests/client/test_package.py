@@ -46,8 +46,9 @@ def test_the_wheel_installs_into_a_fresh_environment_and_works(api: Api, tmp_pat
     env = tmp_path / "venv"
     venv.create(env, with_pip=False)
     python = env / "bin" / "python"
-    site = Path(run(python, "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])")
-                .strip())  # fmt: skip
+    site = Path(
+        run(python, "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])").strip()
+    )
     # Its dependencies come from this environment's site-packages, appended after its own (the
     # editable install of this checkout is in a .pth there, which a path entry does not read).
     (site / "deps.pth").write_text(sysconfig.get_paths()["purelib"] + "\n")

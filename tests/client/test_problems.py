@@ -47,8 +47,9 @@ def test_a_422_names_each_bad_field(ctxc: Any) -> None:
     assert [e.path for e in error.errors] == ["body.compaction"]
     assert error.request_id  # from X-Request-ID, to quote in a report
     name = ctxc.create_session().id
-    anthropic = [{"role": "user", "content": [{"type": "tool_result", "tool_use_id": "t",
-                                               "content": "x"}]}]  # fmt: skip
+    anthropic = [
+        {"role": "user", "content": [{"type": "tool_result", "tool_use_id": "t", "content": "x"}]}
+    ]
     error = raised(ctxc.append_messages, name, anthropic)
     assert type(error) is ValidationFailed
     assert error.errors[0].path == "body.messages[0].content[0].type"

@@ -35,10 +35,13 @@ SPECS = st.sampled_from(
 def _tool_round(draw: st.DrawFn) -> list[dict[str, Any]]:
     ids = draw(st.lists(CALL_ID, min_size=1, max_size=3, unique=True))
     calls = [
-        {"id": i, "type": "function",
-         "function": {"name": draw(TOOL), "arguments": json.dumps(draw(ARGS))}}
+        {
+            "id": i,
+            "type": "function",
+            "function": {"name": draw(TOOL), "arguments": json.dumps(draw(ARGS))},
+        }
         for i in ids
-    ]  # fmt: skip
+    ]
     results = [{"role": "tool", "tool_call_id": i, "content": draw(TEXT)} for i in ids]
     return [{"role": "assistant", "content": None, "tool_calls": calls}, *results]
 
@@ -66,10 +69,14 @@ def _anthropic_round(draw: st.DrawFn) -> list[dict[str, Any]]:
     ids = draw(st.lists(CALL_ID, min_size=1, max_size=3, unique=True))
     uses = [{"type": "tool_use", "id": i, "name": draw(TOOL), "input": draw(ARGS)} for i in ids]
     results = [
-        {"type": "tool_result", "tool_use_id": i, "content": draw(TEXT),
-         "is_error": draw(st.booleans())}
+        {
+            "type": "tool_result",
+            "tool_use_id": i,
+            "content": draw(TEXT),
+            "is_error": draw(st.booleans()),
+        }
         for i in ids
-    ]  # fmt: skip
+    ]
     return [{"role": "assistant", "content": uses}, {"role": "user", "content": results}]
 
 
@@ -102,10 +109,15 @@ def _gemini_round(draw: st.DrawFn) -> list[dict[str, Any]]:
         for k, n in enumerate(names)
     ]
     responses = [
-        {"functionResponse": {"name": n, "response": {"output": draw(TEXT)},
-                              **({"id": ids[k]} if ids else {})}}
+        {
+            "functionResponse": {
+                "name": n,
+                "response": {"output": draw(TEXT)},
+                **({"id": ids[k]} if ids else {}),
+            }
+        }
         for k, n in enumerate(names)
-    ]  # fmt: skip
+    ]
     return [{"role": "model", "parts": calls}, {"role": "user", "parts": responses}]
 
 
@@ -129,10 +141,14 @@ def gemini_conversations(draw: st.DrawFn) -> list[dict[str, Any]]:
 def _responses_round(draw: st.DrawFn) -> list[dict[str, Any]]:
     ids = draw(st.lists(CALL_ID, min_size=1, max_size=3, unique=True))
     calls = [
-        {"type": "function_call", "call_id": i, "name": draw(TOOL),
-         "arguments": json.dumps(draw(ARGS))}
+        {
+            "type": "function_call",
+            "call_id": i,
+            "name": draw(TOOL),
+            "arguments": json.dumps(draw(ARGS)),
+        }
         for i in ids
-    ]  # fmt: skip
+    ]
     outputs = [{"type": "function_call_output", "call_id": i, "output": draw(TEXT)} for i in ids]
     return [*calls, *outputs]
 

@@ -141,8 +141,11 @@ def aim(case: schemathesis.Case, target: Target, data: st.DataObject) -> None:
             path["session_id"] = new_session(client)
         return
     path["session_id"] = target.session_id
-    pools = {"call_id": target.call_ids, "sha256": target.sha256s,
-             "compaction_id": target.compaction_ids}  # fmt: skip
+    pools = {
+        "call_id": target.call_ids,
+        "sha256": target.sha256s,
+        "compaction_id": target.compaction_ids,
+    }
     for name, pool in pools.items():
         if name in path and pool and data.draw(st.booleans(), label=f"real {name}"):
             path[name] = data.draw(st.sampled_from(pool), label=name)

@@ -114,11 +114,18 @@ def serve_until_ready(installed: Installed, cwd: Path, key: str, env: dict[str, 
     port = free_port()
     base = f"http://127.0.0.1:{port}"
     log = cwd / "serve.log"
-    with log.open("w") as out, serving(
-        [str(installed.venv / "bin" / "ctxc"), "serve", "--port", str(port)], base,
-        log=log.read_text, cwd=cwd, env=clean_env(CTXC_AUTH="keys", **env), stdout=out,
-        stderr=out,
-    ):  # fmt: skip
+    with (
+        log.open("w") as out,
+        serving(
+            [str(installed.venv / "bin" / "ctxc"), "serve", "--port", str(port)],
+            base,
+            log=log.read_text,
+            cwd=cwd,
+            env=clean_env(CTXC_AUTH="keys", **env),
+            stdout=out,
+            stderr=out,
+        ),
+    ):
         listed = httpx.get(f"{base}/v1/sessions", headers={"Authorization": f"Bearer {key}"})
         assert listed.status_code == 200, listed.text
 

@@ -35,9 +35,11 @@ class Server:
         self.port = free_port()
         self.url = f"http://127.0.0.1:{self.port}"
         defaults = {
-            "CTXC_DATABASE_URL": database_url, "CTXC_PORT": str(self.port), "CTXC_AUTH": "keys",
+            "CTXC_DATABASE_URL": database_url,
+            "CTXC_PORT": str(self.port),
+            "CTXC_AUTH": "keys",
             "CTXC_LOG_LEVEL": "warning",
-        }  # fmt: skip
+        }
         self.env = ctxc_env(**(defaults | env))
         self.log_dir = log_dir
         self.proc: subprocess.Popen[bytes] | None = None

@@ -23,11 +23,13 @@ def batch(tag: str, count: int) -> dict[str, Any]:
     text = "the build of {} failed in step {} with exit status 2; retrying with -v and --no-cache"
     return {
         "messages": [
-            {"role": "user" if n % 2 == 0 else "assistant", "content": f"{tag}#{n}: " +
-             text.format(tag, n)}
+            {
+                "role": "user" if n % 2 == 0 else "assistant",
+                "content": f"{tag}#{n}: " + text.format(tag, n),
+            }
             for n in range(count)
         ]
-    }  # fmt: skip
+    }
 
 
 def post_in_background(
@@ -115,7 +117,9 @@ def test_sigkill_during_a_large_append_leaves_all_or_nothing_and_the_retry_write
             ["0.5", "in-transaction", "in-transaction"] if kind == "postgres" else ["0.5", "0.9"]
         )
         rounds = [kill_round(server, when, duration) for when in whens]
-    print(f"\n{kind}: append of {BATCH} took {duration:.2f}s; faults {rounds};"
-          f" {time.monotonic() - started:.1f}s")  # fmt: skip
+    print(
+        f"\n{kind}: append of {BATCH} took {duration:.2f}s; faults {rounds};"
+        f" {time.monotonic() - started:.1f}s"
+    )
     if kind == "postgres":
         assert all(r["landed"] for r in rounds if r["when"] == "in-transaction")

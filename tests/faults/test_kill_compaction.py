@@ -29,10 +29,15 @@ LOCK_MESSAGES = (
 )
 # (compaction kind, when the SIGKILL lands) per database.
 ROUNDS = {
-    "postgres": [("session", "summarising"), ("full", "summarising"),
-                 ("session", "in-transaction"), ("full", "in-transaction"), ("session", "0.05")],
+    "postgres": [
+        ("session", "summarising"),
+        ("full", "summarising"),
+        ("session", "in-transaction"),
+        ("full", "in-transaction"),
+        ("session", "0.05"),
+    ],
     "sqlite": [("session", "summarising"), ("full", "0.0"), ("session", "0.05")],
-}  # fmt: skip
+}
 
 
 class Summariser:
@@ -49,8 +54,9 @@ class Summariser:
     def handle(self, request: Received) -> Answer:
         stamp = request.headers.get("x-ctxc-timestamp", "")
         mac = hmac.new(SECRET.encode(), stamp.encode() + b"." + request.body, hashlib.sha256)
-        if not hmac.compare_digest(f"sha256={mac.hexdigest()}",
-                                   request.headers.get("x-ctxc-signature", "")):  # fmt: skip
+        if not hmac.compare_digest(
+            f"sha256={mac.hexdigest()}", request.headers.get("x-ctxc-signature", "")
+        ):
             self.bad_signatures += 1
             return Answer(401, {"error": "bad signature"})
         self.calls += 1
@@ -98,17 +104,21 @@ def kill_round(server: Server, summariser: Summariser, kind: str, when: str) -> 
     seconds after the summariser was called (it answers at once)."""
     with server.client() as c:
         sid = c.post("/v1/sessions", json={"provider": "gpt-4o", "compaction": POLICY}).json()["id"]
-        assert c.post(f"/v1/sessions/{sid}/messages",
-                      json={"messages": work_history(12)}).status_code == 201  # fmt: skip
+        assert (
+            c.post(f"/v1/sessions/{sid}/messages", json={"messages": work_history(12)}).status_code
+            == 201
+        )
         before = all_messages(c, sid)
     summariser.called.clear()
     summariser.delay = 30.0 if when == "summarising" else 0.0
     calls = summariser.calls
     # In a transaction, the compaction deletes the messages it archives: with their rows locked
     # here it waits there, after its first writes, however late the test looks (a busy machine).
-    held = rows_locked(server.database_url, LOCK_MESSAGES, sid) if when == "in-transaction" else (
-        contextlib.nullcontext()
-    )  # fmt: skip
+    held = (
+        rows_locked(server.database_url, LOCK_MESSAGES, sid)
+        if when == "in-transaction"
+        else (contextlib.nullcontext())
+    )
     with held:
         thread = threading.Thread(target=_compact_quietly, args=(server, sid, kind), daemon=True)
         thread.start()
@@ -164,5 +174,7 @@ def test_sigkill_during_a_compaction_applies_it_whole_or_not_at_all(
         with running(url, tmp_path, **env) as server:
             faults = [(k, w, kill_round(server, summariser, k, w)) for k, w in ROUNDS[kind]]
     assert summariser.bad_signatures == 0
-    print(f"\n{kind}: {faults}; {summariser.calls} summariser calls;"
-          f" {time.monotonic() - started:.1f}s")  # fmt: skip
+    print(
+        f"\n{kind}: {faults}; {summariser.calls} summariser calls;"
+        f" {time.monotonic() - started:.1f}s"
+    )

@@ -75,11 +75,16 @@ def rounds(n: int, start: int) -> list[dict[str, Any]]:
     out: list[dict[str, Any]] = []
     for k in range(start, start + n):
         arguments = json.dumps({"path": f"src/m{k}.py"})
-        call = {"id": f"call_{k}", "type": "function",
-                "function": {"name": "read_file", "arguments": arguments}}  # fmt: skip
+        call = {
+            "id": f"call_{k}",
+            "type": "function",
+            "function": {"name": "read_file", "arguments": arguments},
+        }
         body = "\n".join(f"def f_{k}_{j}(x):\n    return x" for j in range(12))
-        out += [{"role": "assistant", "content": None, "tool_calls": [call]},
-                {"role": "tool", "tool_call_id": f"call_{k}", "content": body}]  # fmt: skip
+        out += [
+            {"role": "assistant", "content": None, "tool_calls": [call]},
+            {"role": "tool", "tool_call_id": f"call_{k}", "content": body},
+        ]
     return out
 
 
@@ -144,8 +149,12 @@ def test_sigkill_under_event_subscribers_loses_and_repeats_nothing_on_replay(
     env = {"CTXC_SSE_HEARTBEAT_SECONDS": "1", "CTXC_COMPACTION_LEASE_SECONDS": str(LEASE_S)}
     with running(url, tmp_path, **env) as server:
         with server.client() as c:
-            sids = [c.post("/v1/sessions", json={"provider": "gpt-4o", "compaction": POLICY})
-                    .json()["id"] for _ in range(SESSIONS)]  # fmt: skip
+            sids = [
+                c.post("/v1/sessions", json={"provider": "gpt-4o", "compaction": POLICY}).json()[
+                    "id"
+                ]
+                for _ in range(SESSIONS)
+            ]
             for sid in sids:
                 c.post(f"/v1/sessions/{sid}/messages", json={"messages": work_history(6)})
         followers = [Follower(server, sid) for sid in sids for _ in range(FOLLOWERS)]
@@ -185,6 +194,8 @@ def test_sigkill_under_event_subscribers_loses_and_repeats_nothing_on_replay(
         assert f.got == stored, "the events seen are not exactly the events stored"
         assert f.connects >= KILLS + 1
         total += len(f.got)
-    print(f"\n{kind}: {KILLS} kills, {len(followers)} subscribers, {producer.compactions} "
-          f"compactions, {total} events delivered, 0 lost, 0 repeated;"
-          f" {time.monotonic() - started:.1f}s")  # fmt: skip
+    print(
+        f"\n{kind}: {KILLS} kills, {len(followers)} subscribers, {producer.compactions} "
+        f"compactions, {total} events delivered, 0 lost, 0 repeated;"
+        f" {time.monotonic() - started:.1f}s"
+    )

@@ -147,9 +147,11 @@ def test_64_clients_appending_with_retried_keys_lose_and_duplicate_nothing(
     answered = sum(tally.statuses.values()) + sum(tally.transport_errors.values())
     assert answered == tally.requests - tally.client_timeouts
     assert set(tally.statuses) == {201}
-    print(f"\nsoak: {CLIENTS} clients, {stored} messages stored, 0 lost, 0 duplicated;"
-          f" {tally.requests} requests {dict(tally.statuses)} {dict(tally.transport_errors)},"
-          f" {tally.client_timeouts} client"
-          f" timeouts, {tally.concurrent_duplicates} concurrent duplicates,"
-          f" {tally.replays_checked} replays; {soaked:.1f}s soak ({cpu:.1f}s server CPU),"
-          f" {time.monotonic() - started:.1f}s in all")  # fmt: skip
+    print(
+        f"\nsoak: {CLIENTS} clients, {stored} messages stored, 0 lost, 0 duplicated;"
+        f" {tally.requests} requests {dict(tally.statuses)} {dict(tally.transport_errors)},"
+        f" {tally.client_timeouts} client"
+        f" timeouts, {tally.concurrent_duplicates} concurrent duplicates,"
+        f" {tally.replays_checked} replays; {soaked:.1f}s soak ({cpu:.1f}s server CPU),"
+        f" {time.monotonic() - started:.1f}s in all"
+    )

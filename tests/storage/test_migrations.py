@@ -111,8 +111,12 @@ def _seed_messages(conn: Connection) -> None:
             f"last_seq, created_at, updated_at) VALUES ('{pk}', 't', '{pk}', '{{}}', '[]', "
             f"'openai', {last}, '{now}', '{now}')"
         )
-    for pk, seq, o200k, cl100k in (("a", 1, 10, 11), ("a", 2, 20, 22), ("a", 3, 5, 7),
-                                   ("b", 2, 100, 90)):  # fmt: skip
+    for pk, seq, o200k, cl100k in (
+        ("a", 1, 10, 11),
+        ("a", 2, 20, 22),
+        ("a", 3, 5, 7),
+        ("b", 2, 100, 90),
+    ):
         conn.exec_driver_sql(
             "INSERT INTO messages (session_pk, seq, section, role, content, metadata, "
             f"tokens_o200k, tokens_cl100k, created_at) VALUES ('{pk}', {seq}, 'history', "

@@ -22,9 +22,12 @@ from app.api.schemas import MessagesAppend
 from app.services.sessions.messages import fingerprint
 
 scalars = st.one_of(
-    st.none(), st.booleans(), st.integers(), st.floats(allow_nan=False),
+    st.none(),
+    st.booleans(),
+    st.integers(),
+    st.floats(allow_nan=False),
     st.text(max_size=12),
-)  # fmt: skip
+)
 values = st.recursive(
     scalars,
     lambda inner: st.lists(inner, max_size=5) | st.dictionaries(st.text(max_size=4), inner),
@@ -57,11 +60,22 @@ def test_pieces_decode_as_json_loads_does(
 @pytest.mark.parametrize(
     "raw",
     [
-        b"", b" ", b"\xef\xbb\xbf{}", b'{"a": 1, "a": 2}', b"[1,]", b'{"a": 1,}', b"\xff",
-        b"[" * 5000 + b"]" * 5000, '{"x": "\u00e9"}'.encode("utf-16"), b"NaN", b"-Infinity",
-        b'["\\ud800", 1e400, -2.5e-07, 12345678901234567890]', b"[1] x", b'"a\nb"',
+        b"",
+        b" ",
+        b"\xef\xbb\xbf{}",
+        b'{"a": 1, "a": 2}',
+        b"[1,]",
+        b'{"a": 1,}',
+        b"\xff",
+        b"[" * 5000 + b"]" * 5000,
+        '{"x": "\u00e9"}'.encode("utf-16"),
+        b"NaN",
+        b"-Infinity",
+        b'["\\ud800", 1e400, -2.5e-07, 12345678901234567890]',
+        b"[1] x",
+        b'"a\nb"',
     ],
-)  # fmt: skip
+)
 def test_pieces_match_json_loads_on_edge_cases(raw: bytes) -> None:
     for window in (1, 4, json_pieces.WINDOW):
         assert outcome(lambda r, w=window: json_pieces.loads(r, w), raw) == outcome(json.loads, raw)
@@ -108,8 +122,9 @@ def test_errors_are_fastapis_at_any_size(size: int) -> None:
         raw = '{"messages": ["' + pad + '", {"content": "a\\ud800"}], "metadata": {"n": NaN}}'
         bodies.parse(MessagesAppend, raw.encode())
     assert [e.path for e in unstorable.value.problem.errors or []] == [
-        "body.messages[1].content", "body.metadata.n",
-    ]  # fmt: skip
+        "body.messages[1].content",
+        "body.metadata.n",
+    ]
     with pytest.raises(RequestValidationError) as missing:
         bodies.parse(MessagesAppend, b"")
     assert [e["loc"] for e in missing.value.errors()] == [("body",)]

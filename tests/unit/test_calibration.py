@@ -103,8 +103,11 @@ def test_the_whole_prompt_is_read_however_the_cache_splits_it(
 ) -> None:
     cached = int(total * read)
     created = int((total - cached) * write)
-    anthropic = {"prompt_tokens": total - cached - created, "cache_read_tokens": cached,
-                 "cache_write_tokens": created}  # fmt: skip
+    anthropic = {
+        "prompt_tokens": total - cached - created,
+        "cache_read_tokens": cached,
+        "cache_write_tokens": created,
+    }
     openai = {"prompt_tokens": total, "cache_read_tokens": cached}
     assert reported_prompt(anthropic, apart=True) == total
     assert reported_prompt(openai, apart=False) == total

@@ -27,9 +27,14 @@ def turns(n: int, pinned: int | None = None) -> tuple[Item, ...]:
 
 
 # Without the opening task's protection, so the figures are those of plain rounds.
-POLICY = CompactionPolicy(trigger_tokens=200, target_tokens=150, min_messages=10,
-                          summary_tokens=64, preserve_recent_api_rounds=2,
-                          keep_task=False)  # fmt: skip
+POLICY = CompactionPolicy(
+    trigger_tokens=200,
+    target_tokens=150,
+    min_messages=10,
+    summary_tokens=64,
+    preserve_recent_api_rounds=2,
+    keep_task=False,
+)
 
 
 def taken(plan: object) -> list[int]:
@@ -56,9 +61,14 @@ def test_over_the_trigger_the_oldest_rounds_go_down_to_the_low_water_mark() -> N
 
 
 def test_planned_ahead_it_leaves_room_for_the_growth_until_the_trigger() -> None:
-    policy = CompactionPolicy(trigger_tokens=400, target_tokens=300, min_messages=10,
-                              summary_tokens=64, preserve_recent_api_rounds=2,
-                              keep_task=False)  # fmt: skip
+    policy = CompactionPolicy(
+        trigger_tokens=400,
+        target_tokens=300,
+        min_messages=10,
+        summary_tokens=64,
+        preserve_recent_api_rounds=2,
+        keep_task=False,
+    )
     history = turns(10)  # 300 tokens: past a 70% mark (280), 100 short of the trigger
     now = plan_session(history, policy, now=True)
     ahead = plan_session(history, policy, now=True, ahead=True)
@@ -103,26 +113,52 @@ def test_a_long_agent_turn_is_compacted_behind_its_prompt() -> None:
 
 def test_a_result_is_taken_only_with_its_call() -> None:
     # c1's result comes in a later round (after a user turn): both rounds go together, or stay.
-    history = items(user("go"), assistant("", "c0", "c1"), tool("c0"), user("and?"), tool("c1"),
-                    assistant("", "c2"), tool("c2"), user("next"), assistant("ok"),
-                    user("done?"), assistant("yes"), user("bye"), tokens=10)  # fmt: skip
+    history = items(
+        user("go"),
+        assistant("", "c0", "c1"),
+        tool("c0"),
+        user("and?"),
+        tool("c1"),
+        assistant("", "c2"),
+        tool("c2"),
+        user("next"),
+        assistant("ok"),
+        user("done?"),
+        assistant("yes"),
+        user("bye"),
+        tokens=10,
+    )
     plan = plan_micro(history, CompactionPolicy(micro_batch_groups=1))
     seqs = taken(plan)
     assert (2 in seqs) == (5 in seqs)
 
 
 def test_other_sections_and_traces_are_left_where_they_are() -> None:
-    history = items(user("go"), ("notes", user("SECRET in notes")),
-                    assistant("", "c0", is_trace=True), tool("c0", is_trace=True),
-                    *[i.message for i in turns(6)], tokens=10)  # fmt: skip
+    history = items(
+        user("go"),
+        ("notes", user("SECRET in notes")),
+        assistant("", "c0", is_trace=True),
+        tool("c0", is_trace=True),
+        *[i.message for i in turns(6)],
+        tokens=10,
+    )
     seqs = taken(plan_full(history, POLICY))
     assert not {2, 3, 4} & set(seqs)
 
 
 def test_a_tool_call_waiting_for_its_result_is_never_taken() -> None:
-    history = items(user("go"), assistant("", "c0"), tool("c0"), assistant("", "c1"),
-                    user("meanwhile"), assistant("ok"), user("next"), assistant("fine"),
-                    user("and"), tokens=10)  # fmt: skip
+    history = items(
+        user("go"),
+        assistant("", "c0"),
+        tool("c0"),
+        assistant("", "c1"),
+        user("meanwhile"),
+        assistant("ok"),
+        user("next"),
+        assistant("fine"),
+        user("and"),
+        tokens=10,
+    )
     plan = plan_full(history, CompactionPolicy(preserve_recent_api_rounds=0))
     assert 4 not in taken(plan)
 
@@ -155,9 +191,16 @@ def test_a_summary_after_the_last_prompt_is_no_current_prompt_and_is_folded() ->
 
 @pytest.mark.parametrize(
     ("prompt", "too_long", "kind"),
-    [(84, False, None), (85, False, "micro"), (91, False, "micro"), (92, False, "full"),
-     (None, True, "full"), (None, False, None), (10, True, "full")],
-)  # fmt: skip
+    [
+        (84, False, None),
+        (85, False, "micro"),
+        (91, False, "micro"),
+        (92, False, "full"),
+        (None, True, "full"),
+        (None, False, None),
+        (10, True, "full"),
+    ],
+)
 def test_reactive_kind_follows_the_reported_usage(
     prompt: int | None, too_long: bool, kind: str | None
 ) -> None:

@@ -56,12 +56,12 @@ def histories(draw: st.DrawFn) -> list[Message]:
     for n in range(draw(st.integers(1, 10))):
         calls = [
             ToolCallPart(
-                id=f"c{n}-{k}", name=draw(st.sampled_from(TOOLS)),
-                arguments={"path": draw(st.sampled_from(["a.py", "b.py"])),
-                           "body": draw(payloads)},
+                id=f"c{n}-{k}",
+                name=draw(st.sampled_from(TOOLS)),
+                arguments={"path": draw(st.sampled_from(["a.py", "b.py"])), "body": draw(payloads)},
             )
             for k in range(draw(st.integers(1, 2)))
-        ]  # fmt: skip
+        ]
         out.append(Message(role="assistant", content=tuple(calls)))
         answers = [draw(results(c.id)) for c in calls]
         if draw(st.booleans()):
@@ -126,9 +126,11 @@ def test_the_compaction_steps_never_cost_tokens(
     params = {"inputTrimBytes": 0, "outputTrimBytes": 0, "dedupeIdenticalResults": dedupe}
     steps = [
         {"name": "tool_compaction", "params": params},
-        {"name": "compact_tool_results", "params": {"max_tokens": 60, "head_tokens": 10,
-                                                    "tail_tokens": 10}},
-    ]  # fmt: skip
+        {
+            "name": "compact_tool_results",
+            "params": {"max_tokens": 60, "head_tokens": 10, "tail_tokens": 10},
+        },
+    ]
     plain = build(parse_spec({"base": "all_sections"}))(snapshot)
     compacted = build(parse_spec({"base": "all_sections", "decorators": steps}))(snapshot)
     assert [i.seq for i in compacted.items] == [i.seq for i in plain.items]
@@ -158,11 +160,13 @@ def test_compacted_requests_stay_valid_for_the_provider(
     spec = {
         "decorators": [
             {"name": "tool_compaction", "params": {"dedupeIdenticalResults": True}},
-            {"name": "compact_tool_results", "params": {"max_tokens": 40, "head_tokens": 5,
-                                                        "tail_tokens": 5}},
+            {
+                "name": "compact_tool_results",
+                "params": {"max_tokens": 40, "head_tokens": 5, "tail_tokens": 5},
+            },
             {"name": "token_limit", "params": {"reserve": 0}},
         ]
-    }  # fmt: skip
+    }
     try:
         output = compile_request(snapshot, build(parse_spec(spec)), Target(profile, window))
     except Exception as exc:  # only a budget too small for the newest round is expected

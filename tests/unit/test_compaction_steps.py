@@ -77,8 +77,13 @@ def test_the_newest_round_is_never_compacted() -> None:
 
 def test_a_rewrite_that_would_cost_tokens_is_not_made() -> None:
     # Just over the threshold: "[omitted]" plus the metadata outweighs the field.
-    history = [call("c1", "run", cmd="a" * 101), result("c1", "ok"),
-               call("c2", "run", cmd="b" * 101), result("c2", "ok"), user("next")]  # fmt: skip
+    history = [
+        call("c1", "run", cmd="a" * 101),
+        result("c1", "ok"),
+        call("c2", "run", cmd="b" * 101),
+        result("c2", "ok"),
+        user("next"),
+    ]
     compiled = compile_view(history, "tool_compaction")
     assert [i.message for i in compiled.items] == history
     assert compiled.steps[0].tokens_saved == 0
@@ -86,8 +91,13 @@ def test_a_rewrite_that_would_cost_tokens_is_not_made() -> None:
 
 
 def test_dedupe_is_its_own_reported_step() -> None:
-    history = [call("c1", "cat", path="a"), result("c1", BIG),
-               call("c2", "cat", path="b"), result("c2", BIG), user("next")]  # fmt: skip
+    history = [
+        call("c1", "cat", path="a"),
+        result("c1", BIG),
+        call("c2", "cat", path="b"),
+        result("c2", BIG),
+        user("next"),
+    ]
     params = {"toolIdentifierFields": {"cat": ["path"]}, "dedupeIdenticalResults": True}
     compiled = compile_view(history, {"name": "tool_compaction", "params": params})
     assert [s.name for s in compiled.steps] == ["tool_compaction", "dedupe_identical_results"]
@@ -123,8 +133,13 @@ def test_pinned_messages_are_never_rewritten() -> None:
 
 
 def test_small_identical_results_are_not_replaced_by_a_longer_reference() -> None:
-    history = [call("c1", "cat", path="a"), result("c1", "same"),
-               call("c2", "cat", path="b"), result("c2", "same"), user("next")]  # fmt: skip
+    history = [
+        call("c1", "cat", path="a"),
+        result("c1", "same"),
+        call("c2", "cat", path="b"),
+        result("c2", "same"),
+        user("next"),
+    ]
     params = {"dedupeIdenticalResults": True}
     compiled = compile_view(history, {"name": "tool_compaction", "params": params})
     assert [i.message for i in compiled.items] == history
@@ -185,9 +200,13 @@ def test_a_result_in_the_newest_round_over_its_cap_is_previewed() -> None:
 def test_a_json_result_is_previewed_as_text() -> None:
     doc = json.dumps({"lines": LOG.splitlines()})
     history = [call("c1", "logs"), result("c1", doc), user("next")]
-    compiled = compile_view(history, {"name": "compact_tool_results",
-                                      "params": {"max_tokens": 500, "head_tokens": 50,
-                                                 "tail_tokens": 50}})  # fmt: skip
+    compiled = compile_view(
+        history,
+        {
+            "name": "compact_tool_results",
+            "params": {"max_tokens": 500, "head_tokens": 50, "tail_tokens": 50},
+        },
+    )
     assert previewed(compiled, 2).startswith('{"lines": ["00000 INFO')
     assert compiled.tokens < 400
 

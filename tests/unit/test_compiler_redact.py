@@ -126,8 +126,9 @@ def test_what_re2_cannot_run_in_linear_time_is_refused_naming_the_pattern(
 
 
 def test_secrets_found_by_several_patterns_are_replaced_once() -> None:
-    compiled = redacted(user(f"Authorization: Bearer {SECRET} and 555-0100"),
-                        patterns=[r"\d{3}-\d{4}", r"555-"])  # fmt: skip
+    compiled = redacted(
+        user(f"Authorization: Bearer {SECRET} and 555-0100"), patterns=[r"\d{3}-\d{4}", r"555-"]
+    )
     assert texts(compiled) == ["Authorization: Bearer [REDACTED] and [REDACTED]"]
     assert compiled.warnings == ("redact: 2 replacements (api_key: 1, custom: 1)",)
 

@@ -199,10 +199,15 @@ def cases(draw: st.DrawFn, limited: bool | None = None) -> Case:
     )
     ephemeral = draw(ephemerals)
     snapshot = Snapshot(
-        items=stored, tenant="acme", now=NOW, count=count, metadata={"plan": "pro"},
-        execution_id=draw(st.sampled_from([None, "e1", "e2"])), session_id="s1",
+        items=stored,
+        tenant="acme",
+        now=NOW,
+        count=count,
+        metadata={"plan": "pro"},
+        execution_id=draw(st.sampled_from([None, "e1", "e2"])),
+        session_id="s1",
         ephemeral=ephemeral,
-    )  # fmt: skip
+    )
     prompt = draw(fragments)
     tools_tokens = draw(st.sampled_from([0, 0, 0, 12, 150]))
     system = system_message(prompt)
@@ -234,8 +239,13 @@ def known_case(
     exact = REPLY_PRIMING + sum(i.tokens for i in stored) + (count(system) if system else 0)
     target = Target(profile, exact if window is None else window, fragments)
     limit = {"name": "token_limit", "params": {"reserve": 0}}
-    return Case(profile.name, snapshot, target, "current_tool_trace",
-                {"base": "current_tool_trace", "decorators": [limit]})  # fmt: skip
+    return Case(
+        profile.name,
+        snapshot,
+        target,
+        "current_tool_trace",
+        {"base": "current_tool_trace", "decorators": [limit]},
+    )
 
 
 ASK = "please fix the failing build: the tests in main.py stopped passing after the last merge"
@@ -269,8 +279,13 @@ PINNED_RESULT_ORPHANED = known_case(
 def test_a_trimmed_anthropic_view_counts_the_turn_put_before_it() -> None:
     # Trimmed to the last round, the view opens with an assistant turn, so the Anthropic shape
     # puts a user turn first: 10 tokens token_limit must claim and the total must count.
-    history = [user(ASK), assistant("", "c1"), tool("c1", "word " * 30), assistant("", "c2"),
-               tool("c2")]  # fmt: skip
+    history = [
+        user(ASK),
+        assistant("", "c1"),
+        tool("c1", "word " * 30),
+        assistant("", "c2"),
+        tool("c2"),
+    ]
     output = cast("Run", run(known_case("anthropic", history, window=32))).output
     assert output.seqs == [4, 5]
     assert output.sections == {"messages": 19, "shape": 10}
@@ -434,8 +449,10 @@ def test_the_opening_task_leads_its_anthropic_turn_before_a_summary() -> None:
     # turns (the API would combine them anyway): the task's blocks come first, unchanged.
     profile = PROFILES["anthropic"]
     count = counted(COUNTER.encoder(profile.encoding))
-    task = Message(role="user", content=(TextPart(text="<system-reminder>r</system-reminder>"),
-                                         TextPart(text=ASK)))  # fmt: skip
+    task = Message(
+        role="user",
+        content=(TextPart(text="<system-reminder>r</system-reminder>"), TextPart(text=ASK)),
+    )
     entries = [
         ("messages", system_("You are terse.")),
         ("messages", task),
@@ -449,6 +466,8 @@ def test_the_opening_task_leads_its_anthropic_turn_before_a_summary() -> None:
     output = compile_request(snapshot, compiler, Target(profile, 1000))
     assert output.system == [{"type": "text", "text": "You are terse."}]
     first = output.messages[0]["content"]
-    assert first[:2] == [{"type": "text", "text": "<system-reminder>r</system-reminder>"},
-                         {"type": "text", "text": ASK}]  # fmt: skip
+    assert first[:2] == [
+        {"type": "text", "text": "<system-reminder>r</system-reminder>"},
+        {"type": "text", "text": ASK},
+    ]
     assert first[2]["text"] == "Summary: the build was fixed."

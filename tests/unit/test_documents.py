@@ -7,16 +7,22 @@ from app.domain.formats.documents import call_shape, provider_document, result_s
 from app.domain.formats.openai import from_openai
 
 TURNS = [
-    {"role": "assistant", "content": [
-        {"type": "tool_use", "id": "a", "name": "ls", "input": {}},
-        {"type": "tool_use", "id": "b", "name": "cat", "input": {"path": "x"}},
-    ]},
-    {"role": "user", "content": [
-        {"type": "tool_result", "tool_use_id": "a", "content": "x y"},
-        {"type": "text", "text": "and then?"},
-        {"type": "tool_result", "tool_use_id": "b", "content": "hello", "is_error": False},
-    ]},
-]  # fmt: skip
+    {
+        "role": "assistant",
+        "content": [
+            {"type": "tool_use", "id": "a", "name": "ls", "input": {}},
+            {"type": "tool_use", "id": "b", "name": "cat", "input": {"path": "x"}},
+        ],
+    },
+    {
+        "role": "user",
+        "content": [
+            {"type": "tool_result", "tool_use_id": "a", "content": "x y"},
+            {"type": "text", "text": "and then?"},
+            {"type": "tool_result", "tool_use_id": "b", "content": "hello", "is_error": False},
+        ],
+    },
+]
 
 
 def test_a_turn_split_for_openai_keeps_its_seq_on_each_message() -> None:
@@ -33,13 +39,17 @@ def test_each_result_of_a_mixed_turn_has_its_own_tool_message_and_block() -> Non
     call_turn, results_turn = from_anthropic(TURNS)
     second = results_turn.tool_results[1]
     assert result_shape("openai", results_turn, second) == {
-        "role": "tool", "tool_call_id": "b", "content": "hello"
-    }  # fmt: skip
+        "role": "tool",
+        "tool_call_id": "b",
+        "content": "hello",
+    }
     assert result_shape("anthropic", results_turn, second) == TURNS[1]["content"][2]
     assert call_shape("anthropic", call_turn.tool_calls[1]) == TURNS[0]["content"][1]
     assert call_shape("openai", call_turn.tool_calls[1]) == {
-        "id": "b", "type": "function", "function": {"name": "cat", "arguments": '{"path":"x"}'}
-    }  # fmt: skip
+        "id": "b",
+        "type": "function",
+        "function": {"name": "cat", "arguments": '{"path":"x"}'},
+    }
 
 
 def test_an_openai_tool_message_comes_back_with_its_own_fields() -> None:

@@ -110,8 +110,9 @@ def _case(history: Sequence[Any], spec: dict[str, Any], window: int, output: str
     stored = tuple(
         Item(n + 1, "messages", m, count_message(m, encoder)) for n, m in enumerate(history)
     )
-    snapshot = Snapshot(items=stored, tenant="acme", now=NOW,
-                        count=lambda m: count_message(m, encoder))  # fmt: skip
+    snapshot = Snapshot(
+        items=stored, tenant="acme", now=NOW, count=lambda m: count_message(m, encoder)
+    )
     return Case(profile.name, snapshot, Target(profile, window), "current_tool_trace", spec)
 
 

@@ -40,13 +40,15 @@ FAILURE = "FAILED tests/test_app.py::test_boot - KeyError: 'port'"
 def build_failure() -> list[Message]:
     return [
         user("Fix the failing build in src/app.py. You must not touch .github/workflows/ci.yml."),
-        assistant("Let me look. I'll read the file first.",
-                  call("call_1", "read_file", {"path": "src/app.py", "limit": 200})),
+        assistant(
+            "Let me look. I'll read the file first.",
+            call("call_1", "read_file", {"path": "src/app.py", "limit": 200}),
+        ),
         result("call_1", "import os\nport = int(os.environ['CTXC_PORT'])\n"),
         assistant("", call("call_2", "bash", {"command": "pytest -x"})),
         result("call_2", f"collected 3 items\n{FAILURE}", is_error=True),
         assistant("The root cause is a missing default. I will default to 8080 instead."),
-    ]  # fmt: skip
+    ]
 
 
 def test_a_build_failure_keeps_goal_errors_decisions_ledger_and_references() -> None:
@@ -102,11 +104,17 @@ def test_errors_come_from_error_results_and_error_lines_but_not_from_zero_failur
 def test_the_ledger_lists_calls_in_order_with_their_outcome() -> None:
     history = [
         result("c0", "old output"),  # its call was compacted before
-        assistant("", call("c1", "write", {"content": "x" * 500, "path": "a.md", "mode": "w",
-                                           "extra": {"k": 1}})),
+        assistant(
+            "",
+            call(
+                "c1",
+                "write",
+                {"content": "x" * 500, "path": "a.md", "mode": "w", "extra": {"k": 1}},
+            ),
+        ),
         result("c1", "wrote 500 bytes"),
         assistant("", call("c2", "search", "free text query")),
-    ]  # fmt: skip
+    ]
     assert gather_facts(history).ledger == (
         "(call not in this part) [c0] -> ok: old output",
         f"write(path=a.md, content={'x' * 59}…, mode=w, …) [c1] -> ok: wrote 500 bytes",
@@ -160,15 +168,28 @@ urls = st.builds(
 )
 identifiers = st.one_of(
     st.builds(lambda a, b: f"{a}_{b}", chars(LOWER), chars(LOWER + DIGITS + "_", 1, 8)),
-    st.builds(lambda a, b, c, d: a + b + c + d, chars(UPPER, 1, 1), chars(LOWER),
-              chars(UPPER, 1, 1), chars(LOWER + DIGITS)),
-    st.builds(lambda a, b, c: a + b + c, chars(LOWER, 1, 5), chars(UPPER, 1, 1),
-              chars(LOWER + UPPER + DIGITS)),
-    st.builds(lambda a, b, c: a + b + c, chars("abcdef", 1, 1), chars("0123456789abcdef", 5, 38),
-              chars(DIGITS, 1, 1)),
+    st.builds(
+        lambda a, b, c, d: a + b + c + d,
+        chars(UPPER, 1, 1),
+        chars(LOWER),
+        chars(UPPER, 1, 1),
+        chars(LOWER + DIGITS),
+    ),
+    st.builds(
+        lambda a, b, c: a + b + c,
+        chars(LOWER, 1, 5),
+        chars(UPPER, 1, 1),
+        chars(LOWER + UPPER + DIGITS),
+    ),
+    st.builds(
+        lambda a, b, c: a + b + c,
+        chars("abcdef", 1, 1),
+        chars("0123456789abcdef", 5, 38),
+        chars(DIGITS, 1, 1),
+    ),
     st.integers(1, 99_999).map(lambda n: f"#{n}"),
     st.builds(lambda a, n: f"{a}-{n}", chars(UPPER, 2, 5), st.integers(0, 99_999)),
-)  # fmt: skip
+)
 references = st.one_of(paths, file_names, urls, identifiers)
 fillers = st.sampled_from(["the", "fix", "and then", "we", "read", "it", "Hello", "42", "ok"])
 separators = st.sampled_from([" ", ", ", "\n", " (", ") ", ": ", " - ", "; "])
@@ -177,8 +198,11 @@ separators = st.sampled_from([" ", ", ", "\n", " (", ") ", ": ", " - ", "; "])
 @st.composite
 def texts(draw: st.DrawFn, planted: list[str]) -> str:
     words = draw(st.lists(st.one_of(fillers, references), max_size=8))
-    planted += [w for w in words if w not in ("the", "fix", "and then", "we", "read", "it",
-                                              "Hello", "42", "ok")]  # fmt: skip
+    planted += [
+        w
+        for w in words
+        if w not in ("the", "fix", "and then", "we", "read", "it", "Hello", "42", "ok")
+    ]
     out = ""
     for word in words:
         out += word + draw(separators)
@@ -192,10 +216,12 @@ def histories(draw: st.DrawFn) -> tuple[list[Message], list[str]]:
     for n in range(draw(st.integers(0, 6))):
         history.append(user(draw(texts(planted))))
         call_id = draw(st.sampled_from([f"call_{n}", f"toolu_0{n}XyZ", f"c{n} odd id"]))
-        arguments = draw(st.one_of(
-            st.builds(lambda p, t: {"path": p, "note": t}, paths, texts(planted)),
-            texts(planted),
-        ))  # fmt: skip
+        arguments = draw(
+            st.one_of(
+                st.builds(lambda p, t: {"path": p, "note": t}, paths, texts(planted)),
+                texts(planted),
+            )
+        )
         planted += [arguments["path"]] if isinstance(arguments, dict) else []
         parts = (TextPart(text=draw(texts(planted))), call(call_id, "do_it", arguments))
         history.append(Message(role="assistant", content=parts))
@@ -216,8 +242,11 @@ def test_every_planted_path_url_and_identifier_is_in_the_summary_when_they_fit(
 
 
 def kept_references(summary: str) -> list[str]:
-    lines = [line for line in summary.splitlines()
-             if line.startswith(("Files: ", "URLs: ", "Identifiers: "))]  # fmt: skip
+    lines = [
+        line
+        for line in summary.splitlines()
+        if line.startswith(("Files: ", "URLs: ", "Identifiers: "))
+    ]
     return [v for line in lines for v in line.split(": ", 1)[1].split(", ")]
 
 
@@ -246,8 +275,12 @@ def test_references_are_ranked_by_mentions_then_paths_first_then_by_the_latest_m
         user("Finally src/d.py calls run_all."),
     ]
     assert gather_facts(history).references.ranked == (
-        "src/c.py", "src/b.py", "src/d.py", "src/a.py", "run_all"
-    )  # fmt: skip
+        "src/c.py",
+        "src/b.py",
+        "src/d.py",
+        "src/a.py",
+        "run_all",
+    )
 
 
 def test_a_reference_heavy_history_is_cut_to_the_budget_in_tokens() -> None:

@@ -27,27 +27,65 @@ def problems(fmt: Format, messages: list[Any], system: Any = None) -> list[tuple
 @pytest.mark.parametrize(
     ("messages", "path", "advice"),
     [
-        ([{"role": "user", "content": "ls"}, {"role": "assistant", "content": [TOOL_USE]}],
-         (1, "content", 0, "type"), ANTHROPIC),
+        (
+            [{"role": "user", "content": "ls"}, {"role": "assistant", "content": [TOOL_USE]}],
+            (1, "content", 0, "type"),
+            ANTHROPIC,
+        ),
         ([{"role": "user", "content": [TOOL_RESULT]}], (0, "content", 0, "type"), ANTHROPIC),
-        ([{"role": "assistant", "content": [{"type": "thinking", "thinking": "hm"}]}],
-         (0, "content", 0, "type"), ANTHROPIC),
-        ([{"role": "user", "content": [{"type": "image", "source": {"type": "url", "url": "u"}}]}],
-         (0, "content", 0, "type"), ANTHROPIC),
-        ([{"role": "user", "content": [{"type": "document", "source": {}}]}],
-         (0, "content", 0, "type"), ANTHROPIC),
-        ([{"role": "assistant", "content": [
-            {"type": "tool_call", "id": "c", "name": "ls", "arguments": {}}]}],
-         (0, "content", 0, "type"), CANONICAL),
-        ([{"role": "user", "content": [{"type": "image", "url": "https://x.test/a.png"}]}],
-         (0, "content", 0, "type"), CANONICAL),
-        ([{"role": "tool", "tool_call_id": "c", "content": [
-            {"type": "tool_result", "call_id": "c", "content": "x"}]}],
-         (0, "content", 0, "type"), CANONICAL),
-        ([{"role": "assistant", "content": None, "tool_calls": [TOOL_USE]}],
-         (0, "tool_calls", 0, "type"), ANTHROPIC),
+        (
+            [{"role": "assistant", "content": [{"type": "thinking", "thinking": "hm"}]}],
+            (0, "content", 0, "type"),
+            ANTHROPIC,
+        ),
+        (
+            [
+                {
+                    "role": "user",
+                    "content": [{"type": "image", "source": {"type": "url", "url": "u"}}],
+                }
+            ],
+            (0, "content", 0, "type"),
+            ANTHROPIC,
+        ),
+        (
+            [{"role": "user", "content": [{"type": "document", "source": {}}]}],
+            (0, "content", 0, "type"),
+            ANTHROPIC,
+        ),
+        (
+            [
+                {
+                    "role": "assistant",
+                    "content": [{"type": "tool_call", "id": "c", "name": "ls", "arguments": {}}],
+                }
+            ],
+            (0, "content", 0, "type"),
+            CANONICAL,
+        ),
+        (
+            [{"role": "user", "content": [{"type": "image", "url": "https://x.test/a.png"}]}],
+            (0, "content", 0, "type"),
+            CANONICAL,
+        ),
+        (
+            [
+                {
+                    "role": "tool",
+                    "tool_call_id": "c",
+                    "content": [{"type": "tool_result", "call_id": "c", "content": "x"}],
+                }
+            ],
+            (0, "content", 0, "type"),
+            CANONICAL,
+        ),
+        (
+            [{"role": "assistant", "content": None, "tool_calls": [TOOL_USE]}],
+            (0, "tool_calls", 0, "type"),
+            ANTHROPIC,
+        ),
     ],
-)  # fmt: skip
+)
 def test_other_formats_parts_in_openai_messages_are_refused(
     messages: list[Any], path: tuple[Any, ...], advice: str
 ) -> None:
@@ -58,27 +96,70 @@ def test_other_formats_parts_in_openai_messages_are_refused(
 @pytest.mark.parametrize(
     ("messages", "path", "advice"),
     [
-        ([{"role": "user", "content": [{"type": "image_url", "image_url": {"url": "u"}}]}],
-         (0, "content", 0, "type"), OPENAI),
-        ([{"role": "user", "content": [{"type": "input_audio", "input_audio": {}}]}],
-         (0, "content", 0, "type"), OPENAI),
-        ([{"role": "assistant", "content": "", "tool_calls": [
-            {"id": "c", "type": "function", "function": {"name": "f", "arguments": "{}"}}]}],
-         (0, "tool_calls"), OPENAI),
-        ([{"role": "user", "content": [{"type": "text", "text": "x"}], "tool_call_id": "c"}],
-         (0, "tool_call_id"), OPENAI),
+        (
+            [{"role": "user", "content": [{"type": "image_url", "image_url": {"url": "u"}}]}],
+            (0, "content", 0, "type"),
+            OPENAI,
+        ),
+        (
+            [{"role": "user", "content": [{"type": "input_audio", "input_audio": {}}]}],
+            (0, "content", 0, "type"),
+            OPENAI,
+        ),
+        (
+            [
+                {
+                    "role": "assistant",
+                    "content": "",
+                    "tool_calls": [
+                        {
+                            "id": "c",
+                            "type": "function",
+                            "function": {"name": "f", "arguments": "{}"},
+                        }
+                    ],
+                }
+            ],
+            (0, "tool_calls"),
+            OPENAI,
+        ),
+        (
+            [{"role": "user", "content": [{"type": "text", "text": "x"}], "tool_call_id": "c"}],
+            (0, "tool_call_id"),
+            OPENAI,
+        ),
         ([{"role": "tool", "tool_call_id": "c", "content": "x"}], (0, "role"), OPENAI),
         ([{"role": "developer", "content": "x"}], (0, "role"), OPENAI),
-        ([{"role": "user", "content": [TOOL_RESULT | {"content": [
-            {"type": "image_url", "image_url": {"url": "u"}}]}]}],
-         (0, "content", 0, "content", 0, "type"), OPENAI),
-        ([{"role": "assistant", "content": [{"type": "reasoning", "text": "hm"}]}],
-         (0, "content", 0, "type"), CANONICAL),
-        ([{"role": "assistant", "content": [{"type": "opaque", "provider": "anthropic",
-                                              "data": {}}]}],
-         (0, "content", 0, "type"), CANONICAL),
+        (
+            [
+                {
+                    "role": "user",
+                    "content": [
+                        TOOL_RESULT
+                        | {"content": [{"type": "image_url", "image_url": {"url": "u"}}]}
+                    ],
+                }
+            ],
+            (0, "content", 0, "content", 0, "type"),
+            OPENAI,
+        ),
+        (
+            [{"role": "assistant", "content": [{"type": "reasoning", "text": "hm"}]}],
+            (0, "content", 0, "type"),
+            CANONICAL,
+        ),
+        (
+            [
+                {
+                    "role": "assistant",
+                    "content": [{"type": "opaque", "provider": "anthropic", "data": {}}],
+                }
+            ],
+            (0, "content", 0, "type"),
+            CANONICAL,
+        ),
     ],
-)  # fmt: skip
+)
 def test_other_formats_parts_in_anthropic_turns_are_refused(
     messages: list[Any], path: tuple[Any, ...], advice: str
 ) -> None:
@@ -104,17 +185,34 @@ def test_every_bad_message_of_a_batch_is_named() -> None:
 @pytest.mark.parametrize(
     ("part", "path", "advice"),
     [
-        ({"type": "opaque", "provider": "openai", "data": TOOL_USE},
-         (0, "content", 0, "data", "type"), 'give it "provider": "anthropic"'),
-        ({"type": "opaque", "provider": "anthropic", "data": {"type": "image_url"}},
-         (0, "content", 0, "data", "type"), 'give it "provider": "openai"'),
-        ({"type": "opaque", "provider": "anthropic", "data": TOOL_USE},
-         (0, "content", 0, "data", "type"), 'or the message with "format": "anthropic"'),
-        ({"type": "tool_result", "call_id": "c", "content": [
-            {"type": "opaque", "provider": "openai", "data": {"type": "text", "text": "x"}}]},
-         (0, "content", 0, "content", 0, "data", "type"), '"format": "openai"'),
+        (
+            {"type": "opaque", "provider": "openai", "data": TOOL_USE},
+            (0, "content", 0, "data", "type"),
+            'give it "provider": "anthropic"',
+        ),
+        (
+            {"type": "opaque", "provider": "anthropic", "data": {"type": "image_url"}},
+            (0, "content", 0, "data", "type"),
+            'give it "provider": "openai"',
+        ),
+        (
+            {"type": "opaque", "provider": "anthropic", "data": TOOL_USE},
+            (0, "content", 0, "data", "type"),
+            'or the message with "format": "anthropic"',
+        ),
+        (
+            {
+                "type": "tool_result",
+                "call_id": "c",
+                "content": [
+                    {"type": "opaque", "provider": "openai", "data": {"type": "text", "text": "x"}}
+                ],
+            },
+            (0, "content", 0, "content", 0, "data", "type"),
+            '"format": "openai"',
+        ),
     ],
-)  # fmt: skip
+)
 def test_canonical_opaque_parts_holding_a_known_shape_are_refused(
     part: dict[str, Any], path: tuple[Any, ...], advice: str
 ) -> None:

@@ -244,8 +244,15 @@ def test_documented_requests_compile_valid_for_every_provider(name: str) -> None
 def test_the_canonical_mapping() -> None:
     messages = from_gemini(FLIGHT + THOUGHTS_AND_CODE[1:], {"parts": [{"text": "Be brief."}]})
     assert [m.role for m in messages] == [
-        "system", "user", "assistant", "tool", "assistant", "tool", "assistant", "user",
-    ]  # fmt: skip
+        "system",
+        "user",
+        "assistant",
+        "tool",
+        "assistant",
+        "tool",
+        "assistant",
+        "user",
+    ]
     call, result = messages[2].content[0], messages[3].content[0]
     assert isinstance(call, ToolCallPart) and isinstance(result, ToolResultPart)
     # Ids made from the function name and its place among the turn's calls, so a response
@@ -283,15 +290,21 @@ def test_parallel_calls_get_one_id_each_and_responses_pair_in_order() -> None:
 def test_plain_output_and_error_responses_read_as_text() -> None:
     contents = [
         {"role": "user", "parts": [{"text": "run it"}]},
-        {"role": "model", "parts": [
-            {"functionCall": {"name": "sh", "args": {"cmd": "ls"}}},
-            {"functionCall": {"name": "sh"}},
-        ]},
-        {"role": "user", "parts": [
-            {"functionResponse": {"name": "sh", "response": {"output": "a.py"}}},
-            {"functionResponse": {"name": "sh", "response": {"error": "no such file"}}},
-        ]},
-    ]  # fmt: skip
+        {
+            "role": "model",
+            "parts": [
+                {"functionCall": {"name": "sh", "args": {"cmd": "ls"}}},
+                {"functionCall": {"name": "sh"}},
+            ],
+        },
+        {
+            "role": "user",
+            "parts": [
+                {"functionResponse": {"name": "sh", "response": {"output": "a.py"}}},
+                {"functionResponse": {"name": "sh", "response": {"error": "no such file"}}},
+            ],
+        },
+    ]
     messages = from_gemini(contents)
     first, second = messages[2].tool_results
     assert (first.content, first.is_error) == ("a.py", None)
@@ -304,13 +317,19 @@ def test_plain_output_and_error_responses_read_as_text() -> None:
 
 def test_sdk_dumps_with_null_fields_read_as_the_request() -> None:
     dumped = [
-        {"role": "user", "parts": [
-            {"text": "hi", "thought": None, "inlineData": None, "functionCall": None},
-        ]},
-        {"role": "model", "parts": [
-            {"functionCall": {"name": "f", "args": {"x": None}, "id": None}},
-        ]},
-    ]  # fmt: skip
+        {
+            "role": "user",
+            "parts": [
+                {"text": "hi", "thought": None, "inlineData": None, "functionCall": None},
+            ],
+        },
+        {
+            "role": "model",
+            "parts": [
+                {"functionCall": {"name": "f", "args": {"x": None}, "id": None}},
+            ],
+        },
+    ]
     messages = from_gemini(dumped)
     assert to_gemini(messages)[1] == [
         {"role": "user", "parts": [{"text": "hi"}]},
@@ -324,32 +343,76 @@ def test_sdk_dumps_with_null_fields_read_as_the_request() -> None:
         ("nope", None, (), "contents must be a list"),
         ([{"role": "assistant", "content": "hi"}], None, (0, "role"), "looks like OpenAI"),
         ([{"role": "user", "content": "hi"}], None, (0, "parts"), "parts must be a list"),
-        ([{"role": "user", "parts": [{"type": "text", "text": "hi"}]}], None,
-         (0, "parts", 0, "type"), 'send "format": "openai"'),
-        ([{"role": "user", "parts": [{"text": "a", "inlineData": {}}]}], None,
-         (0, "parts", 0), "exactly one of"),
-        ([{"role": "user", "parts": [{"thoughtSignature": "x"}]}], None,
-         (0, "parts", 0), "a part needs one of"),
-        ([{"role": "model", "parts": [{"function_call": {"name": "f"}}]}], None,
-         (0, "parts", 0, "function_call"), "'functionCall'"),
-        ([{"role": "model", "parts": [{"functionCall": {"name": "f", "args": "{}"}}]}], None,
-         (0, "parts", 0, "functionCall", "args"), "args must be an object"),
-        ([{"role": "user", "parts": [{"functionResponse": {"name": "f", "response": "ok"}}]}],
-         None, (0, "parts", 0, "functionResponse", "response"), "response must be an object"),
-        ([{"role": "user", "parts": [{"functionResponse": {"response": {}}}]}], None,
-         (0, "parts", 0, "functionResponse", "name"), "'name' is missing"),
-        ([], {"parts": [{"inlineData": {"mimeType": "image/png", "data": "AA"}}]},
-         ("system", "parts", 0), "text only"),
+        (
+            [{"role": "user", "parts": [{"type": "text", "text": "hi"}]}],
+            None,
+            (0, "parts", 0, "type"),
+            'send "format": "openai"',
+        ),
+        (
+            [{"role": "user", "parts": [{"text": "a", "inlineData": {}}]}],
+            None,
+            (0, "parts", 0),
+            "exactly one of",
+        ),
+        (
+            [{"role": "user", "parts": [{"thoughtSignature": "x"}]}],
+            None,
+            (0, "parts", 0),
+            "a part needs one of",
+        ),
+        (
+            [{"role": "model", "parts": [{"function_call": {"name": "f"}}]}],
+            None,
+            (0, "parts", 0, "function_call"),
+            "'functionCall'",
+        ),
+        (
+            [{"role": "model", "parts": [{"functionCall": {"name": "f", "args": "{}"}}]}],
+            None,
+            (0, "parts", 0, "functionCall", "args"),
+            "args must be an object",
+        ),
+        (
+            [{"role": "user", "parts": [{"functionResponse": {"name": "f", "response": "ok"}}]}],
+            None,
+            (0, "parts", 0, "functionResponse", "response"),
+            "response must be an object",
+        ),
+        (
+            [{"role": "user", "parts": [{"functionResponse": {"response": {}}}]}],
+            None,
+            (0, "parts", 0, "functionResponse", "name"),
+            "'name' is missing",
+        ),
+        (
+            [],
+            {"parts": [{"inlineData": {"mimeType": "image/png", "data": "AA"}}]},
+            ("system", "parts", 0),
+            "text only",
+        ),
         ([], ["be kind"], ("system",), "a Content object"),
         # Kept opaque, it would be sent as it came, which the API (and gemini_problems) refuse.
-        ([{"role": "user", "parts": [{"inlineData": {"data": 5}}]}], None,
-         (0, "parts", 0, "inlineData", "mimeType"), "'mimeType' is missing"),
-        ([{"role": "user", "parts": [{"inlineData": {"mimeType": "application/pdf"}}]}], None,
-         (0, "parts", 0, "inlineData", "data"), "'data' is missing"),
-        ([{"role": "user", "parts": [{"inlineData": {"mimeType": "text/csv", "data": ""}}]}],
-         None, (0, "parts", 0, "inlineData", "data"), "empty"),
+        (
+            [{"role": "user", "parts": [{"inlineData": {"data": 5}}]}],
+            None,
+            (0, "parts", 0, "inlineData", "mimeType"),
+            "'mimeType' is missing",
+        ),
+        (
+            [{"role": "user", "parts": [{"inlineData": {"mimeType": "application/pdf"}}]}],
+            None,
+            (0, "parts", 0, "inlineData", "data"),
+            "'data' is missing",
+        ),
+        (
+            [{"role": "user", "parts": [{"inlineData": {"mimeType": "text/csv", "data": ""}}]}],
+            None,
+            (0, "parts", 0, "inlineData", "data"),
+            "empty",
+        ),
     ],
-)  # fmt: skip
+)
 def test_malformed_documents_are_refused_naming_the_field(
     contents: Any, system: Any, path: tuple[Any, ...], words: str
 ) -> None:
@@ -381,16 +444,26 @@ def test_openai_history_compiles_to_gemini() -> None:
     history = [
         {"role": "system", "content": "Be terse."},
         {"role": "user", "content": "weather in Paris and Rome?"},
-        {"role": "assistant", "content": None, "tool_calls": [
-            {"id": "call_1", "type": "function",
-             "function": {"name": "weather", "arguments": '{"city": "Paris"}'}},
-            {"id": "call_2", "type": "function",
-             "function": {"name": "weather", "arguments": "not json"}},
-        ]},
+        {
+            "role": "assistant",
+            "content": None,
+            "tool_calls": [
+                {
+                    "id": "call_1",
+                    "type": "function",
+                    "function": {"name": "weather", "arguments": '{"city": "Paris"}'},
+                },
+                {
+                    "id": "call_2",
+                    "type": "function",
+                    "function": {"name": "weather", "arguments": "not json"},
+                },
+            ],
+        },
         {"role": "tool", "tool_call_id": "call_2", "content": "rainy"},
         {"role": "tool", "tool_call_id": "call_1", "content": "sunny"},
         {"role": "user", "content": "thanks"},
-    ]  # fmt: skip
+    ]
     system, contents, warnings = render(from_openai(history), "gemini")
     assert gemini_problems(system, contents) == []
     assert system == {"parts": [{"text": "Be terse."}]}
@@ -409,25 +482,45 @@ def test_openai_history_compiles_to_gemini() -> None:
 def test_anthropic_history_compiles_to_gemini() -> None:
     turns = [
         {"role": "user", "content": "list files"},
-        {"role": "assistant", "content": [
-            {"type": "thinking", "thinking": "use ls", "signature": "anthropic-sig"},
-            {"type": "text", "text": "Listing."},
-            {"type": "tool_use", "id": "toolu_1", "name": "sh", "input": {"cmd": "ls"}},
-        ]},
-        {"role": "user", "content": [
-            {"type": "tool_result", "tool_use_id": "toolu_1", "content": "boom", "is_error": True},
-            {"type": "text", "text": "and then?"},
-        ]},
-    ]  # fmt: skip
+        {
+            "role": "assistant",
+            "content": [
+                {"type": "thinking", "thinking": "use ls", "signature": "anthropic-sig"},
+                {"type": "text", "text": "Listing."},
+                {"type": "tool_use", "id": "toolu_1", "name": "sh", "input": {"cmd": "ls"}},
+            ],
+        },
+        {
+            "role": "user",
+            "content": [
+                {
+                    "type": "tool_result",
+                    "tool_use_id": "toolu_1",
+                    "content": "boom",
+                    "is_error": True,
+                },
+                {"type": "text", "text": "and then?"},
+            ],
+        },
+    ]
     system, contents, warnings = render(from_anthropic(turns, "You help."), "gemini")
     assert gemini_problems(system, contents) == []
     assert "anthropic-sig" not in json.dumps(contents)  # Anthropic thinking does not travel
     assert contents[2:] == [
-        {"role": "user", "parts": [
-            {"functionResponse": {"name": "sh", "response": {"error": "boom"}, "id": "toolu_1"}},
-        ]},
+        {
+            "role": "user",
+            "parts": [
+                {
+                    "functionResponse": {
+                        "name": "sh",
+                        "response": {"error": "boom"},
+                        "id": "toolu_1",
+                    }
+                },
+            ],
+        },
         {"role": "user", "parts": [{"text": "and then?"}]},
-    ]  # fmt: skip
+    ]
     assert any("user turn after them" in w for w in warnings)
 
 
@@ -459,12 +552,15 @@ def test_shaping_merges_turns_and_opens_with_a_user_turn() -> None:
 
 def test_urls_and_foreign_parts_are_left_out_with_a_warning() -> None:
     messages = [
-        Message(role="user", content=(
-            ImagePart(url="https://example.com/cat.png"),
-            OpaquePart(provider="openai", data={"type": "input_audio", "input_audio": {}}),
-            TextPart(text="what is this?"),
-        )),
-    ]  # fmt: skip
+        Message(
+            role="user",
+            content=(
+                ImagePart(url="https://example.com/cat.png"),
+                OpaquePart(provider="openai", data={"type": "input_audio", "input_audio": {}}),
+                TextPart(text="what is this?"),
+            ),
+        ),
+    ]
     _, contents, warnings = render(messages, "gemini")
     assert contents == [{"role": "user", "parts": [{"text": "what is this?"}]}]
     assert any("image" in w for w in warnings)
@@ -495,34 +591,81 @@ U = {"role": "user", "parts": [{"text": "hi"}]}
         (None, [{"role": "user", "parts": [{"thought": True}]}], "needs a data field"),
         (None, [{"role": "user", "parts": [{"text": ""}]}], "empty text part"),
         (None, [U, {"role": "model", "parts": [_call("f")]}], "without a response turn"),
-        (None, [U, {"role": "model", "parts": [_call("f"), _call("g")]},
-                {"role": "user", "parts": [_response("f")]}],
-         "the number of function response parts (1) must equal"),
-        (None, [U, {"role": "model", "parts": [_call("f"), _call("g")]},
-                {"role": "user", "parts": [_response("g"), _response("f")]}],
-         "function response 0 names 'g'"),
-        (None, [U, {"role": "model", "parts": [_call("f", id="1")]},
-                {"role": "user", "parts": [_response("f")]}], "has id None, its call '1'"),
-        (None, [U, {"role": "model", "parts": [{"text": "x"}]},
+        (
+            None,
+            [
+                U,
+                {"role": "model", "parts": [_call("f"), _call("g")]},
+                {"role": "user", "parts": [_response("f")]},
+            ],
+            "the number of function response parts (1) must equal",
+        ),
+        (
+            None,
+            [
+                U,
+                {"role": "model", "parts": [_call("f"), _call("g")]},
+                {"role": "user", "parts": [_response("g"), _response("f")]},
+            ],
+            "function response 0 names 'g'",
+        ),
+        (
+            None,
+            [
+                U,
+                {"role": "model", "parts": [_call("f", id="1")]},
+                {"role": "user", "parts": [_response("f")]},
+            ],
+            "has id None, its call '1'",
+        ),
+        (
+            None,
+            [
+                U,
+                {"role": "model", "parts": [{"text": "x"}]},
                 {"role": "model", "parts": [_call("f")]},
-                {"role": "user", "parts": [_response("f")]}],
-         "function call turn must come immediately after a user turn"),
-        (None, [U, {"role": "user", "parts": [_response("f")]}],
-         "function response turn must come immediately after a function call turn"),
-        (None, [U, {"role": "model", "parts": [_call("f")]},
-                {"role": "user", "parts": [_response("f"), {"text": "and"}]}],
-         "holds function responses only"),
+                {"role": "user", "parts": [_response("f")]},
+            ],
+            "function call turn must come immediately after a user turn",
+        ),
+        (
+            None,
+            [U, {"role": "user", "parts": [_response("f")]}],
+            "function response turn must come immediately after a function call turn",
+        ),
+        (
+            None,
+            [
+                U,
+                {"role": "model", "parts": [_call("f")]},
+                {"role": "user", "parts": [_response("f"), {"text": "and"}]},
+            ],
+            "holds function responses only",
+        ),
         (None, [U, {"role": "user", "parts": [_call("f")]}], "belongs in a model turn"),
-        (None, [U, {"role": "model", "parts": [{"functionCall": {"name": "f", "args": "x"}}]},
-                {"role": "user", "parts": [_response("f")]}], "args is an object"),
-        (None, [U, {"role": "model", "parts": [_call("f")]},
-                {"role": "user", "parts": [{"functionResponse": {"name": "f", "response": "ok"}}]}],
-         "response must be an object"),
+        (
+            None,
+            [
+                U,
+                {"role": "model", "parts": [{"functionCall": {"name": "f", "args": "x"}}]},
+                {"role": "user", "parts": [_response("f")]},
+            ],
+            "args is an object",
+        ),
+        (
+            None,
+            [
+                U,
+                {"role": "model", "parts": [_call("f")]},
+                {"role": "user", "parts": [{"functionResponse": {"name": "f", "response": "ok"}}]},
+            ],
+            "response must be an object",
+        ),
         ({"parts": []}, [U], "systemInstruction: parts must not be empty"),
         ("be kind", [U], "systemInstruction: must be a Content object"),
         ({"parts": [{"inlineData": {}}]}, [U], "holds text only"),
     ],
-)  # fmt: skip
+)
 def test_the_validator_detects(system: Any, contents: list[Any], expected: str) -> None:
     found = gemini_problems(system, contents)
     assert any(expected in p for p in found), found
@@ -546,8 +689,11 @@ NAMES = st.sampled_from(["f", "g", "ns.tool"])
 ARGS = st.dictionaries(st.sampled_from(["a", "b"]), st.none() | st.integers() | st.text(max_size=3))
 EXTRA = st.sampled_from([{}, {"thoughtSignature": "sig"}, {"videoMetadata": {"fps": 1}}])
 TEXT_PARTS = st.builds(lambda t, e: {"text": t, **e}, st.text(max_size=5), EXTRA)
-THOUGHTS = st.builds(lambda t, s: {"text": t, "thought": True, **s}, st.text(max_size=5),
-                     st.sampled_from([{}, {"thoughtSignature": "t"}]))  # fmt: skip
+THOUGHTS = st.builds(
+    lambda t, s: {"text": t, "thought": True, **s},
+    st.text(max_size=5),
+    st.sampled_from([{}, {"thoughtSignature": "t"}]),
+)
 OPAQUE_PARTS = st.sampled_from(
     [
         {"fileData": {"mimeType": "video/mp4", "fileUri": "gs://b/v.mp4"}},
@@ -567,15 +713,26 @@ def rounds(draw: st.DrawFn) -> list[dict[str, Any]]:
     names = draw(st.lists(NAMES, min_size=1, max_size=3))
     with_ids = draw(st.booleans())
     calls = [
-        {"functionCall": {"name": n, "args": draw(ARGS), **({"id": f"c{k}"} if with_ids else {})},
-         **draw(EXTRA)}
+        {
+            "functionCall": {
+                "name": n,
+                "args": draw(ARGS),
+                **({"id": f"c{k}"} if with_ids else {}),
+            },
+            **draw(EXTRA),
+        }
         for k, n in enumerate(names)
-    ]  # fmt: skip
+    ]
     responses = [
-        {"functionResponse": {"name": n, "response": draw(RESPONSES),
-                              **({"id": f"c{k}"} if with_ids else {})}}
+        {
+            "functionResponse": {
+                "name": n,
+                "response": draw(RESPONSES),
+                **({"id": f"c{k}"} if with_ids else {}),
+            }
+        }
         for k, n in enumerate(names)
-    ]  # fmt: skip
+    ]
     head = draw(st.lists(THOUGHTS | TEXT_PARTS, max_size=2))
     return [{"role": "model", "parts": head + calls}, {"role": "user", "parts": responses}]
 
@@ -675,5 +832,6 @@ def test_merged_turns_keep_every_extra_field_the_first_one_winning() -> None:
         {"role": "user", "parts": [{"text": "b"}], "x-tag": 2, "x-more": 3},
     ]
     _, out, _ = render(from_gemini(contents), "gemini")
-    assert out == [{"role": "user", "parts": [{"text": "a"}, {"text": "b"}], "x-tag": 1,
-                    "x-more": 3}]  # fmt: skip
+    assert out == [
+        {"role": "user", "parts": [{"text": "a"}, {"text": "b"}], "x-tag": 1, "x-more": 3}
+    ]

@@ -81,8 +81,13 @@ def test_different_subjects_stay_apart_and_restated_values_replace() -> None:
         "The deploy region is us-east-1.",
         "svc-1 listens on port 8001.",
     ]
-    for kept in ("svc-2 listens on port 8002.", "svc-1 listens on port 9001.", "pool-a", "pool-b",
-                 "eu-west-2"):  # fmt: skip
+    for kept in (
+        "svc-2 listens on port 8002.",
+        "svc-1 listens on port 9001.",
+        "pool-a",
+        "pool-b",
+        "eu-west-2",
+    ):
         assert kept in ledger.text
 
 
@@ -119,8 +124,11 @@ def test_a_later_value_replaces_an_earlier_one_and_duplicates_fold() -> None:
 
 
 def test_a_paraphrased_update_replaces_the_slot_and_keeps_the_higher_kind() -> None:
-    history = said("HARD CONSTRAINT: Report all times in UTC.", "Noted.",
-                   "From now on, report all times in Pacific time.")  # fmt: skip
+    history = said(
+        "HARD CONSTRAINT: Report all times in UTC.",
+        "Noted.",
+        "From now on, report all times in Pacific time.",
+    )
     ledger = summarize_ledger(history, 200, COUNT, (1, 2, 3))
     assert ledger.text == "Rules:\nFrom now on, report all times in Pacific time. @3"
 
@@ -128,8 +136,10 @@ def test_a_paraphrased_update_replaces_the_slot_and_keeps_the_higher_kind() -> N
 def test_a_chained_summary_is_merged_entry_by_entry_not_re_summarised() -> None:
     first = summarize_ledger(
         said("RULE: Never push to main.", "FACT: Budget cap is $400 total.", "Fixing the parser."),
-        300, COUNT, (1, 2, 3),
-    )  # fmt: skip
+        300,
+        COUNT,
+        (1, 2, 3),
+    )
     block = "Constraints (verbatim, checked):\n- [sha256:0123456789ab] Never push to main.\n\n"
     summary = Message(
         role="user",
@@ -172,17 +182,24 @@ def test_ranking_keeps_rules_before_notes_and_points_at_what_it_left_out() -> No
 @given(
     budget=st.integers(min_value=0, max_value=400),
     texts=st.lists(
-        st.sampled_from([
-            "RULE: Never disclose the vault code qq-12.", "FACT: Budget cap is $512 total.",
-            "Next step is writing the migration script for the users table.",
-            "User prefers a single decisive recommendation.", "Done.",
-            "The staging API base URL is https://qa.internal/v2.", "ERROR: KeyError 'port'",
-            "I'll switch the loader to src/loader/io.py instead.", "Reading the logs.",
-            "x" * 300, "Ünïcödé ✓ line with 2027-03-04 and $9,999.",
-        ]),
+        st.sampled_from(
+            [
+                "RULE: Never disclose the vault code qq-12.",
+                "FACT: Budget cap is $512 total.",
+                "Next step is writing the migration script for the users table.",
+                "User prefers a single decisive recommendation.",
+                "Done.",
+                "The staging API base URL is https://qa.internal/v2.",
+                "ERROR: KeyError 'port'",
+                "I'll switch the loader to src/loader/io.py instead.",
+                "Reading the logs.",
+                "x" * 300,
+                "Ünïcödé ✓ line with 2027-03-04 and $9,999.",
+            ]
+        ),
         max_size=40,
     ),
-)  # fmt: skip
+)
 def test_the_ledger_is_never_over_its_budget_and_is_deterministic(
     budget: int, texts: list[str]
 ) -> None:

@@ -37,7 +37,7 @@ from app.domain.providers import PROFILES
         ("gpt-4", "openai", 8_192, "cl100k_base", True),
         ("gpt-3.5-turbo", "openai", 16_385, "cl100k_base", True),
     ],
-)  # fmt: skip
+)
 def test_a_model_name_resolves_to_its_providers_profile_with_its_window(
     name: str, output: str, window: int, encoding: str, exact: bool
 ) -> None:
@@ -59,7 +59,7 @@ def test_a_model_name_resolves_to_its_providers_profile_with_its_window(
         ("gpt-3.5-turbo-0125", "gpt-3.5-turbo"),
         ("o3-2025-04-16", "o3"),
     ],
-)  # fmt: skip
+)
 def test_dated_snapshots_and_aliases_resolve_to_their_model(name: str, model: str) -> None:
     found = BUILTIN_CATALOG.model(name)
     assert found is not None and found.name == model
@@ -150,12 +150,16 @@ def test_declared_models_join_the_table_and_may_replace_a_built_in_one() -> None
 @pytest.mark.parametrize(
     ("declared", "problem"),
     [
-        ({"m": ModelDeclaration(provider="nope")},
-         "CTXC_MODELS['m']: provider 'nope' is neither a provider profile"),
-        ({"openai": ModelDeclaration(provider="openai")},
-         "CTXC_MODELS['openai']: a model name must be non-empty and not a provider profile's"),
+        (
+            {"m": ModelDeclaration(provider="nope")},
+            "CTXC_MODELS['m']: provider 'nope' is neither a provider profile",
+        ),
+        (
+            {"openai": ModelDeclaration(provider="openai")},
+            "CTXC_MODELS['openai']: a model name must be non-empty and not a provider profile's",
+        ),
     ],
-)  # fmt: skip
+)
 def test_a_bad_declaration_is_refused_naming_it(
     declared: dict[str, ModelDeclaration], problem: str
 ) -> None:

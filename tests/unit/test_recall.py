@@ -48,12 +48,16 @@ def test_the_tool_definition_in_each_shape() -> None:
         "function": {"name": "recall_it", "description": DESCRIPTION, "parameters": PARAMETERS},
     }
     assert tool_definition("anthropic") == {
-        "name": "ctxc_recall", "description": DESCRIPTION, "input_schema": PARAMETERS,
-    }  # fmt: skip
+        "name": "ctxc_recall",
+        "description": DESCRIPTION,
+        "input_schema": PARAMETERS,
+    }
     assert tool_definition("responses") == {
-        "type": "function", "name": "ctxc_recall", "description": DESCRIPTION,
+        "type": "function",
+        "name": "ctxc_recall",
+        "description": DESCRIPTION,
         "parameters": PARAMETERS,
-    }  # fmt: skip
+    }
     assert tool_definition("gemini") == {
         "functionDeclarations": [
             {"name": "ctxc_recall", "description": DESCRIPTION, "parameters": PARAMETERS}
@@ -65,15 +69,22 @@ def test_the_tool_definition_in_each_shape() -> None:
 
 def test_the_tool_result_in_each_shape() -> None:
     assert tool_result("openai", "ctxc_recall", "c1", "text", False) == {
-        "role": "tool", "tool_call_id": "c1", "content": "text",
-    }  # fmt: skip
+        "role": "tool",
+        "tool_call_id": "c1",
+        "content": "text",
+    }
     assert tool_result("anthropic", "ctxc_recall", "c1", "gone", True) == {
-        "type": "tool_result", "tool_use_id": "c1", "content": "gone", "is_error": True,
-    }  # fmt: skip
+        "type": "tool_result",
+        "tool_use_id": "c1",
+        "content": "gone",
+        "is_error": True,
+    }
     assert "is_error" not in tool_result("anthropic", "ctxc_recall", "c1", "text", False)
     assert tool_result("responses", "ctxc_recall", "c1", "text", False) == {
-        "type": "function_call_output", "call_id": "c1", "output": "text",
-    }  # fmt: skip
+        "type": "function_call_output",
+        "call_id": "c1",
+        "output": "text",
+    }
     assert tool_result("gemini", "ctxc_recall", None, "gone", True) == {
         "functionResponse": {"name": "ctxc_recall", "response": {"error": "gone"}},
     }
@@ -97,8 +108,9 @@ def test_a_gemini_entry_keeps_its_other_declarations() -> None:
     recall = tool_definition("gemini")
     both = {"functionDeclarations": [old, mine], "x": 1}
     assert with_tools("gemini", [both], [recall]) == [
-        {"functionDeclarations": [mine], "x": 1}, recall,
-    ]  # fmt: skip
+        {"functionDeclarations": [mine], "x": 1},
+        recall,
+    ]
 
 
 def test_the_models_arguments() -> None:
@@ -110,12 +122,23 @@ def test_the_models_arguments() -> None:
     assert parse_arguments({"call_id": "c1", "seq": 0}) == Pointer("c1")
     assert parse_arguments({"seq": 3, "offset": 5}) == Pointer(seq=3, offset=5)  # a message
     for wrong in [
-        "", "[1]", "{", [], {}, {"seq": 0}, {"call_id": "c", "sha256": "a" * 64},
-        {"call_id": 5}, {"call_id": ""}, {"sha256": "xyz"}, {"call_id": "c", "seq": -1},
-        {"call_id": "c", "seq": True}, {"call_id": "c", "offset": 1.5}, {"call_id": "c" * 513},
+        "",
+        "[1]",
+        "{",
+        [],
+        {},
+        {"seq": 0},
+        {"call_id": "c", "sha256": "a" * 64},
+        {"call_id": 5},
+        {"call_id": ""},
+        {"sha256": "xyz"},
+        {"call_id": "c", "seq": -1},
+        {"call_id": "c", "seq": True},
+        {"call_id": "c", "offset": 1.5},
+        {"call_id": "c" * 513},
         {"call_id": "a\x00b"},
         "[" * 100_000,
-    ]:  # fmt: skip
+    ]:
         with pytest.raises(BadArguments):
             parse_arguments(wrong)
 
@@ -251,9 +274,11 @@ def test_the_decorator_needs_a_session_and_the_outer_place() -> None:
         with pytest.raises(InvalidInput) as err:
             build(parse_spec({"decorators": spec}))
         assert err.value.problems == (
-            (("compiler", "decorators", spec.index("recall"), "name"),
-             f"recall must come after {where}"),
-        )  # fmt: skip
+            (
+                ("compiler", "decorators", spec.index("recall"), "name"),
+                f"recall must come after {where}",
+            ),
+        )
     with pytest.raises(InvalidInput):
         build(parse_spec({"decorators": [{"name": "recall", "params": {"name": "a b"}}]}))
     build(parse_spec({"decorators": ["token_limit", "recall", "inject"]}))

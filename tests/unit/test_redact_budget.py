@@ -28,8 +28,10 @@ def fill(unit: str, size: int) -> bytes:
 
 
 def redact(patterns: list[str], *texts: str) -> None:
-    spec = {"base": "all_sections", "decorators": [
-        {"name": "redact", "params": {"patterns": patterns}}]}  # fmt: skip
+    spec = {
+        "base": "all_sections",
+        "decorators": [{"name": "redact", "params": {"patterns": patterns}}],
+    }
     build(parse_spec(spec))(snapshot(items(*(user(t) for t in texts))))
 
 

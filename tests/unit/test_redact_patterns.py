@@ -140,9 +140,13 @@ def test_a_nested_quantifier_runs_in_linear_time(size: int) -> None:
     """Issue 11: `(a+)+$` over 24 characters took 0.77 s under `re`, doubling per character."""
     text = "a" * size + "!"
     out = build(
-        parse_spec({"base": "all_sections", "decorators": [
-            {"name": "redact", "params": {"patterns": ["(a+)+$", "(x+x+)+y"]}}]})
-    )(snapshot(items(user(text))))  # fmt: skip
+        parse_spec(
+            {
+                "base": "all_sections",
+                "decorators": [{"name": "redact", "params": {"patterns": ["(a+)+$", "(x+x+)+y"]}}],
+            }
+        )
+    )(snapshot(items(user(text))))
     assert texts(out) == [text]
 
 
@@ -156,9 +160,13 @@ def test_a_nested_quantifier_runs_in_linear_time(size: int) -> None:
     ],
 )
 def test_a_pattern_that_would_work_too_hard_is_refused_naming_it(pattern: str, text: str) -> None:
-    spec = {"base": "all_sections", "decorators": [
-        {"name": "window", "params": {"messages": 5}},
-        {"name": "redact", "params": {"patterns": ["sk-x", pattern]}}]}  # fmt: skip
+    spec = {
+        "base": "all_sections",
+        "decorators": [
+            {"name": "window", "params": {"messages": 5}},
+            {"name": "redact", "params": {"patterns": ["sk-x", pattern]}},
+        ],
+    }
     compiler = build(parse_spec(spec))
     with pytest.raises(InvalidInput) as caught:
         compiler(snapshot(items(user(text))))
@@ -213,8 +221,10 @@ def test_a_window_that_cuts_a_character_never_cuts_a_match(pattern: Pattern) -> 
     for filler in ("é", "😀", "日本", "é😀"):
         for offset in range(0, 260, 3):
             secret = filler * 30
-            text = (f"{'x' * offset} postgres://u:{secret}@host token={secret}, Bearer 1{secret}"
-                    f" -----BEGIN PRIVATE KEY-----{secret}")  # fmt: skip
+            text = (
+                f"{'x' * offset} postgres://u:{secret}@host token={secret}, Bearer 1{secret}"
+                f" -----BEGIN PRIVATE KEY-----{secret}"
+            )
             data = text.encode()
             found = list(secrets(pattern, data, alone(pattern, data)))
             assert found == reference(pattern, data), (filler, offset)

@@ -244,8 +244,9 @@ def reduced_cases(draw: st.DrawFn) -> tuple[Case, Case]:
     counted = tuple(
         Item(n + 1, "messages", m, count_message(m, encoder)) for n, m in enumerate(messages)
     )
-    snapshot = Snapshot(items=counted, tenant="acme", now=NOW,
-                        count=lambda m: count_message(m, encoder))  # fmt: skip
+    snapshot = Snapshot(
+        items=counted, tenant="acme", now=NOW, count=lambda m: count_message(m, encoder)
+    )
     window = draw(st.integers(50, tokens(counted) + 100))
     params: dict[str, Any] = {"reserve": 0, "keep_task": draw(st.booleans())}
     low_water = draw(st.none() | st.floats(0.3, 0.95))
@@ -331,8 +332,9 @@ def test_a_tail_compile_with_a_reduced_round_answers_as_the_whole_history(output
     counted = tuple(
         Item(n + 1, "messages", m, count_message(m, encoder)) for n, m in enumerate(history)
     )
-    snapshot = Snapshot(items=counted, tenant="acme", now=NOW,
-                        count=lambda m: count_message(m, encoder))  # fmt: skip
+    snapshot = Snapshot(
+        items=counted, tenant="acme", now=NOW, count=lambda m: count_message(m, encoder)
+    )
     spec = {"decorators": [{"name": "token_limit", "params": {"reserve": 0}}]}
     case = Case(profile.name, snapshot, Target(profile, 2_000), "current_tool_trace", spec)
     whole = run(case)

@@ -660,8 +660,10 @@ def test_an_output_with_a_wrong_or_repeated_id_keeps_its_call_answered(ids: tupl
     items: Items = [{"role": "user", "content": "go"}]
     for n, value in enumerate(ids):
         call = {"type": "function_call", "call_id": f"c{n}", "name": "f", "arguments": "{}"}
-        items += [call, {"type": "function_call_output", "call_id": f"c{n}", "output": "ok",
-                         "id": value}]  # fmt: skip
+        items += [
+            call,
+            {"type": "function_call_output", "call_id": f"c{n}", "output": "ok", "id": value},
+        ]
     head, out, warnings = render(from_responses(items), "responses")
     assert responses_problems(head, out) == []
     assert [i.get("type", "message") for i in out] == [i.get("type", "message") for i in items]

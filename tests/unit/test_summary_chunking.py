@@ -52,8 +52,9 @@ def test_a_message_over_the_budget_is_cut_into_pieces_at_line_ends() -> None:
     assert len(pieces) > 1
     assert all(tokens(p) <= 500 for p in pieces)
     assert "".join(p.text for p in pieces) == render_message(message)
-    assert [p.metadata["piece"] for p in pieces] == [[k, len(pieces)] for k in
-                                                      range(1, len(pieces) + 1)]  # fmt: skip
+    assert [p.metadata["piece"] for p in pieces] == [
+        [k, len(pieces)] for k in range(1, len(pieces) + 1)
+    ]
     assert all(p.text.endswith("\n") for p in pieces[:-1])
 
 
@@ -70,11 +71,17 @@ def test_a_history_that_fits_is_one_chunk() -> None:
 
 def test_the_transcript_shows_every_kind_of_part() -> None:
     history = build_failure()
-    odd = Message(role="assistant", name="planner", content=(
-        ReasoningPart(text="think"), ReasoningPart(redacted_data="xx"),
-        ImagePart(url="https://x.org/a.png"), ImagePart(data="AAAA", media_type="image/png"),
-        OpaquePart(provider="anthropic", data={"type": "document", "data": "Q" * 5000}),
-    ))  # fmt: skip
+    odd = Message(
+        role="assistant",
+        name="planner",
+        content=(
+            ReasoningPart(text="think"),
+            ReasoningPart(redacted_data="xx"),
+            ImagePart(url="https://x.org/a.png"),
+            ImagePart(data="AAAA", media_type="image/png"),
+            OpaquePart(provider="anthropic", data={"type": "document", "data": "Q" * 5000}),
+        ),
+    )
     text = render_transcript([*history, odd])
     assert '[tool call call_1] read_file {"path": "src/app.py", "limit": 200}' in text
     assert "[tool result call_2, error] collected 3 items" in text

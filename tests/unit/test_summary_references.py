@@ -21,20 +21,48 @@ def test_urls_lose_trailing_punctuation_but_keep_balanced_brackets() -> None:
 
 @pytest.mark.parametrize(
     "path",
-    ["src/app/main.py", "/etc/hosts", "./run.sh", "~/notes/todo", "../up/a.txt", "a/b",
-     "node_modules/@types/node/index.d.ts", "C:\\Users\\me\\file.txt", ".\\build.ps1",
-     "README.md", "pyproject.toml", "Makefile", ".env.local", "data-2024_v2.csv"],
-)  # fmt: skip
+    [
+        "src/app/main.py",
+        "/etc/hosts",
+        "./run.sh",
+        "~/notes/todo",
+        "../up/a.txt",
+        "a/b",
+        "node_modules/@types/node/index.d.ts",
+        "C:\\Users\\me\\file.txt",
+        ".\\build.ps1",
+        "README.md",
+        "pyproject.toml",
+        "Makefile",
+        ".env.local",
+        "data-2024_v2.csv",
+    ],
+)
 def test_file_paths(path: str) -> None:
     assert refs(f"Look at {path}, then stop.").paths == (path,)
 
 
 @pytest.mark.parametrize(
     "identifier",
-    ["load_counter", "MAX_BODY_BYTES", "__init__", "TokenCounter", "getUser", "HTTPServer",
-     "E501", "gpt-4o-mini", "v1.2.3", "os.path.join", "3fa9c2d", "#123", "JIRA-42",
-     "CVE-2024-1234", "--dry-run", "123e4567-e89b-12d3-a456-426614174000"],
-)  # fmt: skip
+    [
+        "load_counter",
+        "MAX_BODY_BYTES",
+        "__init__",
+        "TokenCounter",
+        "getUser",
+        "HTTPServer",
+        "E501",
+        "gpt-4o-mini",
+        "v1.2.3",
+        "os.path.join",
+        "3fa9c2d",
+        "#123",
+        "JIRA-42",
+        "CVE-2024-1234",
+        "--dry-run",
+        "123e4567-e89b-12d3-a456-426614174000",
+    ],
+)
 def test_identifiers(identifier: str) -> None:
     assert refs(f"Then {identifier} ran.").identifiers == (identifier,)
 

@@ -32,18 +32,22 @@ from tests.unit.compiler_builders import NOW, assistant, tool, user
 COUNTER = load_counter()
 SETTINGS = settings(max_examples=80, deadline=None)
 PROFILE_NAMES = ("gpt-4o", "anthropic", "gemini", "openai-responses")
-TASK = Message(role="user", content=(
-    TextPart(text="<system-reminder>Use the project's CLAUDE.md.</system-reminder>"),
-    TextPart(text="Fix the failing test in tests/test_parser.py."),
-))  # fmt: skip
+TASK = Message(
+    role="user",
+    content=(
+        TextPart(text="<system-reminder>Use the project's CLAUDE.md.</system-reminder>"),
+        TextPart(text="Fix the failing test in tests/test_parser.py."),
+    ),
+)
 
 
 def system_message(n: int, anthropic_place: bool) -> Message:
     """A system message of the conversation: one sent inside Anthropic ``messages`` or a plain
     canonical one (an OpenAI system or developer message)."""
     meta = {"anthropic": {"place": "messages"}} if anthropic_place else {}
-    return Message(role="system", content=(TextPart(text=f"reminder {n}: mode changed"),),
-                   metadata=meta)  # fmt: skip
+    return Message(
+        role="system", content=(TextPart(text=f"reminder {n}: mode changed"),), metadata=meta
+    )
 
 
 @st.composite
@@ -85,11 +89,14 @@ def test_every_budget_keeps_every_system_message_in_order_and_valid(
     count = counted(profile)
     items = stored(messages, count)
     snapshot = Snapshot(items=items, tenant="acme", now=NOW, count=count)
-    spec = {"base": "current_tool_trace",
-            "decorators": [{"name": "token_limit", "params": {"reserve": 0}}]}  # fmt: skip
+    spec = {
+        "base": "current_tool_trace",
+        "decorators": [{"name": "token_limit", "params": {"reserve": 0}}],
+    }
     try:
-        output = compile_request(snapshot, build(parse_spec(spec)), Target(PROFILES[profile],
-                                                                           window))  # fmt: skip
+        output = compile_request(
+            snapshot, build(parse_spec(spec)), Target(PROFILES[profile], window)
+        )
     except (NothingToSend, BudgetTooSmall):
         event("refused")
         return  # a 422: what must be sent does not fit; never an output without it
@@ -111,11 +118,14 @@ def test_no_compaction_takes_a_system_message_or_the_opening_task(
     messages: list[Message], kind: str, recent: int
 ) -> None:
     items = stored(messages, counted("gpt-4o"))
-    policy = CompactionPolicy(trigger_tokens=100, min_messages=2, summary_tokens=64,
-                              preserve_recent_api_rounds=recent)  # fmt: skip
-    plan = {"session": lambda: plan_session(items, policy, now=True),
-            "micro": lambda: plan_micro(items, policy),
-            "full": lambda: plan_full(items, policy)}[kind]()  # fmt: skip
+    policy = CompactionPolicy(
+        trigger_tokens=100, min_messages=2, summary_tokens=64, preserve_recent_api_rounds=recent
+    )
+    plan = {
+        "session": lambda: plan_session(items, policy, now=True),
+        "micro": lambda: plan_micro(items, policy),
+        "full": lambda: plan_full(items, policy),
+    }[kind]()
     event("planned" if plan else "no plan")
     if plan is None:
         return

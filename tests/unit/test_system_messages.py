@@ -23,26 +23,43 @@ AGENTS = "<system-reminder>Available agents: general-purpose, Explore</system-re
 def claude_code_turns() -> list[dict[str, Any]]:
     """Claude Code 2.1's shape: the task, its agent list as a system message, then the loop."""
     return [
-        {"role": "user", "content": [{"type": "text", "text": "<system-reminder>x</system-reminder>"
-                                      }, {"type": "text", "text": "Fix the failing test."}]},
-        {"role": "system", "content": [{"type": "text", "text": AGENTS,
-                                        "cache_control": CACHED}]},
-        {"role": "assistant", "content": [{"type": "tool_use", "id": "toolu_1", "name": "Read",
-                                           "input": {"path": "a.py"}}]},
-        {"role": "user", "content": [{"type": "tool_result", "tool_use_id": "toolu_1",
-                                      "content": "print(1)"}]},
+        {
+            "role": "user",
+            "content": [
+                {"type": "text", "text": "<system-reminder>x</system-reminder>"},
+                {"type": "text", "text": "Fix the failing test."},
+            ],
+        },
+        {"role": "system", "content": [{"type": "text", "text": AGENTS, "cache_control": CACHED}]},
+        {
+            "role": "assistant",
+            "content": [
+                {"type": "tool_use", "id": "toolu_1", "name": "Read", "input": {"path": "a.py"}}
+            ],
+        },
+        {
+            "role": "user",
+            "content": [{"type": "tool_result", "tool_use_id": "toolu_1", "content": "print(1)"}],
+        },
         {"role": "system", "content": "The user switched to plan mode."},
         {"role": "assistant", "content": [{"type": "text", "text": "Done."}]},
         {"role": "user", "content": "thanks"},
-    ]  # fmt: skip
+    ]
 
 
 def test_anthropic_system_messages_in_messages_are_read_and_written_back_in_place() -> None:
     turns = claude_code_turns()
     messages = from_anthropic(turns, system="You are Claude Code.")
     assert [m.role for m in messages] == [
-        "system", "user", "system", "assistant", "tool", "system", "assistant", "user",
-    ]  # fmt: skip
+        "system",
+        "user",
+        "system",
+        "assistant",
+        "tool",
+        "system",
+        "assistant",
+        "user",
+    ]
     assert [in_messages(m) for m in messages if m.role == "system"] == [False, True, True]
     assert messages[2].content[0].metadata == {"anthropic": {"extra": {"cache_control": CACHED}}}
     assert to_anthropic(messages) == ("You are Claude Code.", turns)
@@ -68,16 +85,23 @@ def test_a_system_message_between_two_user_turns_is_not_merged_into_them() -> No
 
 
 def test_a_leading_system_message_gets_a_user_turn_before_it() -> None:
-    messages = from_anthropic([{"role": "user", "content": "t"}, {"role": "system", "content": "s"},
-                               {"role": "assistant", "content": "a"}])[1:]  # fmt: skip
+    messages = from_anthropic(
+        [
+            {"role": "user", "content": "t"},
+            {"role": "system", "content": "s"},
+            {"role": "assistant", "content": "a"},
+        ]
+    )[1:]
     system, out, _ = render(messages, "anthropic")
     assert [t["role"] for t in out] == ["user", "system", "assistant"]
     assert request_problems("anthropic", system, out) == []
 
 
 def test_the_validator_checks_system_messages_in_messages() -> None:
-    bad = [{"role": "user", "content": "t"},
-           {"role": "system", "content": [{"type": "image", "source": {}}]}]  # fmt: skip
+    bad = [
+        {"role": "user", "content": "t"},
+        {"role": "system", "content": [{"type": "image", "source": {}}]},
+    ]
     assert request_problems("anthropic", None, bad) == [
         "message 1: block 0: a system message holds text blocks only"
     ]
@@ -98,8 +122,10 @@ def test_anthropic_system_messages_convert_in_place_for_the_other_shapes() -> No
     # Gemini has no system turn: every system message joins the system instruction, in order.
     instruction, _ = to_gemini(messages)
     assert [p["text"] for p in instruction["parts"]] == [  # type: ignore[index]
-        "sys", AGENTS, "The user switched to plan mode.",
-    ]  # fmt: skip
+        "sys",
+        AGENTS,
+        "The user switched to plan mode.",
+    ]
     system, out, _ = render(messages, "gemini")
     assert request_problems("gemini", system, out) == []
 
@@ -125,11 +151,14 @@ def test_responses_system_and_developer_items_stay_in_place(role: str) -> None:
     items = [
         {"type": "message", "role": "developer", "content": "instructions"},
         {"type": "message", "role": "user", "content": "task"},
-        {"type": "message", "role": "assistant", "content": [
-            {"type": "output_text", "text": "ok", "annotations": []}]},
+        {
+            "type": "message",
+            "role": "assistant",
+            "content": [{"type": "output_text", "text": "ok", "annotations": []}],
+        },
         {"type": "message", "role": role, "content": "new rule"},
         {"type": "message", "role": "user", "content": "go"},
-    ]  # fmt: skip
+    ]
     messages = from_responses(items)
     assert [m.role for m in messages] == ["system", "user", "assistant", "system", "user"]
     assert to_responses(messages) == (None, items)

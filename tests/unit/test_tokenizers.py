@@ -130,13 +130,22 @@ def test_encodings_are_tiktokens_own_and_load_with_no_network(tmp_path: Path) ->
     proxy = f"http://127.0.0.1:{closed_port()}"
     user_cache = tmp_path / "user-cache"
     user_cache.mkdir()
-    env = {**os.environ, "HTTP_PROXY": proxy, "HTTPS_PROXY": proxy, "NO_PROXY": "",
-           "TIKTOKEN_CACHE_DIR": str(user_cache)}  # fmt: skip
+    env = {
+        **os.environ,
+        "HTTP_PROXY": proxy,
+        "HTTPS_PROXY": proxy,
+        "NO_PROXY": "",
+        "TIKTOKEN_CACHE_DIR": str(user_cache),
+    }
     text = "Hello <|endoftext|> wörld 12345"
     done = subprocess.run(
         [sys.executable, "-c", OFFLINE_LOAD, text],
-        env=env, capture_output=True, text=True, timeout=120, check=False,
-    )  # fmt: skip
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
     assert done.returncode == 0, done.stderr
     result = json.loads(done.stdout)
     assert result["counts"] == {n: len(official(n).encode_ordinary(text)) for n in SHA256_NAMES}

@@ -40,11 +40,13 @@ def compacted_result(call_id: str, tool: str, fields: dict[str, Any]) -> Message
     meta = {
         "thresholdBytes": 100,
         "omittedFields": {
-            k: {"bytes": len(v.encode()) if isinstance(v, str) else len(json.dumps(v)),
-                "sha256": sha(v)}
+            k: {
+                "bytes": len(v.encode()) if isinstance(v, str) else len(json.dumps(v)),
+                "sha256": sha(v),
+            }
             for k, v in fields.items()
         },
-    }  # fmt: skip
+    }
     text = (
         f"[tool_compaction] Tool result compacted for tool={tool}, callId={call_id}. "
         "Large fields omitted."
@@ -148,8 +150,12 @@ def test_unparsed_arguments_are_a_group_of_their_own() -> None:
 
 def test_a_previewed_result_is_not_compacted_again() -> None:
     part = ToolResultPart(call_id="c1", content=BIG, metadata={"_tool_result_preview": {}})
-    history = [call("c1", "run"), Message(role="tool", content=(part,)),
-               call("c2", "run"), result("c2", BIG)]  # fmt: skip
+    history = [
+        call("c1", "run"),
+        Message(role="tool", content=(part,)),
+        call("c2", "run"),
+        result("c2", BIG),
+    ]
     assert run(history) == history
 
 
@@ -270,8 +276,9 @@ def test_the_compaction_lists_each_original_it_took_out() -> None:
         result("c2", "ok"),
     ]
     out = compact_tool_payloads(history, PayloadRules())
-    found = [(i, o.call_id, o.side, o.field, o.value) for i, lost in out.omitted.items()
-             for o in lost]  # fmt: skip
+    found = [
+        (i, o.call_id, o.side, o.field, o.value) for i, lost in out.omitted.items() for o in lost
+    ]
     assert found == [(0, "c1", "arguments", "content", BIG), (1, "c1", "result", "content", BIG_V2)]
     assert all(o.sha256 == sha(o.value) for lost in out.omitted.values() for o in lost)
 

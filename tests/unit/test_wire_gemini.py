@@ -75,8 +75,11 @@ def sse(chunks: list[dict[str, Any]]) -> bytes:
 def test_a_whole_answer_is_its_first_candidates_content() -> None:
     reply = reply_of("gemini", WHOLE)
     assert reply.message == {"role": "model", "parts": WHOLE["candidates"][0]["content"]["parts"]}
-    assert reply.usage == {"prompt_tokens": 1200, "cache_read_tokens": 1024,
-                           "completion_tokens": 120}  # fmt: skip
+    assert reply.usage == {
+        "prompt_tokens": 1200,
+        "cache_read_tokens": 1024,
+        "completion_tokens": 120,
+    }
     assert reply.stop_reason == "STOP"
     # The reply is what a client resends: the format reads it back, signature and all.
     [message] = parse_messages("gemini", [reply.message])
@@ -118,16 +121,24 @@ def test_the_json_array_of_a_stream_without_sse_is_one_reply() -> None:
 
 def test_a_stream_that_reports_an_error_has_no_reply() -> None:
     reader = ReplyStream("gemini")
-    failure = {"error": {"code": 503, "message": "The model is overloaded.",
-                         "status": "UNAVAILABLE"}}  # fmt: skip
+    failure = {
+        "error": {"code": 503, "message": "The model is overloaded.", "status": "UNAVAILABLE"}
+    }
     reader.feed(sse([CHUNKS[0], failure, CHUNKS[-1]]))
     assert reader.reply() is None and reader.error == failure["error"]
 
 
 def test_the_input_token_count_error_is_a_prompt_too_long() -> None:
-    error = {"error": {"code": 400, "status": "INVALID_ARGUMENT", "message": (
-        "The input token count (1200000) exceeds the maximum number of tokens allowed "
-        "(1048576).")}}  # fmt: skip
+    error = {
+        "error": {
+            "code": 400,
+            "status": "INVALID_ARGUMENT",
+            "message": (
+                "The input token count (1200000) exceeds the maximum number of tokens allowed "
+                "(1048576)."
+            ),
+        }
+    }
     body = json.dumps(error).encode()
     assert is_overflow("gemini", 400, body)
     assert fitting_share("gemini", body) == 1048576 / 1200000

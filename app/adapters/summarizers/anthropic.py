@@ -38,9 +38,13 @@ class AnthropicMessages:
             body["messages"] = with_breakpoint(system, messages)
         else:
             prompt = build_prompt(
-                request.messages, request.reason, request.max_tokens, request.part,
-                request.extra, request.carried,
-            )  # fmt: skip
+                request.messages,
+                request.reason,
+                request.max_tokens,
+                request.part,
+                request.extra,
+                request.carried,
+            )
             body["system"] = prompt.system
             body["messages"] = [{"role": "user", "content": prompt.user}]
         answer = await post_json(self._client, self._url, body, self._headers)

@@ -32,9 +32,13 @@ class OpenAIChat:
             messages = found[1]
         else:
             prompt = build_prompt(
-                request.messages, request.reason, request.max_tokens, request.part,
-                request.extra, request.carried,
-            )  # fmt: skip
+                request.messages,
+                request.reason,
+                request.max_tokens,
+                request.part,
+                request.extra,
+                request.carried,
+            )
             messages = [
                 {"role": "system", "content": prompt.system},
                 {"role": "user", "content": prompt.user},

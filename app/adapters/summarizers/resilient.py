@@ -149,12 +149,18 @@ class Resilient:
                 text = await self._summarize(history, reason, 1, tally, budget)
                 size = await anyio.to_thread.run_sync(self._count, text)
             if size > budget:
-                raise BackendError(f"the summary has {size} tokens, over its budget of {budget}",
-                                   retryable=False)  # fmt: skip
+                raise BackendError(
+                    f"the summary has {size} tokens, over its budget of {budget}", retryable=False
+                )
             return Summary(
-                text, self.name, None, tally.requests, model=self.model,
-                profile=self._tuning.profile, usage=tally.usage,
-            )  # fmt: skip
+                text,
+                self.name,
+                None,
+                tally.requests,
+                model=self.model,
+                profile=self._tuning.profile,
+                usage=tally.usage,
+            )
         except BackendError as exc:
             why = str(exc)
         except TimeoutError:
@@ -248,8 +254,9 @@ class Resilient:
             try:
                 check_sections(answer.text)
             except Unstructured as exc:
-                raise BackendError(f"the answer is not the ledger's sections: {exc}",
-                                   retryable=False) from None  # fmt: skip
+                raise BackendError(
+                    f"the answer is not the ledger's sections: {exc}", retryable=False
+                ) from None
             return answer.text
 
     async def _attempt(self, request: Request) -> str | Answer:

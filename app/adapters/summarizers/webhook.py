@@ -51,15 +51,17 @@ class Webhook:
 
     async def complete(self, request: Request) -> str:
         part = request.part
-        body = orjson.dumps({
-            "reason": request.reason,
-            "part": {"index": part[0], "count": part[1]} if part else None,
-            "max_tokens": request.max_tokens,
-            "instructions": instructions(
-                request.reason, request.max_tokens, request.extra, request.carried
-            ),
-            "messages": [m.to_json() for m in request.messages],
-        })  # fmt: skip
+        body = orjson.dumps(
+            {
+                "reason": request.reason,
+                "part": {"index": part[0], "count": part[1]} if part else None,
+                "max_tokens": request.max_tokens,
+                "instructions": instructions(
+                    request.reason, request.max_tokens, request.extra, request.carried
+                ),
+                "messages": [m.to_json() for m in request.messages],
+            }
+        )
         timestamp = str(int(self._clock()))
         signature = sign(self._secret, timestamp, body)
         headers = {TIMESTAMP_HEADER: timestamp, SIGNATURE_HEADER: signature}

@@ -33,15 +33,24 @@ router = APIRouter(prefix="/v1/sessions/{session_id}", tags=["compaction"])
 
 def compaction_read(row: CompactionRow) -> CompactionRead:
     return CompactionRead(
-        id=row.id, kind=row.kind, reason=row.reason, seq_from=row.seq_from, seq_to=row.seq_to,
-        summary_seq=row.summary_seq, messages=len(row.archived), tokens_before=row.tokens_before,
+        id=row.id,
+        kind=row.kind,
+        reason=row.reason,
+        seq_from=row.seq_from,
+        seq_to=row.seq_to,
+        summary_seq=row.summary_seq,
+        messages=len(row.archived),
+        tokens_before=row.tokens_before,
         tokens_after=row.tokens_after,
         tokens_removed=row.tokens_before - row.tokens_after + row.summary_tokens,
-        summary_tokens=row.summary_tokens, cache_rewrite_tokens=row.cache_rewrite_tokens,
-        resets_provider_session=row.resets_provider_session, summarizer=row.summarizer,
-        created_at=row.created_at, prepared_at=row.prepared_at,
+        summary_tokens=row.summary_tokens,
+        cache_rewrite_tokens=row.cache_rewrite_tokens,
+        resets_provider_session=row.resets_provider_session,
+        summarizer=row.summarizer,
+        created_at=row.created_at,
+        prepared_at=row.prepared_at,
         economics=None if row.economics is None else CompactionEconomics(**row.economics),
-    )  # fmt: skip
+    )
 
 
 def _message(entry: dict[str, Any]) -> JSONObject:
@@ -53,24 +62,32 @@ def _message(entry: dict[str, Any]) -> JSONObject:
 
 def _archived(entry: dict[str, Any]) -> ArchivedMessage:
     return ArchivedMessage(
-        seq=entry["seq"], section=entry["section"], tokens=entry["tokens"],
-        created_at=entry["created_at"], message=_message(entry),
-    )  # fmt: skip
+        seq=entry["seq"],
+        section=entry["section"],
+        tokens=entry["tokens"],
+        created_at=entry["created_at"],
+        message=_message(entry),
+    )
 
 
 def _document(fmt: Provider, entries: list[dict[str, Any]]) -> ArchivedDocument:
     stored = [(e["seq"], Message.model_validate(_message(e))) for e in entries]
     found = provider_document(fmt, stored)
     return ArchivedDocument(
-        format=fmt, system=found.system, instructions=found.instructions,
-        messages=found.messages, seqs=found.seqs,
-    )  # fmt: skip
+        format=fmt,
+        system=found.system,
+        instructions=found.instructions,
+        messages=found.messages,
+        seqs=found.seqs,
+    )
 
 
 @router.post(
-    "/compact", status_code=status.HTTP_201_CREATED,
-    responses=responses(400, 401, 404, 409, 413, 422), operation_id="compact_session",
-)  # fmt: skip
+    "/compact",
+    status_code=status.HTTP_201_CREATED,
+    responses=responses(400, 401, 404, 409, 413, 422),
+    operation_id="compact_session",
+)
 async def compact_session(
     session_id: str, body: CompactRequest, state: StateDep, db: DbDep, tenant: TenantDep
 ) -> CompactionRead:
@@ -83,9 +100,15 @@ async def compact_session(
     if stray[1] is not None:
         raise invalid([FieldError(path=f"body.{stray[0]}", message=f"not for kind {body.kind}")])
     compactor = metered_compactor(
-        db, state.counter, state.summarizer, datetime.now(UTC), state.settings.catalog,
-        state.metrics, trigger="request", lease_seconds=state.settings.compaction_lease_seconds,
-    )  # fmt: skip
+        db,
+        state.counter,
+        state.summarizer,
+        datetime.now(UTC),
+        state.settings.catalog,
+        state.metrics,
+        trigger="request",
+        lease_seconds=state.settings.compaction_lease_seconds,
+    )
     if body.kind == "tool_payloads":
         done = await persisted_steps.compact_payloads_now(compactor, tenant, session_id, body.steps)
     else:
@@ -101,9 +124,10 @@ async def list_compactions(session_id: str, db: DbDep, tenant: TenantDep) -> Com
 
 
 @router.get(
-    "/compactions/{compaction_id}", responses=responses(401, 404, 422),
+    "/compactions/{compaction_id}",
+    responses=responses(401, 404, 422),
     operation_id="get_compaction",
-)  # fmt: skip
+)
 async def get_compaction(
     session_id: str,
     compaction_id: Annotated[str, Path(max_length=64, pattern=r"^[0-9a-f-]+$")],

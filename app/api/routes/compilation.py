@@ -48,40 +48,63 @@ ID_FIELD: Final = b'{"compile_id":"'
 
 def _options(body: SessionCompileRequest | CompileRequest) -> Options:
     options = Options(
-        provider=body.provider, context_window=body.context_window, compiler=body.compiler,
-        execution_id=body.execution_id, ephemeral=body.ephemeral,
-        ephemeral_format=body.ephemeral_format, tools=body.tools,
-    )  # fmt: skip
+        provider=body.provider,
+        context_window=body.context_window,
+        compiler=body.compiler,
+        execution_id=body.execution_id,
+        ephemeral=body.ephemeral,
+        ephemeral_format=body.ephemeral_format,
+        tools=body.tools,
+    )
     if isinstance(body, CompileRequest):
         return replace(options, metadata=body.metadata, response_format=body.response_format)
     fragments = tuple(
         PromptFragment(name=f.name, text=f.text, lifecycle="dynamic") for f in body.fragments
     )
     usage = body.usage.model_dump(exclude_none=True) if body.usage else None
-    return replace(options, fragments=fragments, compaction=body.compaction, usage=usage,
-                   error_kind=body.error_kind)  # fmt: skip
+    return replace(
+        options,
+        fragments=fragments,
+        compaction=body.compaction,
+        usage=usage,
+        error_kind=body.error_kind,
+    )
 
 
 def _result(done: Compilation, tools: list[JSONObject] | None = None) -> CompileResult:
     out = done.output
     added = with_tools(done.profile.output, tools, out.tools) if out.tools else None
     return CompileResult(
-        compile_id=done.compile_id, provider=done.profile.name, format=done.profile.output,
-        mode=done.mode, after_seq=done.after_seq,
-        system=out.system, instructions=out.instructions, messages=out.messages,
+        compile_id=done.compile_id,
+        provider=done.profile.name,
+        format=done.profile.output,
+        mode=done.mode,
+        after_seq=done.after_seq,
+        system=out.system,
+        instructions=out.instructions,
+        messages=out.messages,
         response_format=out.response_format,
         tokens=CompileTokens(
-            total=out.total, sections=out.sections, context_window=out.context_window,
-            budget_used_pct=out.budget_used_pct, encoding=done.profile.encoding,
-            exact=out.exact, note=out.note, count=_count(done), calibration=_calibration(done),
+            total=out.total,
+            sections=out.sections,
+            context_window=out.context_window,
+            budget_used_pct=out.budget_used_pct,
+            encoding=done.profile.encoding,
+            exact=out.exact,
+            note=out.note,
+            count=_count(done),
+            calibration=_calibration(done),
         ),
-        left_out=[LeftOutRead(reason=r.reason, count=r.count, seq_ranges=r.seq_ranges)
-                  for r in out.left_out],
+        left_out=[
+            LeftOutRead(reason=r.reason, count=r.count, seq_ranges=r.seq_ranges)
+            for r in out.left_out
+        ],
         warnings=out.warnings,
         seq_range=(out.seqs[0], out.seqs[-1]) if out.seqs else None,
         steps=[_step(s) for s in out.steps],
-        compactions=[compaction_read(d.row) for d in done.compactions], tools=added,
-    )  # fmt: skip
+        compactions=[compaction_read(d.row) for d in done.compactions],
+        tools=added,
+    )
 
 
 def _count(done: Compilation) -> Literal["exact", "estimated", "calibrated"]:
@@ -95,20 +118,30 @@ def _calibration(done: Compilation) -> CalibrationRead | None:
     if found is None:
         return None
     error = CountError(tokens=found.error_tokens, share=found.error_share)
-    return CalibrationRead(factor=found.factor, samples=found.samples, scope=found.scope,
-                           estimate=done.output.estimate, last_error=error)  # fmt: skip
+    return CalibrationRead(
+        factor=found.factor,
+        samples=found.samples,
+        scope=found.scope,
+        estimate=done.output.estimate,
+        last_error=error,
+    )
 
 
 def _step(report: StepReport) -> StepRead:
     omitted = [
-        OmittedRead(call_id=o.call_id, seq=t.seq, side=o.side, field=o.field, bytes=o.bytes,
-                    sha256=o.sha256)
-        for t in report.touched for o in t.omitted
-    ]  # fmt: skip
+        OmittedRead(
+            call_id=o.call_id, seq=t.seq, side=o.side, field=o.field, bytes=o.bytes, sha256=o.sha256
+        )
+        for t in report.touched
+        for o in t.omitted
+    ]
     return StepRead(
-        name=report.name, tokens_saved=report.tokens_saved, call_ids=list(report.call_ids),
-        seqs=list(report.seqs), omitted=omitted,
-    )  # fmt: skip
+        name=report.name,
+        tokens_saved=report.tokens_saved,
+        call_ids=list(report.call_ids),
+        seqs=list(report.seqs),
+        omitted=omitted,
+    )
 
 
 def _answer(done: Compilation, tools: list[JSONObject] | None = None) -> bytes:
@@ -123,9 +156,12 @@ def _answer(done: Compilation, tools: list[JSONObject] | None = None) -> bytes:
 
 
 @router.post(
-    "/v1/compile", responses=ANSWERS, operation_id="compile", response_model=CompileResult,
+    "/v1/compile",
+    responses=ANSWERS,
+    operation_id="compile",
+    response_model=CompileResult,
     openapi_extra=json_body(CompileRequest),
-)  # fmt: skip
+)
 async def compile_posted(request: Request, state: StateDep, tenant: TenantDep) -> Response:
     """Compile a whole posted history (OpenAI, Anthropic, Responses or canonical shape) into the
     messages to send: selected, trimmed to the budget, provider-valid. Nothing is stored.
@@ -171,9 +207,11 @@ async def compile_posted(request: Request, state: StateDep, tenant: TenantDep) -
 
 
 @router.post(
-    "/v1/sessions/{session_id}/compile", responses=ANSWERS, operation_id="compile_session",
+    "/v1/sessions/{session_id}/compile",
+    responses=ANSWERS,
+    operation_id="compile_session",
     response_model=CompileResult,
-)  # fmt: skip
+)
 async def compile_session(
     session_id: str, body: SessionCompileRequest, state: StateDep, db: DbDep, tenant: TenantDep
 ) -> Response:
@@ -193,9 +231,11 @@ async def compile_session(
 
 
 @router.post(
-    "/v1/sessions/{session_id}/cursor", responses=responses(400, 401, 404, 413, 422),
-    operation_id="acknowledge_compile", tags=["cursor"],
-)  # fmt: skip
+    "/v1/sessions/{session_id}/cursor",
+    responses=responses(400, 401, 404, 413, 422),
+    operation_id="acknowledge_compile",
+    tags=["cursor"],
+)
 async def acknowledge_compile(
     session_id: str, body: CursorAcknowledge, db: DbDep, tenant: TenantDep
 ) -> CursorRead:
@@ -209,17 +249,25 @@ async def acknowledge_compile(
     check_body(body)
     usage = body.usage.model_dump(exclude_none=True) if body.usage else None
     done = await cursor.acknowledge(
-        db, tenant, session_id, body.compile_id, datetime.now(UTC),
-        provider_session_id=body.provider_session_id, usage=usage, error_kind=body.error_kind,
+        db,
+        tenant,
+        session_id,
+        body.compile_id,
+        datetime.now(UTC),
+        provider_session_id=body.provider_session_id,
+        usage=usage,
+        error_kind=body.error_kind,
         through_seq=body.through_seq,
-    )  # fmt: skip
+    )
     return CursorRead(**asdict(done))
 
 
 @router.delete(
-    "/v1/sessions/{session_id}/cursor", responses=responses(401, 404),
-    operation_id="reset_cursor", tags=["cursor"],
-)  # fmt: skip
+    "/v1/sessions/{session_id}/cursor",
+    responses=responses(401, 404),
+    operation_id="reset_cursor",
+    tags=["cursor"],
+)
 async def reset_cursor(session_id: str, db: DbDep, tenant: TenantDep) -> CursorRead:
     """Forget what the provider session holds: the next compile is full."""
     return CursorRead(**asdict(await cursor.reset(db, tenant, session_id)))

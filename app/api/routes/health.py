@@ -36,9 +36,12 @@ PROMETHEUS_TEXT = {"content": {"text/plain": {"schema": {"type": "string"}}}}
 
 
 @router.get(
-    "/readyz", operation_id="readyz", response_model=Readiness, responses={503: NOT_READY},
+    "/readyz",
+    operation_id="readyz",
+    response_model=Readiness,
+    responses={503: NOT_READY},
     response_model_exclude_none=True,
-)  # fmt: skip
+)
 async def readyz(state: StateDep) -> JSONResponse:
     """The database answers and its schema is the one this code needs; else 503 with
     Retry-After."""
@@ -52,9 +55,11 @@ async def readyz(state: StateDep) -> JSONResponse:
 
 
 @router.get(
-    "/metrics", operation_id="metrics", response_class=Response,
+    "/metrics",
+    operation_id="metrics",
+    response_class=Response,
     responses={200: PROMETHEUS_TEXT, **responses(401, 404, database=False)},
-)  # fmt: skip
+)
 async def metrics(request: Request, state: StateDep) -> Response:
     """Prometheus text: requests by route, compiles, compactions, summaries, compile caches and
     tokens counted (README, Observability). With `CTXC_AUTH=keys` it needs the scraper's
@@ -72,6 +77,9 @@ def _check_scraper(request: Request, token: SecretStr | None) -> None:
     expected = token.get_secret_value().encode()
     if scheme.lower() != "bearer" or not hmac.compare_digest(given.strip().encode(), expected):
         raise ProblemError(
-            401, "unauthorized", "Unauthorized", "use `Authorization: Bearer <CTXC_METRICS_TOKEN>`",
+            401,
+            "unauthorized",
+            "Unauthorized",
+            "use `Authorization: Bearer <CTXC_METRICS_TOKEN>`",
             headers={"WWW-Authenticate": "Bearer"},
-        )  # fmt: skip
+        )

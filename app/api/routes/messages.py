@@ -62,9 +62,15 @@ async def append_messages(
     batch = service.Batch(body.format, body.section, body.messages, system, body.metadata)
     try:
         appended = await service.append_messages(
-            db, state.counter, tenant, session_id, batch, idempotency, datetime.now(UTC),
+            db,
+            state.counter,
+            tenant,
+            session_id,
+            batch,
+            idempotency,
+            datetime.now(UTC),
             state.settings.catalog,
-        )  # fmt: skip
+        )
     except (FormatError, InvalidInput) as exc:
         raise from_input_error(exc) from None
     if not appended.replayed:
@@ -91,9 +97,13 @@ def _render(
         return CanonicalPage(items=items, next_after_seq=next_after)
     found = provider_document(fmt, [(s.seq, s.message) for s in page])
     return ProviderPage(
-        format=fmt, system=found.system, instructions=found.instructions, messages=found.messages,
-        seqs=found.seqs, next_after_seq=next_after,
-    )  # fmt: skip
+        format=fmt,
+        system=found.system,
+        instructions=found.instructions,
+        messages=found.messages,
+        seqs=found.seqs,
+        next_after_seq=next_after,
+    )
 
 
 @router.get("", responses=responses(401, 404, 409, 422), operation_id="list_messages")

@@ -53,29 +53,36 @@ async def get_tool_call(
         return _shapes(format, found)
     result = found.result
     return ToolCallRead(
-        call_id=found.call_id, seq=found.seq,
+        call_id=found.call_id,
+        seq=found.seq,
         name=found.call.name if found.call else None,
         arguments=found.call.arguments if found.call else None,
         argument_fields=_digests(found.fields),
         result=ToolResultRead(
-            seq=result.seq, content=result.part.model_dump(mode="json")["content"],
-            is_error=result.part.is_error, fields=_digests(result.fields),
-        ) if result else None,
+            seq=result.seq,
+            content=result.part.model_dump(mode="json")["content"],
+            is_error=result.part.is_error,
+            fields=_digests(result.fields),
+        )
+        if result
+        else None,
         turns=found.turns,
-    )  # fmt: skip
+    )
 
 
 def _shapes(fmt: Provider, found: ToolCall) -> ToolCallShapes:
     result = found.result
     return ToolCallShapes(
-        format=fmt, call_id=found.call_id, seq=found.seq,
+        format=fmt,
+        call_id=found.call_id,
+        seq=found.seq,
         call=call_shape(fmt, found.call) if found.call else None,
         argument_fields=_digests(found.fields),
         result_seq=result.seq if result else None,
         result=result_shape(fmt, result.message, result.part) if result else None,
         result_fields=_digests(result.fields) if result else None,
         turns=found.turns,
-    )  # fmt: skip
+    )
 
 
 @router.get("/payloads/{sha256}", responses=responses(401, 404, 422), operation_id="get_payload")

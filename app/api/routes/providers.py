@@ -41,7 +41,12 @@ async def list_models(state: StateDep, _: TenantDep) -> ModelList:
 def _model_read(model: Model) -> ModelRead:
     profile = model_profile(model, model.name)
     return ModelRead(
-        name=model.name, provider=model.provider, output=profile.output,
-        encoding=profile.encoding, exact=profile.exact, context_window=profile.context_window,
-        declared=model.declared, description=profile.description,
-    )  # fmt: skip
+        name=model.name,
+        provider=model.provider,
+        output=profile.output,
+        encoding=profile.encoding,
+        exact=profile.exact,
+        context_window=profile.context_window,
+        declared=model.declared,
+        description=profile.description,
+    )

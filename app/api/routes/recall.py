@@ -36,7 +36,11 @@ async def recall(
         result=done.result,
         is_error=done.is_error,
         page=RecallPage(
-            offset=page.start, chars=page.end - page.start, total_chars=page.total,
+            offset=page.start,
+            chars=page.end - page.start,
+            total_chars=page.total,
             next_offset=page.end if page.end < page.total else None,
-        ) if page else None,
-    )  # fmt: skip
+        )
+        if page
+        else None,
+    )

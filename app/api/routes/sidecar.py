@@ -14,9 +14,11 @@ router = APIRouter(tags=["sidecar"])
 SHAPES = "Request, answer and errors in the provider's own shapes"
 # Any status: the upstream's answers pass through as they came.
 ANSWERS: dict[int | str, dict[str, Any]] = {
-    "default": {"description": "The upstream's answer, or ctxc's refusal, in the provider's "
-                "error shape (`X-Ctxc-*` headers say what ctxc did)"},
-}  # fmt: skip
+    "default": {
+        "description": "The upstream's answer, or ctxc's refusal, in the provider's "
+        "error shape (`X-Ctxc-*` headers say what ctxc did)"
+    },
+}
 
 
 @router.post(
@@ -66,10 +68,12 @@ async def anthropic_messages(request: Request) -> Response:
 
 
 @router.post(
-    "/gemini/{version}/models/{model}:generateContent", operation_id="sidecar_gemini_generate",
-    summary="Gemini generateContent, context-managed", response_description=SHAPES,
+    "/gemini/{version}/models/{model}:generateContent",
+    operation_id="sidecar_gemini_generate",
+    summary="Gemini generateContent, context-managed",
+    response_description=SHAPES,
     responses=ANSWERS,
-)  # fmt: skip
+)
 async def gemini_generate(version: str, model: str, request: Request) -> Response:
     """Point Gemini CLI's `GOOGLE_GEMINI_BASE_URL` (or a Gemini SDK's base URL) at `/gemini`:
     the request is forwarded to `CTXC_GEMINI_UPSTREAM` with the compiled `contents` and
@@ -81,9 +85,11 @@ async def gemini_generate(version: str, model: str, request: Request) -> Respons
 
 @router.post(
     "/gemini/{version}/models/{model}:streamGenerateContent",
-    operation_id="sidecar_gemini_stream", summary="Gemini streamGenerateContent, context-managed",
-    response_description=SHAPES, responses=ANSWERS,
-)  # fmt: skip
+    operation_id="sidecar_gemini_stream",
+    summary="Gemini streamGenerateContent, context-managed",
+    response_description=SHAPES,
+    responses=ANSWERS,
+)
 async def gemini_stream(version: str, model: str, request: Request) -> Response:
     """As `generateContent`, the answer streamed: as server-sent events with `alt=sse` (what
     Gemini CLI and the SDKs ask for), else as Gemini's JSON array of chunks, passed on whole."""

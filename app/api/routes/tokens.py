@@ -17,9 +17,11 @@ router = APIRouter(prefix="/v1/tokens", tags=["tokens"])
 
 
 @router.post(
-    "/count", responses=responses(400, 401, 413, 422), operation_id="count_tokens",
+    "/count",
+    responses=responses(400, 401, 413, 422),
+    operation_id="count_tokens",
     openapi_extra=json_body(TokenCount),
-)  # fmt: skip
+)
 async def count_tokens(request: Request, state: StateDep, _: TenantDep) -> TokenCountResult:
     """Count a message list per message and in total, for a provider or an encoding.
 

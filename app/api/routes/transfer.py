@@ -110,8 +110,12 @@ async def import_session(
         raw = await request.body()
         view = await _run(db, importer, _whole(raw))
     else:
-        raise ProblemError(415, "unsupported-media-type", "Unsupported media type",
-                           f"send application/json or {NDJSON}, not {kind}")  # fmt: skip
+        raise ProblemError(
+            415,
+            "unsupported-media-type",
+            "Unsupported media type",
+            f"send application/json or {NDJSON}, not {kind}",
+        )
     read = session_read(view, state.settings.catalog)
     return Response(read.model_dump_json(), status.HTTP_201_CREATED, media_type="application/json")
 

@@ -47,9 +47,10 @@ class CompactionPolicy(BaseModel):
     enabled: bool = Field(True, description="Request-boundary and reactive compaction run.")
     trigger_tokens: int = Field(80_000, ge=1, description="Compact above this many tokens.")
     target_tokens: int | None = Field(
-        None, ge=1, description="Low-water mark compaction goes down to (default: half the "
-        "trigger)."
-    )  # fmt: skip
+        None,
+        ge=1,
+        description="Low-water mark compaction goes down to (default: half the trigger).",
+    )
     min_messages: int = Field(20, ge=2, description="Only with at least this many messages.")
     summary_tokens: int = Field(2_000, ge=64, description="The summary's token budget.")
     micro_trigger_pct: Pct = 85
@@ -58,34 +59,47 @@ class CompactionPolicy(BaseModel):
     micro_batch_groups: int = Field(2, ge=1)
     max_reactive_compactions_per_request: int = Field(3, ge=0, le=10)
     keep_task: bool = Field(
-        True, description="The opening task (the conversation's first user prompt) stays as "
-        "it was, never summarised."
-    )  # fmt: skip
+        True,
+        description="The opening task (the conversation's first user prompt) stays as "
+        "it was, never summarised.",
+    )
     background: bool = Field(
-        True, description="Request-boundary compaction is prepared in the background from "
+        True,
+        description="Request-boundary compaction is prepared in the background from "
         "`prepare_pct` of the trigger and swapped in by a compile over the trigger; a compile "
         "compacts inline only when the history does not fit the context window. False: the "
-        "compile over the trigger compacts inline."
-    )  # fmt: skip
-    prepare_pct: Pct = Field(70, description="Percent of `trigger_tokens` from which a "
-                             "compaction is prepared in the background.")  # fmt: skip
+        "compile over the trigger compacts inline.",
+    )
+    prepare_pct: Pct = Field(
+        70,
+        description="Percent of `trigger_tokens` from which a "
+        "compaction is prepared in the background.",
+    )
     min_shed_pct: float = Field(
-        10, ge=0, le=100, description="A request-boundary compaction that would shed less than "
-        "this percent of the history's tokens is not applied."
-    )  # fmt: skip
+        10,
+        ge=0,
+        le=100,
+        description="A request-boundary compaction that would shed less than "
+        "this percent of the history's tokens is not applied.",
+    )
     economic_gate: bool = Field(
-        True, description="A request-boundary compaction is applied only when the tokens it "
+        True,
+        description="A request-boundary compaction is applied only when the tokens it "
         "sheds over the expected turns outweigh the prompt cache it rewrites (overridden when "
-        "the history does not fit the context window)."
-    )  # fmt: skip
+        "the history does not fit the context window).",
+    )
     expected_turns: int | None = Field(
-        None, ge=1, le=10_000, description="Turns the session is expected to run on, for the "
-        "gate (default: its API rounds so far, those compacted away included, 1 to 100)."
-    )  # fmt: skip
+        None,
+        ge=1,
+        le=10_000,
+        description="Turns the session is expected to run on, for the "
+        "gate (default: its API rounds so far, those compacted away included, 1 to 100).",
+    )
     summarizer: SummarizerChoice | None = Field(
-        None, description="The summariser: a deployment profile, and what changes of it (a "
-        "request's `summarizer` replaces the session's whole)."
-    )  # fmt: skip
+        None,
+        description="The summariser: a deployment profile, and what changes of it (a "
+        "request's `summarizer` replaces the session's whole).",
+    )
     measure: Measure = Field(
         "stored",
         description="What `trigger_tokens` and `target_tokens` are compared with: "
@@ -233,9 +247,10 @@ def compactable(items: Sequence[Item], policy: CompactionPolicy) -> tuple[list[R
     end, prompt = _recent(rounds, policy.preserve_recent_api_rounds), _current_prompt(rounds)
     task = opening_task(rounds) if policy.keep_task else None
     free = {
-        n for n, r in enumerate(rounds[:end])
+        n
+        for n, r in enumerate(rounds[:end])
         if n not in (prompt, task) and all(_in_scope(i) and not must_keep(i) for i in r)
-    }  # fmt: skip
+    }
     return _units(rounds, free), rounds
 
 

@@ -227,10 +227,14 @@ class Compiled:
         (``pending``: what is left of the elided part of the view, by default as it was)."""
         dropped = tuple(entry for entry in left_out if entry.seqs or entry.ranges)
         return Compiled(
-            tuple(items), self.left_out + dropped, self.warnings + tuple(warnings),
-            self.steps + tuple(steps), self.pending if pending == "kept" else pending,
-            self.tools, self.replaced,
-        )  # fmt: skip
+            tuple(items),
+            self.left_out + dropped,
+            self.warnings + tuple(warnings),
+            self.steps + tuple(steps),
+            self.pending if pending == "kept" else pending,
+            self.tools,
+            self.replaced,
+        )
 
 
 Compiler = Callable[[Snapshot], Compiled]

@@ -83,23 +83,31 @@ def tool_compaction(
     defaults; with ``dedupeIdenticalResults``, then replace older results identical to a newer
     one by a reference to it (reported as the step ``dedupe_identical_results``)."""
     rules = PayloadRules(
-        inputTrimBytes, outputTrimBytes, frozenset(excludedTools),
+        inputTrimBytes,
+        outputTrimBytes,
+        frozenset(excludedTools),
         {tool: tuple(names) for tool, names in (toolIdentifierFields or {}).items()},
-    )  # fmt: skip
+    )
 
     def compile_tool_compaction(snapshot: Snapshot) -> Compiled:
         compiled = inner(snapshot)
         _older_payloads(snapshot, compiled.items)
         note = recall_note(snapshot, compiled.items)
         compiled = _applied(
-            snapshot, compiled, "tool_compaction",
+            snapshot,
+            compiled,
+            "tool_compaction",
             lambda ms, keep: compact_tool_payloads(ms, rules, keep, note),
-        )  # fmt: skip
+        )
         if not dedupeIdenticalResults:
             return compiled
         note = recall_note(snapshot, compiled.items)
-        return _applied(snapshot, compiled, "dedupe_identical_results",
-                        lambda ms, keep: dedupe_results(ms, rules, keep, note))  # fmt: skip
+        return _applied(
+            snapshot,
+            compiled,
+            "dedupe_identical_results",
+            lambda ms, keep: dedupe_results(ms, rules, keep, note),
+        )
 
     return compile_tool_compaction
 

@@ -199,14 +199,23 @@ def _budget(snapshot: Snapshot, max_tokens: int | None, reserve: int | None) -> 
     given = reserve is not None
     reserve = default_reserve(window) if reserve is None else reserve
     if reserve >= window:
-        raise InvalidInput([(("compiler",), (
-            f"token_limit's reserve ({reserve} tokens) leaves no budget in a context window of "
-            f"{window} tokens; give a smaller reserve"
-        ))])  # fmt: skip
+        raise InvalidInput(
+            [
+                (
+                    ("compiler",),
+                    (
+                        f"token_limit's reserve ({reserve} tokens) leaves no budget in a context "
+                        f"window of {window} tokens; give a smaller reserve"
+                    ),
+                )
+            ]
+        )
     default = "" if given else " by default"
-    return _estimated(snapshot, window - reserve, (
-        f" (the context window, {window}, minus token_limit's reserve{default}, {reserve})"
-    ))  # fmt: skip
+    return _estimated(
+        snapshot,
+        window - reserve,
+        (f" (the context window, {window}, minus token_limit's reserve{default}, {reserve})"),
+    )
 
 
 def _estimated(snapshot: Snapshot, budget: int, of: str) -> tuple[int, str]:

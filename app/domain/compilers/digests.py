@@ -84,33 +84,49 @@ class Digest:
     def elided(self, earlier: Earlier) -> Elided:
         left = tuple(LeftOut(reason, (), ranges) for reason, ranges in self.base_left_out)
         return Elided(
-            upto=self.upto, view_count=self.view_count, base_left_out=left,
-            invalid=self.invalid, gap=self.gap, gap_tokens=self.gap_tokens,
-            warnings=self.warnings, last_section=self.last_section, earlier=earlier,
-        )  # fmt: skip
+            upto=self.upto,
+            view_count=self.view_count,
+            base_left_out=left,
+            invalid=self.invalid,
+            gap=self.gap,
+            gap_tokens=self.gap_tokens,
+            warnings=self.warnings,
+            last_section=self.last_section,
+            earlier=earlier,
+        )
 
     def to_json(self) -> dict[str, Any]:
         return {
-            "upto": self.upto, "view_count": self.view_count,
+            "upto": self.upto,
+            "view_count": self.view_count,
             "base_left_out": [[reason, _listed(r)] for reason, r in self.base_left_out],
-            "invalid": _listed(self.invalid), "gap": _listed(self.gap),
-            "gap_tokens": self.gap_tokens, "warnings": [list(w) for w in self.warnings],
-            "needed": _listed(self.needed), "traces": sorted(self.traces),
-            "execution_id": self.execution_id, "last_section": self.last_section,
+            "invalid": _listed(self.invalid),
+            "gap": _listed(self.gap),
+            "gap_tokens": self.gap_tokens,
+            "warnings": [list(w) for w in self.warnings],
+            "needed": _listed(self.needed),
+            "traces": sorted(self.traces),
+            "execution_id": self.execution_id,
+            "last_section": self.last_section,
             "suffixes": self.suffixes,
-        }  # fmt: skip
+        }
 
     @classmethod
     def from_json(cls, data: dict[str, Any]) -> Digest:
         return cls(
-            upto=data["upto"], view_count=data["view_count"],
+            upto=data["upto"],
+            view_count=data["view_count"],
             base_left_out=tuple((r, _ranges(x)) for r, x in data["base_left_out"]),
-            invalid=_ranges(data["invalid"]), gap=_ranges(data["gap"]),
-            gap_tokens=data["gap_tokens"], warnings=tuple(tuple(w) for w in data["warnings"]),
-            needed=_ranges(data["needed"]), traces=frozenset(data["traces"]),
-            execution_id=data["execution_id"], last_section=data["last_section"],
+            invalid=_ranges(data["invalid"]),
+            gap=_ranges(data["gap"]),
+            gap_tokens=data["gap_tokens"],
+            warnings=tuple(tuple(w) for w in data["warnings"]),
+            needed=_ranges(data["needed"]),
+            traces=frozenset(data["traces"]),
+            execution_id=data["execution_id"],
+            last_section=data["last_section"],
             suffixes=dict(data["suffixes"]),
-        )  # fmt: skip
+        )
 
 
 def _listed(ranges: Ranges) -> list[list[int]]:
@@ -160,9 +176,15 @@ def _view(
     sent = {n for n, _ in entries}
     invalid = tuple(item.seq for n, item in enumerate(items) if n not in sent)
     return _View(
-        repaired, last, changed, invalid, len(items), compiled.left_out,
-        tuple(tuple(found) for found in passes), ids,
-    )  # fmt: skip
+        repaired,
+        last,
+        changed,
+        invalid,
+        len(items),
+        compiled.left_out,
+        tuple(tuple(found) for found in passes),
+        ids,
+    )
 
 
 def _opens_alone(message: Message, target: Target) -> bool:
@@ -199,8 +221,9 @@ def extend(
     target = snapshot.target
     assert target is not None
     try:
-        whole = _view(replace(snapshot, items=tuple(items), elided=None), base, target, prior,
-                      earlier)  # fmt: skip
+        whole = _view(
+            replace(snapshot, items=tuple(items), elided=None), base, target, prior, earlier
+        )
         upto = _split(whole, target, keep_tokens, 0 if prior is None else prior.upto)
         if upto is None:
             return None

@@ -99,7 +99,8 @@ _BUILTINS: dict[str, tuple[str, int, bool]] = {
     "private_key": (  # a truncated block: up to the end of the text
         r"-----BEGIN (?:[A-Z0-9]+ )*PRIVATE KEY-----[\s\S]*?"
         r"(?:-----END (?:[A-Z0-9]+ )*PRIVATE KEY-----|\z)",
-        4, False,
+        4,
+        False,
     ),
     "api_key": (r"\bsk-(?:ant-)?[A-Za-z0-9_-]{20,}", 4, False),  # OpenAI sk-..., Anthropic
     # 12 characters at least, one a digit (checked in Python: RE2 has no lookahead), so
@@ -108,13 +109,16 @@ _BUILTINS: dict[str, tuple[str, int, bool]] = {
     "aws_access_key_id": (r"\b(?:AKIA|ASIA|ABIA|ACCA)[A-Z0-9]{16}\b", 4, False),
     "aws_secret_access_key": (
         r"(?i)aws_?secret_?access_?key[\"']?\s*[:=]\s*[\"']?(?P<secret>[A-Za-z0-9/+=]{40})",
-        4, False,
+        4,
+        False,
     ),
     "github_token": (r"\b(?:gh[pousr]_[A-Za-z0-9]{36,}|github_pat_[A-Za-z0-9_]{22,})", 4, False),
     "connection_password": (
-        r"\b[A-Za-z][A-Za-z0-9+.-]*://[^\s:/@]*:(?P<secret>[^\s@/]+)@", 4, False
+        r"\b[A-Za-z][A-Za-z0-9+.-]*://[^\s:/@]*:(?P<secret>[^\s@/]+)@",
+        4,
+        False,
     ),
-}  # fmt: skip
+}
 BUILTIN_PATTERNS: dict[str, str] = {name: p for name, (p, _, _) in _BUILTINS.items()}
 
 
@@ -206,11 +210,15 @@ class Budget:
         self.by_pattern[key] += cost
         self.spenders.setdefault(key, pattern)
         if self.spent > self.allowed:
-            raise TooCostly(self._culprit(), self._why(
-                f"needs more than {self.spent:,} bytes of matching (the limit is"
-                f" {COST_PER_BYTE} + {PATTERN_BYTE_COST} per pattern a byte of text, {TEXT_COST}"
-                f" per text and pattern, {BASE_COST:,} per pattern: {self.allowed:,})"
-            ))  # fmt: skip
+            raise TooCostly(
+                self._culprit(),
+                self._why(
+                    f"needs more than {self.spent:,} bytes of matching (the limit is"
+                    f" {COST_PER_BYTE} + {PATTERN_BYTE_COST} per pattern a byte of text,"
+                    f" {TEXT_COST} per text and pattern, {BASE_COST:,} per pattern:"
+                    f" {self.allowed:,})"
+                ),
+            )
         if time.monotonic() > self.deadline:
             raise TooCostly(self._culprit(), self._why(f"took more than {self.seconds:g} s"))
 

@@ -40,10 +40,17 @@ def recall(
 
     def compile_recall(snapshot: Snapshot) -> Compiled:
         if snapshot.session_id is None:
-            raise InvalidParams([((), (
-                "recall reads a stored session's originals: compile a session "
-                "(POST /v1/sessions/{id}/compile)"
-            ))])  # fmt: skip
+            raise InvalidParams(
+                [
+                    (
+                        (),
+                        (
+                            "recall reads a stored session's originals: compile a session "
+                            "(POST /v1/sessions/{id}/compile)"
+                        ),
+                    )
+                ]
+            )
         tool = definition(snapshot.target or "openai", name)
         claimed = snapshot.claiming(tools_tokens(snapshot.count, [tool]))
         compiled = inner(replace(claimed, recall=name))

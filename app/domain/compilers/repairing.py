@@ -46,9 +46,12 @@ def repaired(inner: Compiler) -> Compiler:
         messages = [i.message for i in items]
         try:
             entries, passes, _ = repair_passes(
-                messages, snapshot.target, snapshot.prior_call_ids, labels,
+                messages,
+                snapshot.target,
+                snapshot.prior_call_ids,
+                labels,
                 None if elided is None else elided.earlier,
-            )  # fmt: skip
+            )
         except Unknowable:
             raise NeedsHistory() from None
         kept = [snapshot.refit(items[n], message) for n, message in entries]

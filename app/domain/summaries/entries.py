@@ -29,9 +29,16 @@ from app.domain.summaries.subjects import (
 )
 
 KINDS = ("rule", "goal", "fact", "preference", "error", "decision", "file", "note")
-TITLES = {"rule": "Rules", "goal": "Goals", "fact": "Facts", "preference":
-          "Preferences", "error": "Errors", "decision": "Decisions", "file": "Tool calls and files",
-          "note": "Notes"}  # fmt: skip
+TITLES = {
+    "rule": "Rules",
+    "goal": "Goals",
+    "fact": "Facts",
+    "preference": "Preferences",
+    "error": "Errors",
+    "decision": "Decisions",
+    "file": "Tool calls and files",
+    "note": "Notes",
+}
 RANK = {kind: n for n, kind in enumerate(KINDS)}
 LINE_CHARS = 240
 ARGUMENT_CHARS = 60
@@ -46,14 +53,47 @@ LABELS = {
 LABEL_KIND = {word: kind for kind, line in LABELS.items() for word in line.split()}
 _LABEL = re.compile(r"([A-Z][A-Z _-]{0,30}[A-Z]):\s")
 _SENTENCE = re.compile(r"(?<=[.!?])\s+")
-RULES = ("never", "must", "do not", "don't", "may not", "not allowed", "forbidden", "at most",
-         "no more than", "required", "mandatory")  # fmt: skip
-GOALS = ("current task", "next step", "goal", "open question", "todo", "need to", "objective",
-         "awaiting", "remaining")  # fmt: skip
+RULES = (
+    "never",
+    "must",
+    "do not",
+    "don't",
+    "may not",
+    "not allowed",
+    "forbidden",
+    "at most",
+    "no more than",
+    "required",
+    "mandatory",
+)
+GOALS = (
+    "current task",
+    "next step",
+    "goal",
+    "open question",
+    "todo",
+    "need to",
+    "objective",
+    "awaiting",
+    "remaining",
+)
 PREFERENCES = ("prefer", "prefers", "preferred", "would rather", "wants", "i like")
 DECISIONS = ("i'll", "i will", "we'll", "we will", "let's", "decided", "going to", "chose")
-ERRORS = ("error", "errors", "exception", "traceback", "failed", "failure", "fatal", "panic",
-          "denied", "refused", "timed out", "not found", "unable to")  # fmt: skip
+ERRORS = (
+    "error",
+    "errors",
+    "exception",
+    "traceback",
+    "failed",
+    "failure",
+    "fatal",
+    "panic",
+    "denied",
+    "refused",
+    "timed out",
+    "not found",
+    "unable to",
+)
 NO_ERRORS = ("no error", "no errors", "0 errors", "no failures", "0 failed")
 
 
@@ -95,8 +135,9 @@ def statement_entry(text: str, seqs: tuple[int, ...]) -> Entry | None:
     kind: str | None = None
     label = _LABEL.match(text)
     if label is not None:
-        kind = next((LABEL_KIND[w] for w in label[1].replace("-", " ").split()
-                     if w in LABEL_KIND), None)  # fmt: skip
+        kind = next(
+            (LABEL_KIND[w] for w in label[1].replace("-", " ").split() if w in LABEL_KIND), None
+        )
         if kind is not None:
             text = text[label.end() :].strip()
     if not text or low_information(text):

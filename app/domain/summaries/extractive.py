@@ -75,8 +75,11 @@ def _notes(references: References) -> list[str]:
     """What the reference lines cost whatever is in them."""
     if not references.ranked:
         return []
-    kinds = (("Files: ", references.paths), ("URLs: ", references.urls),
-             ("Identifiers: ", references.identifiers))  # fmt: skip
+    kinds = (
+        ("Files: ", references.paths),
+        ("URLs: ", references.urls),
+        ("Identifiers: ", references.identifiers),
+    )
     return [label for label, values in kinds if values] + [_refs_left_out(len(references.ranked))]
 
 
@@ -109,8 +112,11 @@ def _sections(facts: Facts) -> list[Section]:
 def _reference_lines(references: References, kept: int) -> list[str]:
     """The first ``kept`` ranked references, by kind, each kind in order of first mention."""
     chosen = set(references.ranked[:kept])
-    kinds = (("Files", references.paths), ("URLs", references.urls),
-             ("Identifiers", references.identifiers))  # fmt: skip
+    kinds = (
+        ("Files", references.paths),
+        ("URLs", references.urls),
+        ("Identifiers", references.identifiers),
+    )
     lines = [(label, [v for v in values if v in chosen]) for label, values in kinds]
     out = [f"{label}: {', '.join(values)}" for label, values in lines if values]
     left = len(references.ranked) - kept

@@ -38,8 +38,19 @@ LINE_CHARS = 240
 OUTCOME_CHARS = 100
 ARGUMENT_CHARS = 60
 ERRORS_PER_TEXT = 5
-KEY_ARGUMENTS = ("path", "file_path", "file", "filename", "url", "command", "cmd", "query",
-                 "pattern", "name", "id")  # fmt: skip
+KEY_ARGUMENTS = (
+    "path",
+    "file_path",
+    "file",
+    "filename",
+    "url",
+    "command",
+    "cmd",
+    "query",
+    "pattern",
+    "name",
+    "id",
+)
 
 _SENTENCE_BREAK = re.compile(r"(?<=[.!?])\s+|\n+")
 _CONSTRAINT = re.compile(

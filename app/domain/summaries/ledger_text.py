@@ -54,8 +54,7 @@ def render(entries: Sequence[Entry], note: str) -> str:
     by_kind: dict[str, list[str]] = {kind: [] for kind in KINDS}
     for entry in entries:
         by_kind[entry.kind].append(entry_line(entry))
-    out = [line for kind in KINDS if by_kind[kind]
-           for line in (f"{TITLES[kind]}:", *by_kind[kind])]  # fmt: skip
+    out = [line for kind in KINDS if by_kind[kind] for line in (f"{TITLES[kind]}:", *by_kind[kind])]
     return "\n".join([*out, note] if note else out)
 
 

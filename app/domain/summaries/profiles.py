@@ -55,21 +55,28 @@ class SummarizerChoice(BaseModel):
         None, pattern=NAME_PATTERN, description="A deployment profile (default: `default`)."
     )
     model: str | None = Field(
-        None, min_length=1, max_length=200, pattern=r"^[^\x00-\x1f]*$",
+        None,
+        min_length=1,
+        max_length=200,
+        pattern=r"^[^\x00-\x1f]*$",
         description="The model asked, instead of the profile's (openai, anthropic).",
-    )  # fmt: skip
+    )
     instructions: str | None = Field(
-        None, min_length=1, max_length=MAX_INSTRUCTIONS_CHARS, pattern=r"^[^\x00]*$",
+        None,
+        min_length=1,
+        max_length=MAX_INSTRUCTIONS_CHARS,
+        pattern=r"^[^\x00]*$",
         description="Further instructions for LLM summarisers, after the built-in ones.",
-    )  # fmt: skip
+    )
     timeout_seconds: float | None = Field(
         None, gt=0, le=600, description="Time limit of one summariser request."
     )
     fallback: str | None = Field(
-        None, pattern=NAME_PATTERN,
+        None,
+        pattern=NAME_PATTERN,
         description="The profile used when this one fails (`ledger`, `extractive`, or another "
         "profile).",
-    )  # fmt: skip
+    )
 
     def names(self) -> list[tuple[str, str]]:
         """The (field, profile name) pairs this choice refers to."""

@@ -118,8 +118,9 @@ def find_references(texts: Iterable[str], names: Iterable[str] = ()) -> Referenc
         add("identifier", name, latest=False)
     kind_of = {v: n for n, kind in enumerate(found.values()) for v in kind}  # path, url, id
     ranked = sorted(mentions, key=lambda v: (-mentions[v][0], kind_of[v], -mentions[v][1]))
-    return References(tuple(found["path"]), tuple(found["url"]), tuple(found["identifier"]),
-                      tuple(ranked))  # fmt: skip
+    return References(
+        tuple(found["path"]), tuple(found["url"]), tuple(found["identifier"]), tuple(ranked)
+    )
 
 
 Add = Callable[[Kind, str], None]

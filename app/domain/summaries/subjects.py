@@ -30,11 +30,33 @@ ACKS = _lexicon("acknowledged noted done ok okay thanks thank sure recorded cont
 _WORD = re.compile(r"[a-z0-9]+")
 MONEY_WORDS = _lexicon("dollars dollar euros euro usd eur gbp pounds")
 SCOPES = (
-    "project", "trip", "travel", "conference", "team", "marketing", "hardware", "cloud", "event",
-    "launch", "release", "documentation", "docs", "beta", "milestone", "production", "staging",
-)  # fmt: skip
-ROLES = (("on-call", "oncall"), ("oncall", "oncall"), ("pager", "oncall"), ("support", "support"),
-         ("approver", "approver"), ("reviewer", "reviewer"), ("owner", "owner"))  # fmt: skip
+    "project",
+    "trip",
+    "travel",
+    "conference",
+    "team",
+    "marketing",
+    "hardware",
+    "cloud",
+    "event",
+    "launch",
+    "release",
+    "documentation",
+    "docs",
+    "beta",
+    "milestone",
+    "production",
+    "staging",
+)
+ROLES = (
+    ("on-call", "oncall"),
+    ("oncall", "oncall"),
+    ("pager", "oncall"),
+    ("support", "support"),
+    ("approver", "approver"),
+    ("reviewer", "reviewer"),
+    ("owner", "owner"),
+)
 BUDGET = _lexicon("budget spend spending expenses expense costs cost ceiling cap")
 DATES = _lexicon("deadline launch release ship ships shipping freeze due")
 NAMES = _lexicon("codename codenamed designated label calling called renamed")

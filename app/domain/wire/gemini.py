@@ -73,8 +73,14 @@ class _Merged:
             return
         if not isinstance(candidates, list):
             raise WireError("candidates must be a list")
-        candidate = next((expect(c, "a candidate") for c in candidates
-                          if isinstance(c, dict) and c.get("index", 0) == 0), None)  # fmt: skip
+        candidate = next(
+            (
+                expect(c, "a candidate")
+                for c in candidates
+                if isinstance(c, dict) and c.get("index", 0) == 0
+            ),
+            None,
+        )
         if candidate is None:
             return
         content = candidate.get("content")
@@ -167,6 +173,7 @@ def gemini_error(status: int, message: str, param: str | None = None) -> dict[st
     error: dict[str, Any] = {"code": status, "message": message, "status": name}
     if param is not None:
         violation = {"field": param, "description": message}
-        error["details"] = [{"@type": "type.googleapis.com/google.rpc.BadRequest",
-                             "fieldViolations": [violation]}]  # fmt: skip
+        error["details"] = [
+            {"@type": "type.googleapis.com/google.rpc.BadRequest", "fieldViolations": [violation]}
+        ]
     return {"error": error}

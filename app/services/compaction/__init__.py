@@ -85,11 +85,13 @@ def check_profiles(policy: CompactionPolicy, profiles: frozenset[str], field: st
     """InvalidInput naming each summariser profile of ``policy`` the deployment does not have."""
     choice = policy.summarizer
     unknown = [
-        ((field, "summarizer", name), f"no summariser profile {value!r} (known: "
-         f"{', '.join(sorted(profiles))})")
+        (
+            (field, "summarizer", name),
+            f"no summariser profile {value!r} (known: {', '.join(sorted(profiles))})",
+        )
         for name, value in (choice.names() if choice is not None else [])
         if value not in profiles
-    ]  # fmt: skip
+    ]
     if unknown:
         raise InvalidInput(unknown)
 
@@ -97,11 +99,15 @@ def check_profiles(policy: CompactionPolicy, profiles: frozenset[str], field: st
 def archived(row: MessageRow) -> dict[str, Any]:
     """A stored message exactly as it was stored, for the archive."""
     return {
-        "seq": row.seq, "section": row.section, "role": row.role, "name": row.name,
-        "content": row.content, "metadata": row.meta,
+        "seq": row.seq,
+        "section": row.section,
+        "role": row.role,
+        "name": row.name,
+        "content": row.content,
+        "metadata": row.meta,
         "tokens": stored_counts(row),
         "created_at": row.created_at.isoformat(),
-    }  # fmt: skip
+    }
 
 
 @dataclass(frozen=True)
@@ -122,9 +128,12 @@ class Where:
         """For ``session`` compiled for ``profile`` (a request's context window first)."""
         window = context_window or session.context_window or profile.context_window
         return cls(
-            profile.encoding, window, profile.session_resumption, profile.output,
+            profile.encoding,
+            window,
+            profile.session_resumption,
+            profile.output,
             prices_of(profile),
-        )  # fmt: skip
+        )
 
     def pct(self, tokens: int) -> float:
         return round(100 * tokens / self.context_window, 2)
@@ -164,13 +173,16 @@ class Gate:
         if not sheds_enough(shed, plan.tokens_before, self.min_shed_pct):
             raise Refused(
                 f"it would shed {shed} of the history's {plan.tokens_before} tokens, less than "
-                f"min_shed_pct ({self.min_shed_pct}%)", replace(economics, applied=False), True,
-            )  # fmt: skip
+                f"min_shed_pct ({self.min_shed_pct}%)",
+                replace(economics, applied=False),
+                True,
+            )
         if not economics.applied:
             raise Refused(
                 f"the prompt cache it rewrites ({economics.cost} input-token units) outweighs "
-                f"what it sheds over {self.turns} turns ({economics.saved})", economics,
-            )  # fmt: skip
+                f"what it sheds over {self.turns} turns ({economics.saved})",
+                economics,
+            )
         return economics
 
 
@@ -192,9 +204,10 @@ async def apply_plan(
     seqs = [i.seq for i in plan.taken]
     cid = str(uuid.uuid4())
     metadata: dict[str, Any] = {
-        "compaction_id": cid, "summarized_seqs": [seqs[0], seqs[-1]],
+        "compaction_id": cid,
+        "summarized_seqs": [seqs[0], seqs[-1]],
         ROUNDS_KEY: rounds_of(plan.taken),
-    }  # fmt: skip
+    }
     if summary.constraints:
         metadata[CARRIED_KEY] = list(summary.constraints)
     message = summary_message(summary.text).model_copy(update={"metadata": metadata})
@@ -223,15 +236,25 @@ async def apply_plan(
     if resets:  # the provider session holds what was summarised: a new one starts
         await queries.end_provider_session(db, pk)
     record = CompactionRow(
-        id=cid, session_pk=pk, kind=plan.kind, reason=plan.reason, seq_from=seqs[0],
-        seq_to=seqs[-1], summary_seq=seqs[-1], archived=archive,
+        id=cid,
+        session_pk=pk,
+        kind=plan.kind,
+        reason=plan.reason,
+        seq_from=seqs[0],
+        seq_to=seqs[-1],
+        summary_seq=seqs[-1],
+        archived=archive,
         tokens_before=plan.tokens_before,
         tokens_after=plan.tokens_before - plan.tokens_taken + summary_tokens,
-        summary_tokens=summary_tokens, cache_rewrite_tokens=rewrite,
-        resets_provider_session=resets, summarizer=written_by(summary), created_at=now(),
+        summary_tokens=summary_tokens,
+        cache_rewrite_tokens=rewrite,
+        resets_provider_session=resets,
+        summarizer=written_by(summary),
+        created_at=now(),
         loss=summary.loss.as_json() if summary.loss is not None else None,
-        prepared_at=prepared_at, economics=economics,
-    )  # fmt: skip
+        prepared_at=prepared_at,
+        economics=economics,
+    )
     db.add(record)
     before = len(plan.taken) + len(plan.left)
     return Done(record, before, len(plan.left) + 1, summary)

@@ -71,8 +71,10 @@ class Compactor(Protocol):
     ) -> list[Done]: ...
 
 
-PREPARING = ("the history is over trigger_tokens: a compaction is being prepared in the "
-             "background; compiled without it")  # fmt: skip
+PREPARING = (
+    "the history is over trigger_tokens: a compaction is being prepared in the "
+    "background; compiled without it"
+)
 
 
 async def due(
@@ -183,9 +185,14 @@ def _job(
 ) -> Preparation:
     summarizer = compactor.summarizer_for(policy.summarizer)
     return Preparation(
-        SessionPk(session.pk), policy, where, summarizer, compactor.counter,
-        session.history_version, count,
-    )  # fmt: skip
+        SessionPk(session.pk),
+        policy,
+        where,
+        summarizer,
+        compactor.counter,
+        session.history_version,
+        count,
+    )
 
 
 def _schedule(

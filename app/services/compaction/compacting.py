@@ -49,8 +49,10 @@ async def compact_now(
         plan_session(items, policy, now=True) if kind == "session" else PLANS[kind](items, policy)
     )
     if plan is None:
-        raise Conflict("nothing to compact: no API round may be summarised (recent, pinned, "
-                       "the current prompt, or too few messages)")  # fmt: skip
+        raise Conflict(
+            "nothing to compact: no API round may be summarised (recent, pinned, "
+            "the current prompt, or too few messages)"
+        )
     where = Where.of(session, profile)
     return await compactor.run(session, plan, where, policy.summarizer)
 

@@ -113,9 +113,11 @@ class Compactor:
         summary, no summariser is called: it is swapped in, in one transaction."""
         pk = SessionPk(session.pk)
         before: dict[str, Any] = {
-            "kind": plan.kind, "reason": plan.reason, "tokens_before": plan.tokens_before,
+            "kind": plan.kind,
+            "reason": plan.reason,
+            "tokens_before": plan.tokens_before,
             "messages_before": len(plan.taken) + len(plan.left),
-        }  # fmt: skip
+        }
         boundary = plan.kind == "session"
         lease = await self._lease(pk, plan)
         if boundary:
@@ -138,8 +140,13 @@ class Compactor:
             raise
         except ConstraintLost as err:
             kind = events.COMPACTION_END if boundary else events.COMPACTION
-            data = {**before, "compaction_id": None, "outcome": "refused", "refused": str(err),
-                    "constraints": list(err.checksums)}  # fmt: skip
+            data = {
+                **before,
+                "compaction_id": None,
+                "outcome": "refused",
+                "refused": str(err),
+                "constraints": list(err.checksums),
+            }
             await events.emit(self.db, pk, kind, data, self.now)
             await leases.release(self.db, lease)
             await self.db.commit()
@@ -198,8 +205,12 @@ class Compactor:
         try:
             if await leases.holds(self.db, lease):
                 if before is not None:
-                    data = {**before, "compaction_id": None, "outcome": "failed",
-                            "detail": type(err).__name__}  # fmt: skip
+                    data = {
+                        **before,
+                        "compaction_id": None,
+                        "outcome": "failed",
+                        "detail": type(err).__name__,
+                    }
                     await events.emit(self.db, lease.pk, events.COMPACTION_END, data, now())
                 await leases.release(self.db, lease)
             await self.db.commit()
@@ -270,8 +281,10 @@ class Compactor:
         try:
             return [await self.run(session, plan, where, choice, gate)]
         except Busy:
-            self.notes.append("a compaction of this session is running in another request: "
-                              "compiled without waiting for it")  # fmt: skip
+            self.notes.append(
+                "a compaction of this session is running in another request: "
+                "compiled without waiting for it"
+            )
             return []
         except ConstraintLost as err:
             self.notes.append(f"compaction {err}; compiled without it")
@@ -285,14 +298,16 @@ def _outcome(done: Done, where: Where) -> dict[str, Any]:
     row, summary = done.row, done.summary
     usage = summary.usage if summary is not None else None
     out = {
-        "compaction_id": row.id, "tokens_after": row.tokens_after,
-        "summary_tokens": row.summary_tokens, "messages_after": done.messages_after,
+        "compaction_id": row.id,
+        "tokens_after": row.tokens_after,
+        "summary_tokens": row.summary_tokens,
+        "messages_after": done.messages_after,
         "budget_used_pct": where.pct(row.tokens_after),
         "resets_provider_session": row.resets_provider_session,
         "loss": _loss_counts(row.loss),
         "constraints": len(summary.constraints) if summary is not None else 0,
         "summarizer_usage": usage.as_json() if usage is not None else None,
-    }  # fmt: skip
+    }
     if row.economics is not None:
         out["economics"] = row.economics
     if row.prepared_at is not None:

@@ -65,8 +65,13 @@ async def take(db: AsyncSession, pk: SessionPk, seconds: float) -> Lease | None:
 async def close_abandoned(db: AsyncSession, pk: SessionPk, start_id: int, now: datetime) -> None:
     """End the start event ``start_id`` as abandoned (its data, no compaction)."""
     start = await store.event(db, pk, start_id)
-    data = {**(start.data if start else {}), "compaction_id": None, "outcome": "abandoned",
-            "start_event_id": start_id, "detail": ABANDONED}  # fmt: skip
+    data = {
+        **(start.data if start else {}),
+        "compaction_id": None,
+        "outcome": "abandoned",
+        "start_event_id": start_id,
+        "detail": ABANDONED,
+    }
     await events.emit(db, pk, events.COMPACTION_END, data, now)
 
 

@@ -120,8 +120,10 @@ def summary_of(stored: dict[str, Any]) -> Summary:
     usage = stored.get("usage")
     fields["usage"] = Usage(**usage) if isinstance(usage, dict) else None
     if loss is not None:
-        outcome = {n: tuple(LossEntry(e["kind"], e["text"], tuple(e["seqs"])) for e in loss[n])
-                   for n in OUTCOMES}  # fmt: skip
+        outcome = {
+            n: tuple(LossEntry(e["kind"], e["text"], tuple(e["seqs"])) for e in loss[n])
+            for n in OUTCOMES
+        }
         fields["loss"] = Loss(**outcome, notes=tuple(loss.get("notes", ())))
     return Summary(**fields)
 

@@ -63,8 +63,9 @@ async def within_budget(
         named = [c.checksum for c in constraints]
         raise ConstraintLost(
             f"refused: the constraints {', '.join(named)} ({fixed} tokens with the summary "
-            f"header) do not fit the summary budget of {plan.summary_tokens} tokens", named,
-        )  # fmt: skip
+            f"header) do not fit the summary budget of {plan.summary_tokens} tokens",
+            named,
+        )
     asked = max(1, plan.summary_tokens - fixed)
     source = replace(source_of(plan, target), carried=len(constraints))
     summary = await summarizer.summarize(taken, plan.reason, asked, source)

@@ -35,8 +35,10 @@ KIND = "tool_payloads"
 
 def _compiler(steps: list[Any] | None) -> Compiler:
     """The steps over the stored history in seq order; problems are located under ``steps``."""
-    raw = {"base": {"name": "all_sections", "params": {"order": "seq"}},
-           "decorators": steps if steps is not None else DEFAULT_STEPS}  # fmt: skip
+    raw = {
+        "base": {"name": "all_sections", "params": {"order": "seq"}},
+        "decorators": steps if steps is not None else DEFAULT_STEPS,
+    }
     try:
         spec = parse_spec(raw, ())
         problems = [
@@ -73,8 +75,13 @@ async def compact_payloads_now(
         raise NotFound("session", session_id)
     rows = {r.seq: r for r in await queries.all_messages(db, pk)}
     items = tuple(stored_items(list(rows.values()), profile.encoding))
-    snapshot = Snapshot(items=items, tenant=tenant, now=now, session_id=session.id,
-                        count=lambda m: count_message(m, encoder))  # fmt: skip
+    snapshot = Snapshot(
+        items=items,
+        tenant=tenant,
+        now=now,
+        session_id=session.id,
+        count=lambda m: count_message(m, encoder),
+    )
     compiled = await cpu.run_sync(compiler, snapshot)
     touched = sorted({t.seq for step in compiled.steps for t in step.touched})
     if not touched:
@@ -97,17 +104,34 @@ async def compact_payloads_now(
     if resets:
         await queries.end_provider_session(db, pk)
     record = CompactionRow(
-        id=str(uuid.uuid4()), session_pk=pk, kind=KIND, reason=KIND, seq_from=touched[0],
-        seq_to=touched[-1], summary_seq=None, archived=archive, tokens_before=before,
-        tokens_after=after, summary_tokens=0,
+        id=str(uuid.uuid4()),
+        session_pk=pk,
+        kind=KIND,
+        reason=KIND,
+        seq_from=touched[0],
+        seq_to=touched[-1],
+        summary_seq=None,
+        archived=archive,
+        tokens_before=before,
+        tokens_after=after,
+        summary_tokens=0,
         cache_rewrite_tokens=sum(i.tokens for i in compiled.items if i.seq >= touched[0]),
-        resets_provider_session=resets, summarizer=None, created_at=now,
-    )  # fmt: skip
+        resets_provider_session=resets,
+        summarizer=None,
+        created_at=now,
+    )
     db.add(record)
-    data = {"kind": KIND, "reason": KIND, "compaction_id": record.id, "tokens_before": before,
-            "tokens_after": after, "messages_before": len(items), "messages_after": len(items),
-            "budget_used_pct": Where.of(session, profile).pct(after),
-            "resets_provider_session": resets}  # fmt: skip
+    data = {
+        "kind": KIND,
+        "reason": KIND,
+        "compaction_id": record.id,
+        "tokens_before": before,
+        "tokens_after": after,
+        "messages_before": len(items),
+        "messages_after": len(items),
+        "budget_used_pct": Where.of(session, profile).pct(after),
+        "resets_provider_session": resets,
+    }
     await events.emit(db, pk, events.COMPACTION, data, now)
     await db.commit()
     return compactor.compacted(Done(record, len(items), len(items)))

@@ -109,9 +109,14 @@ class Digester:
     async def _digest(self, job: Job, now: datetime) -> Outcome:
         prior = job.prior
         made = await cpu.run_sync(
-            extend, None if prior is None else prior.digest, job.items, job.base, job.snapshot,
-            job.keep_tokens, job.earlier,
-        )  # fmt: skip
+            extend,
+            None if prior is None else prior.digest,
+            job.items,
+            job.base,
+            job.snapshot,
+            job.keep_tokens,
+            job.earlier,
+        )
         if made is None:
             return "none"
         digest, ids = made
@@ -233,9 +238,13 @@ def job_after(
     forward (after a tail grown past ``MOVE_AT`` times what it keeps), if any."""
     keep = int(KEEP_WINDOWS * max(target.context_window, output.total))
     snapshot = Snapshot(
-        items=(), tenant="", now=datetime.now(UTC), count=lambda m: count_message(m, encoder),
-        execution_id=execution_id, target=target.profile.output,
-    )  # fmt: skip
+        items=(),
+        tenant="",
+        now=datetime.now(UTC),
+        count=lambda m: count_message(m, encoder),
+        execution_id=execution_id,
+        target=target.profile.output,
+    )
     pk = SessionPk(row.pk)
     if tail is None:
         if sum(r.tokens for r in rows) < MOVE_AT * keep:
@@ -243,5 +252,14 @@ def job_after(
         return Job(pk, view.key, row.history_version, items, view.base, snapshot, keep)
     if tail.tokens < MOVE_AT * keep:
         return None
-    return Job(pk, view.key, row.history_version, items, view.base, snapshot, keep, tail.stored,
-               tail.earlier(items))  # fmt: skip
+    return Job(
+        pk,
+        view.key,
+        row.history_version,
+        items,
+        view.base,
+        snapshot,
+        keep,
+        tail.stored,
+        tail.earlier(items),
+    )

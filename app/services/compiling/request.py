@@ -165,9 +165,14 @@ def snapshot_of(
     )
     ephemeral = tuple(m for m, _ in parsed)
     return Snapshot(
-        items=items, count=lambda m: count_message(m, encoder), ephemeral=ephemeral,
-        execution_id=options.execution_id, tenant=caller.name, elided=elided, **context,
-    )  # fmt: skip
+        items=items,
+        count=lambda m: count_message(m, encoder),
+        ephemeral=ephemeral,
+        execution_id=options.execution_id,
+        tenant=caller.name,
+        elided=elided,
+        **context,
+    )
 
 
 def light(rows: Sequence[Row[Any]], target: Target, options: Options) -> bool:

@@ -116,9 +116,14 @@ async def add_session(
     """Insert a session row from its API fields (the caller commits); a taken id is a Conflict."""
     catalog.resolve(fields["provider"])
     row = SessionRow(
-        pk=str(uuid.uuid4()), tenant_id=tenant, id=session_id, last_seq=last_seq,
-        created_at=created_at, updated_at=updated_at, **_columns(fields),
-    )  # fmt: skip
+        pk=str(uuid.uuid4()),
+        tenant_id=tenant,
+        id=session_id,
+        last_seq=last_seq,
+        created_at=created_at,
+        updated_at=updated_at,
+        **_columns(fields),
+    )
     db.add(row)
     try:
         await db.flush()

@@ -101,7 +101,7 @@ def check_marks(messages: list[Message], lead: int) -> None:
         for i, m in enumerate(messages)
         if "constraint" in m.metadata or "constraints" in m.metadata
         for path, message in marking_problems(m)
-    ]  # fmt: skip
+    ]
     if problems:
         raise InvalidInput(problems)
 
@@ -257,8 +257,16 @@ def tool_parts(pk: SessionPk, seq: int, message: Message) -> list[dict[str, Any]
                 kind, tool = "result", None
             case _:
                 continue
-        rows.append({"session_pk": pk, "seq": seq, "idx": idx, "kind": kind,
-                     "call_id": call_id, "tool_name": tool})  # fmt: skip
+        rows.append(
+            {
+                "session_pk": pk,
+                "seq": seq,
+                "idx": idx,
+                "kind": kind,
+                "call_id": call_id,
+                "tool_name": tool,
+            }
+        )
     return rows
 
 

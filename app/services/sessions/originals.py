@@ -113,10 +113,13 @@ async def tool_call(
     call = _part(messages, occurrence.call, ToolCallPart)
     args = call.arguments if call is not None else None
     return ToolCall(
-        call_id, occurrence.call[0] if occurrence.call else None, call,
+        call_id,
+        occurrence.call[0] if occurrence.call else None,
+        call,
         digests(args) if isinstance(args, dict) else None,
-        _result(messages, occurrence.result), [o.call[0] for o in found if o.call],
-    )  # fmt: skip
+        _result(messages, occurrence.result),
+        [o.call[0] for o in found if o.call],
+    )
 
 
 async def message_at(db: AsyncSession, pk: SessionPk, seq: int) -> Message | None:

@@ -46,26 +46,59 @@ from app.storage.models import (
 V2 = "ctxc.session/v2"
 PAGE = 1_000
 COMPACTION_FIELDS = (
-    "id", "kind", "reason", "seq_from", "seq_to", "summary_seq", "tokens_before", "tokens_after",
-    "summary_tokens", "cache_rewrite_tokens", "resets_provider_session", "summarizer",
-    "created_at", "archived", "loss", "prepared_at", "economics",
-)  # fmt: skip
+    "id",
+    "kind",
+    "reason",
+    "seq_from",
+    "seq_to",
+    "summary_seq",
+    "tokens_before",
+    "tokens_after",
+    "summary_tokens",
+    "cache_rewrite_tokens",
+    "resets_provider_session",
+    "summarizer",
+    "created_at",
+    "archived",
+    "loss",
+    "prepared_at",
+    "economics",
+)
 COMPILE_FIELDS = (
-    "id", "mode", "seq_from", "seq_to", "token_total", "created_at", "acknowledged_at",
-    "reported_at", "usage", "error_kind", "estimate", "count_key",
-)  # fmt: skip
+    "id",
+    "mode",
+    "seq_from",
+    "seq_to",
+    "token_total",
+    "created_at",
+    "acknowledged_at",
+    "reported_at",
+    "usage",
+    "error_kind",
+    "estimate",
+    "count_key",
+)
 Record = dict[str, Any]
 
 
 def session_fields(row: Any) -> Record:
     return {
-        "id": row.id, "metadata": row.meta, "system_prompt": row.system_prompt,
-        "response_format": row.response_format, "provider": row.provider, "profile": row.profile,
-        "resume_key": row.resume_key, "context_window": row.context_window,
-        "compiler": row.compiler, "compaction": row.compaction_policy,
-        "created_at": row.created_at, "updated_at": row.updated_at, "last_seq": row.last_seq,
-        "cursor_seq": row.cursor_seq, "provider_session_id": row.provider_session_id,
-    }  # fmt: skip
+        "id": row.id,
+        "metadata": row.meta,
+        "system_prompt": row.system_prompt,
+        "response_format": row.response_format,
+        "provider": row.provider,
+        "profile": row.profile,
+        "resume_key": row.resume_key,
+        "context_window": row.context_window,
+        "compiler": row.compiler,
+        "compaction": row.compaction_policy,
+        "created_at": row.created_at,
+        "updated_at": row.updated_at,
+        "last_seq": row.last_seq,
+        "cursor_seq": row.cursor_seq,
+        "provider_session_id": row.provider_session_id,
+    }
 
 
 async def export_records(
@@ -81,9 +114,13 @@ async def export_records(
     after = 0  # messages appended since the header (SQLite) have seqs beyond its last_seq
     while after < last_seq and (page := await store.message_page(db, pk, after, last_seq, PAGE)):
         for m in page:
-            yield {"type": "message", "seq": m.seq, "section": m.section,
-                   "created_at": at_offset(m.created_at, m.created_offset),
-                   "message": _canonical(m)}  # fmt: skip
+            yield {
+                "type": "message",
+                "seq": m.seq,
+                "section": m.section,
+                "created_at": at_offset(m.created_at, m.created_offset),
+                "message": _canonical(m),
+            }
         after = page[-1].seq
     for cid in await store.compaction_ids(db, pk, start):
         found = await queries.compaction_row(db, pk, cid)
@@ -93,8 +130,13 @@ async def export_records(
     sha = ""
     while payloads := await store.payload_page(db, pk, sha, PAGE):
         for p in payloads:
-            yield {"type": "payload", "sha256": p.sha256, "value": p.value, "bytes": p.bytes,
-                   "created_at": p.created_at}  # fmt: skip
+            yield {
+                "type": "payload",
+                "sha256": p.sha256,
+                "value": p.value,
+                "bytes": p.bytes,
+                "created_at": p.created_at,
+            }
         sha = payloads[-1].sha256
         db.expunge_all()
     cursor: tuple[datetime, str] | None = None
@@ -155,9 +197,15 @@ class Importer:
         self.ledger, self.session_where = Ledger(last_seq, strict), where
         columns = {k: v for k, v in fields.items() if k not in ("id", "created_at", "updated_at")}
         self.row = await add_session(
-            self.db, self.tenant, fields["id"], columns, fields["created_at"],
-            fields["updated_at"], last_seq, self.catalog,
-        )  # fmt: skip
+            self.db,
+            self.tenant,
+            fields["id"],
+            columns,
+            fields["created_at"],
+            fields["updated_at"],
+            last_seq,
+            self.catalog,
+        )
         self.row.cursor_seq, self.row.provider_session_id = cursor, provider_session
         self.pk = SessionPk(self.row.pk)
 
@@ -191,10 +239,16 @@ class Importer:
         await self._flush_compiles()
         self.ledger.finish(self.session_where)
         if self.taken:  # told after the document's own problems: they are the first to mend
-            raise Conflict(f"{self.taken} already exists in this database: a document imports "
-                           "once per database (ids are kept)")  # fmt: skip
-        rows = [r for seq, found in self.rewrites.items() if seq not in self.ledger.indexed
-                for r in found]  # fmt: skip
+            raise Conflict(
+                f"{self.taken} already exists in this database: a document imports "
+                "once per database (ids are kept)"
+            )
+        rows = [
+            r
+            for seq, found in self.rewrites.items()
+            if seq not in self.ledger.indexed
+            for r in found
+        ]
         await store.insert_rows(self.db, ToolPartRow, rows)
         self.row.message_count = self.count
         for encoding, column in queries.TOTAL_COLUMNS.items():
@@ -229,12 +283,18 @@ class Importer:
     def _message_row(self, fields: Record, message: Message, counts: dict[str, int]) -> Record:
         at: datetime = fields["created_at"]
         return {
-            "session_pk": self.pk, "seq": fields["seq"], "section": fields["section"],
-            "role": message.role, "name": message.name,
-            "content": message.to_json().get("content", []), "metadata": message.metadata,
-            "tokens_o200k": counts["o200k_base"], "tokens_cl100k": counts["cl100k_base"],
-            "created_at": at, "created_offset": utc_offset(at),
-        }  # fmt: skip
+            "session_pk": self.pk,
+            "seq": fields["seq"],
+            "section": fields["section"],
+            "role": message.role,
+            "name": message.name,
+            "content": message.to_json().get("content", []),
+            "metadata": message.metadata,
+            "tokens_o200k": counts["o200k_base"],
+            "tokens_cl100k": counts["cl100k_base"],
+            "created_at": at,
+            "created_offset": utc_offset(at),
+        }
 
     async def _compaction(self, where: Path, fields: Record) -> None:
         self.ledger.compaction(where, fields)

@@ -58,8 +58,11 @@ class Ledger:
         """Records come in the order messages, compactions, payloads, compiles."""
         stage = ORDER.index(kind)
         if stage < self.stage:
-            raise refuse(where, f"a {kind} record after {ORDER[self.stage]} records: records "
-                         "come in the order message, compaction, payload, compile")  # fmt: skip
+            raise refuse(
+                where,
+                f"a {kind} record after {ORDER[self.stage]} records: records "
+                "come in the order message, compaction, payload, compile",
+            )
         self.stage = stage
 
     def message(self, where: Path, seq: int, written: bool) -> None:
@@ -67,8 +70,9 @@ class Ledger:
         if seq <= last:
             raise refuse((*where, "seq"), f"seq {seq} after seq {last}: seqs must increase")
         if seq > self.last_seq:
-            raise refuse((*where, "seq"), f"seq {seq} is beyond the session's last_seq "
-                         f"{self.last_seq}")  # fmt: skip
+            raise refuse(
+                (*where, "seq"), f"seq {seq} is beyond the session's last_seq {self.last_seq}"
+            )
         if self.runs and seq == last + 1:
             self.runs[-1].last = seq
         else:
@@ -91,9 +95,11 @@ class Ledger:
         for i, entry in enumerate(fields["archived"]):
             seq = entry["seq"]
             if seq > self.last_seq or not (low or seq) <= seq <= (high or seq):
-                raise refuse((*where, "archived", i, "seq"),
-                             f"seq {seq} references nothing: outside the compaction's seqs "
-                             f"({low} to {high}) or beyond last_seq {self.last_seq}")  # fmt: skip
+                raise refuse(
+                    (*where, "archived", i, "seq"),
+                    f"seq {seq} references nothing: outside the compaction's seqs "
+                    f"({low} to {high}) or beyond last_seq {self.last_seq}",
+                )
             self.archived.add(seq)
         if fields["summary_seq"] is not None:
             self.summaries.append((fields["summary_seq"], (*where, "summary_seq")))
@@ -125,8 +131,10 @@ class Ledger:
                 raise refuse(where, f"seq {seq} references nothing: no message holds it")
         if not self.strict:
             return
-        low = min([*self.firsts[:1], *([min(self.archived)] if self.archived else [])],
-                  default=self.last_seq + 1)  # fmt: skip
+        low = min(
+            [*self.firsts[:1], *([min(self.archived)] if self.archived else [])],
+            default=self.last_seq + 1,
+        )
         edges: Sequence[tuple[int, int, Path]] = [
             (prev.last + 1, run.first, run.where)
             for prev, run in zip(self.runs, self.runs[1:], strict=False)
@@ -141,8 +149,9 @@ class Ledger:
             while seq < stop and seq in self.archived:
                 seq += 1
             if seq < stop:
-                raise refuse(where, f"seq {seq} is missing: no message or archived message "
-                             "holds it")  # fmt: skip
+                raise refuse(
+                    where, f"seq {seq} is missing: no message or archived message holds it"
+                )
 
     def held(self, seq: int) -> bool:
         return self._live(seq) or seq in self.archived
