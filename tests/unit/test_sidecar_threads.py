@@ -159,6 +159,6 @@ def test_other_system_blocks_and_other_formats_are_kept() -> None:
         {"type": "text", "text": "A rule that changes."}
     ]
     gemini = [{"role": "model", "parts": [{"text": "x", "thoughtSignature": "c2ln"}]}]
-    assert essential("gemini", gemini, None) == (gemini, None)  # type: ignore[arg-type]
+    assert essential("gemini", gemini, None) == (gemini, None)
     untouched = [{"role": "user", "content": "hi"}]
     assert essential("anthropic", untouched, None)[0][0] is untouched[0]
