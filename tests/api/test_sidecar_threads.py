@@ -15,10 +15,10 @@ from tests.upstreams import Upstream
 BREAKPOINT = {"type": "ephemeral"}
 
 
-def _system(request: int) -> list[dict[str, Any]]:
+def _system(request: int, who: str = "Claude Code") -> list[dict[str, Any]]:
     """Claude Code's system prompt: a billing line new on every request, then its prompt."""
     billing = f"x-anthropic-billing-header: cc_version=2.1.332; cch={request:05x};"
-    prompt_block = {"type": "text", "text": "You are Claude Code.", "cache_control": BREAKPOINT}
+    prompt_block = {"type": "text", "text": f"You are {who}.", "cache_control": BREAKPOINT}
     return [{"type": "text", "text": billing}, prompt_block]
 
 
@@ -41,12 +41,14 @@ def _breakpoints(value: Any) -> int:
     return 0
 
 
-def _send(client: anthropic.Anthropic, n: int, history: list[dict[str, Any]]) -> Any:
+def _send(
+    client: anthropic.Anthropic, n: int, history: list[dict[str, Any]], who: str = "Claude Code"
+) -> Any:
     """Request ``n`` of the loop, as Claude Code sends it."""
     return client.messages.with_raw_response.create(
         model="claude-haiku-4-5",
         max_tokens=512,
-        system=_system(n),  # type: ignore[arg-type]
+        system=_system(n, who),  # type: ignore[arg-type]
         messages=_as_sent(history),  # type: ignore[arg-type]
         tools=TOOLS_ANTHROPIC,  # type: ignore[arg-type]
     )
@@ -99,6 +101,38 @@ def test_claude_codes_moving_breakpoints_never_fork(sidecar: Sidecar, up: Upstre
 def test_an_edit_in_a_claude_code_history_still_forks(sidecar: Sidecar, up: Upstream) -> None:
     session = f"cc-edit-{uuid.uuid4().hex[:8]}"
     history = _claude_code(sidecar, session, requests=3)
-    edited = [{"role": "user", "content": "Another task altogether."}, *history[1:]]
+    # The same root (system prompt and first message), then another message.
+    edited = [*history[:2], {"role": "user", "content": "Another task altogether."}]
     raw = _send(sidecar.anthropic(session), 9, edited)
     assert raw.headers["x-ctxc-forked-to"] == f"{session}:fork-1"
+
+
+def _step(raw: Any, history: list[dict[str, Any]], n: int) -> None:
+    """The agent's history after answer ``raw``: the reply, then its tool results or a prompt."""
+    answer = raw.parse()
+    history.append({"role": "assistant", "content": [b.model_dump() for b in answer.content]})
+    results = [_result(b.id) for b in answer.content if b.type == "tool_use"]
+    history.append({"role": "user", "content": results or prompt(n + 1)})
+
+
+def test_two_conversations_under_one_header_each_continue(sidecar: Sidecar, up: Upstream) -> None:
+    session = f"cc-two-{uuid.uuid4().hex[:8]}"
+    client = sidecar.anthropic(session)
+    agents = {"Claude Code": session, "a sub-agent": f"{session}:thread-1"}
+    histories: dict[str, list[dict[str, Any]]] = {
+        who: [{"role": "user", "content": f"{who}: {prompt(0)}"}] for who in agents
+    }
+    for n in range(12):  # main, sub-agent, main, ...
+        who = list(agents)[n % 2]
+        raw = _send(client, n, histories[who], who)
+        assert "x-ctxc-forked-to" not in raw.headers
+        assert raw.headers["x-ctxc-session"] == agents[who]
+        _step(raw, histories[who], n)
+    for who, stored_in in agents.items():
+        messages = stored(sidecar, stored_in)
+        assert [m["role"] for m in messages] == ["system"] + [_role(m) for m in histories[who][:-1]]
+    with sidecar.ctxc() as c:
+        thread = c.get(f"/v1/sessions/{session}:thread-1").json()
+        assert thread["metadata"]["ctxc_thread_of"] == session
+        assert c.get(f"/v1/sessions/{session}:thread-2").status_code == 404
+        assert c.get(f"/v1/sessions/{session}:fork-1").status_code == 404

@@ -56,6 +56,15 @@ from app.storage import compiles, queries
 from app.storage.models import ProxyThreadRow, SessionRow
 
 FORK = ":fork-"
+# Several conversations under one session id (an agent's main loop, its sub-agents, its side
+# requests): the first is the session itself, each other one (another root: system prompt and
+# first message) the session ``<id>:thread-<n>``, ``THREAD_OF`` its metadata naming ``<id>``.
+# Past ``MAX_THREADS`` of them, a new conversation forks the session, as an edit does.
+THREAD = ":thread-"
+THREAD_OF = "ctxc_thread_of"
+THREADS = "ctxc_threads"
+ROOT = "ctxc_thread_root"
+MAX_THREADS = 64
 # Room left in a session id (128 characters at most) for the fork suffix.
 MAX_THREAD_ID = 112
 # A history longer than this is hashed in a worker thread.
@@ -156,6 +165,22 @@ def chain(keys: Iterable[bytes], start: str = "") -> str:
     for key in keys:
         value = hashlib.sha256(value + key).digest()
     return value.hex()
+
+
+def root(history: History) -> str:
+    """A conversation's root: the chain of its system prompt and first message, of a history
+    parsed whole."""
+    assert history.offset == 0
+    roles = (message.role for message, _ in history.entries)
+    first = next((i for i, role in enumerate(roles) if role != "system"), len(history.keys))
+    return chain(history.keys[: first + 1])
+
+
+def other_root(row: SessionRow, history: History) -> bool:
+    """Whether ``history`` (parsed whole) is another conversation than the session's: another
+    root. A session that never noted its root has none other."""
+    noted = row.meta.get(ROOT)
+    return noted is not None and noted != root(history)
 
 
 def raw_digest(items: Sequence[Any]) -> str:
