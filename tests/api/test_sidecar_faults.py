@@ -114,10 +114,11 @@ def test_an_agent_gone_mid_stream_cancels_the_upstream_and_stores_nothing(
         time.sleep(0.05)
     assert up.cancelled
     after = row_counts(sidecar.database_url)
-    # The history did not extend the stored one, so it forked on arrival (stored as the
-    # agent's own history, a branch of two sessions): nothing of the cut turn was stored.
-    assert after["messages"] == before["messages"] + 1
-    assert [m["role"] for m in stored(sidecar, session)] == ["user"]
+    # Another first message: another conversation, beside the first (``<id>:thread-1``, made
+    # on arrival): nothing of the cut turn was stored, and the first is as it was.
+    assert after["messages"] == before["messages"]
+    assert [m["role"] for m in stored(sidecar, session)] == ["user", "assistant"]
+    assert stored(sidecar, f"{session}:thread-1") == []
 
 
 def test_an_upstream_that_does_not_answer_in_time_is_a_504(sidecar: Sidecar, up: Upstream) -> None:

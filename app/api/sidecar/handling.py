@@ -100,7 +100,7 @@ async def _run(state: AppState, turn: Turn) -> Response:
     scale: float | None = None
     for attempt in (1, 2):
         done = await _compile(state, turn, opened, scale)
-        payload = _payload(turn, done)
+        payload = _payload(turn, opened, done)
         upstream = await send(state, turn.upstream(state), payload, turn.headers, params=turn.query)
         if upstream.status_code == 200:
             headers = _headers(turn, opened, done, retried=attempt == 2)
@@ -201,10 +201,19 @@ def _asks_usage(turn: Turn) -> bool:
     return not (isinstance(options, dict) and options.get("include_usage") is True)
 
 
-def _payload(turn: Turn, done: Compilation) -> bytes:
-    """The agent's request with the compiled messages (and system prompt) in place of its own."""
+def _payload(turn: Turn, opened: Opened | None, done: Compilation) -> bytes:
+    """The agent's request with the compiled messages (and system prompt) in place of its own.
+
+    A session turn sends the system prompt of the request (its volatile parts are not stored)
+    and the cache breakpoints the agent placed on its new messages (none are stored)."""
     sent = dict(turn.body)
+    system = turn.endpoint.system
     _place(turn.endpoint, sent, done.output)
+    if opened is not None:
+        if system is not None and system in turn.body:
+            sent[system] = turn.body[system]
+        placed = turn.body[turn.endpoint.history][-len(opened.new) :] if opened.new else []
+        sent[turn.endpoint.history] = breakpoints(placed, sent[turn.endpoint.history])
     offered = recalling.tools(turn, done)
     if offered is not None:
         sent["tools"] = offered
@@ -213,6 +222,43 @@ def _payload(turn: Turn, done: Compilation) -> bytes:
         sent["stream_options"] = {**(options if isinstance(options, dict) else {}),
                                   "include_usage": True}  # fmt: skip
     return orjson.dumps(sent)
+
+
+def breakpoints(placed: list[Any], compiled: list[Any]) -> list[Any]:
+    """``compiled`` with the ``cache_control`` of the agent's last messages ``placed`` put back
+    on the same blocks of the compiled messages they end with (the same role and number of
+    blocks; a string content counts as one text block)."""
+    out = list(compiled)
+    for back in range(1, min(len(placed), len(out)) + 1):
+        sent, made = placed[-back], out[-back]
+        marks = _marks(sent)
+        if not marks or not isinstance(made, dict) or made.get("role") != sent.get("role"):
+            continue
+        content = made.get("content")
+        blocks = [{"type": "text", "text": content}] if isinstance(content, str) else content
+        if not isinstance(blocks, list) or len(blocks) != len(sent["content"]):
+            continue
+        blocks = [_marked(b, marks.get(i)) for i, b in enumerate(blocks)]
+        out[-back] = {**made, "content": blocks}
+    return out
+
+
+def _marks(message: Any) -> dict[int, Any]:
+    """The ``cache_control`` of a message's blocks, by block index."""
+    content = message.get("content") if isinstance(message, dict) else None
+    if not isinstance(content, list):
+        return {}
+    return {i: b["cache_control"] for i, b in enumerate(content) if _has_mark(b)}
+
+
+def _has_mark(block: Any) -> bool:
+    return isinstance(block, dict) and "cache_control" in block
+
+
+def _marked(block: Any, mark: Any) -> Any:
+    return (
+        {**block, "cache_control": mark} if mark is not None and isinstance(block, dict) else block
+    )
 
 
 def _place(endpoint: Endpoint, body: dict[str, Any], output: Output) -> None:

@@ -18,7 +18,7 @@ from app.domain.providers import ProviderProfile
 from app.domain.sessions import SESSION_ID_RE, TenantId
 from app.domain.wire import Provider
 from app.services import compiling
-from app.services.sidecar.threads import MAX_THREAD_ID, History, Sent
+from app.services.sidecar.threads import MAX_THREAD_ID, History, Sent, essential
 from app.services.tenancy import cpu
 
 SESSION_HEADER: Final = "x-ctxc-session"
@@ -131,7 +131,11 @@ async def read_turn(
     profile = _profile(state, endpoint, model)
     window = _window(request, profile)
     system = None if endpoint.system is None else body.get(endpoint.system)
-    sent = _sent(state, tenant, endpoint, messages, system, profile.encoding)
+    plain = (endpoint.format, messages, system)
+    kept: tuple[list[Any], Any] = (
+        await cpu.run_sync(essential, *plain) if big else essential(*plain)
+    )
+    sent = _sent(state, tenant, endpoint, *kept, profile.encoding)
     headers = {k.lower(): v for k, v in request.headers.items()}
     return Turn(
         endpoint,
@@ -169,8 +173,9 @@ def _sent(
     system: Any,
     encoding: str,
 ) -> Sent:
-    """The history as sent (a system prompt given apart is one more item, first: it is parsed
-    into one system message), parsed on demand from an item on, off the event loop."""
+    """The history as sent, in its essential form (``threads.essential``; a system prompt given
+    apart is one more item, first: it is parsed into one system message), parsed on demand from
+    an item on, off the event loop."""
     if endpoint.provider == "responses":
         return responses.sent(state, tenant, messages, system, encoding)
     fmt, field = endpoint.format, endpoint.history

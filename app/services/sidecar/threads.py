@@ -12,6 +12,11 @@ compacted it, or retried a turn ctxc had already stored) is a **fork**: the stor
 aside under ``<id>:fork-<n>``, unchanged, and the session id starts over with the request's
 history, so two histories are never mixed.
 
+What agents move from turn to turn without changing meaning is not part of a history's identity
+(``IGNORED``, ``essential``): a request's history is hashed, parsed and stored in its essential
+form, so an agent that moves its cache breakpoints, or folds a text block back into a string,
+still extends its thread.
+
 A session the sidecar has never seen (made through the API) is compared message by message, by
 content, while it has never been compacted; a compacted one no longer holds what the agent
 resends, and forks.
@@ -23,7 +28,7 @@ import hashlib
 from collections.abc import Awaitable, Callable, Iterable, Sequence
 from dataclasses import dataclass
 from datetime import datetime
-from typing import Any
+from typing import Any, Final
 
 import xxhash
 from sqlalchemy.ext.asyncio import AsyncSession
@@ -53,10 +58,32 @@ from app.storage import compiles, queries
 from app.storage.models import ProxyThreadRow, SessionRow
 
 FORK = ":fork-"
+# Several conversations under one session id (an agent's main loop, its sub-agents, its side
+# requests): the first is the session itself, each other one (another root: system prompt and
+# first message) the session ``<id>:thread-<n>``, ``THREAD_OF`` its metadata naming ``<id>``.
+# Past ``MAX_THREADS`` of them, a new conversation forks the session, as an edit does.
+THREAD = ":thread-"
+THREAD_OF = "ctxc_thread_of"
+THREADS = "ctxc_threads"
+ROOT = "ctxc_thread_root"
+MAX_THREADS = 64
 # Room left in a session id (128 characters at most) for the fork suffix.
 MAX_THREAD_ID = 112
 # A history longer than this is hashed in a worker thread.
 INLINE_ITEMS = 1_000
+# What a thread's identity ignores (Anthropic and OpenAI chat shapes; docs/sidecar.md lists it):
+# - block fields that are transport hints, moved every turn: ``cache_control`` (Anthropic's
+#   breakpoints, on any block or tool result; Claude Code moves one to its newest message every
+#   turn). Not stored either: the upstream gets the breakpoints of the request it is sent for;
+# - a content of one plain text block against the same text as a string (Claude Code folds the
+#   block back into a string once its breakpoint leaves it): stored as the string;
+# - system blocks that change on every request without saying anything to the model: Claude
+#   Code's billing line (``x-anthropic-billing-header: ...``). The upstream gets the request's own.
+# Everything else is content, byte for byte: reasoning with ``encrypted_content`` (Codex),
+# signatures of thinking blocks, Gemini's ``thoughtSignature``.
+IGNORED: Final = frozenset({"cache_control"})
+VOLATILE_SYSTEM: Final = ("x-anthropic-billing-header:",)
+ESSENTIAL_FORMATS: Final = frozenset({"anthropic", "openai"})
 
 
 @dataclass(frozen=True)
@@ -82,6 +109,57 @@ class Sent:
     parse: Callable[[int], Awaitable[History]]
 
 
+def essential(fmt: Format, messages: list[Any], system: Any) -> tuple[list[Any], Any]:
+    """``messages`` and ``system`` without what ``IGNORED`` lists: what a thread is matched on
+    and what is stored. Messages left as they are are not copied."""
+    if fmt not in ESSENTIAL_FORMATS:
+        return messages, system
+    if isinstance(system, list):
+        system = [_plain(b) for b in system if not _volatile(b)]
+    return [_plain_message(m) for m in messages], system
+
+
+def _volatile(block: Any) -> bool:
+    text = block.get("text") if isinstance(block, dict) else None
+    return isinstance(text, str) and text.startswith(VOLATILE_SYSTEM)
+
+
+def _plain_message(message: Any) -> Any:
+    if not isinstance(message, dict) or not isinstance(message.get("content"), list):
+        return message
+    content = _plain_content(message["content"])
+    return message if content is message["content"] else {**message, "content": content}
+
+
+def _plain_content(content: list[Any]) -> Any:
+    """A content's blocks without ignored fields; one plain text block as its string."""
+    blocks = [_plain(b) for b in content]
+    if len(blocks) == 1 and isinstance(blocks[0], dict) and blocks[0].keys() == {"type", "text"}:
+        text = blocks[0]["text"]
+        if blocks[0]["type"] == "text" and isinstance(text, str):
+            return text
+    if all(b is c for b, c in zip(blocks, content, strict=True)):
+        return content
+    return blocks
+
+
+def _plain(block: Any) -> Any:
+    if not isinstance(block, dict):
+        return block
+    inner = block.get("content")
+    plain = (
+        _plain_content(inner)
+        if block.get("type") == "tool_result" and isinstance(inner, list)
+        else inner
+    )
+    if plain is inner and IGNORED.isdisjoint(block):
+        return block
+    out = {k: v for k, v in block.items() if k not in IGNORED}
+    if plain is not inner:
+        out["content"] = plain
+    return out
+
+
 def chain(keys: Iterable[bytes], start: str = "") -> str:
     """One hash over a run of item keys, going on from the chain ``start`` of the run before
     them: equal runs, equal chains."""
@@ -94,6 +172,22 @@ def chain(keys: Iterable[bytes], start: str = "") -> str:
 def item_keys(items: Iterable[Any]) -> list[bytes]:
     """A key for each item: a hash of what it is for a thread (``identity``)."""
     return [xxhash.xxh3_128_digest(identity(item)) for item in items]
+
+
+def root(history: History) -> str:
+    """A conversation's root: the chain of its system prompt and first message, of a history
+    parsed whole."""
+    assert history.offset == 0
+    roles = (message.role for message, _ in history.entries)
+    first = next((i for i, role in enumerate(roles) if role != "system"), len(history.keys))
+    return chain(history.keys[: first + 1])
+
+
+def other_root(row: SessionRow, history: History) -> bool:
+    """Whether ``history`` (parsed whole) is another conversation than the session's: another
+    root. A session that never noted its root has none other."""
+    noted = row.meta.get(ROOT)
+    return noted is not None and noted != root(history)
 
 
 def raw_digest(items: Sequence[Any]) -> str:

@@ -27,6 +27,7 @@ from app.services.sessions.calibration import learn
 from app.services.sidecar import threads
 from app.services.sidecar.threads import History, Sent
 from app.storage import queries
+from app.storage.models import SessionRow
 
 
 @dataclass(frozen=True)
@@ -55,8 +56,10 @@ async def open_turn(
     now: datetime,
     catalog: Catalog,
 ) -> Opened:
-    """The session ``session_id`` (created with the ``fields()`` when missing), matched against the
-    request's history ``sent``; a history that does not extend it forks it.
+    """The session ``session_id`` (created with ``fields`` when missing), matched against the
+    request's history ``sent``; a history that does not extend it forks it, unless it is
+    another conversation (another root): that one continues the session of its root beside it
+    (``<id>:thread-<n>``, made when first seen).
 
     The usual turn (a thread that the history extends) only reads, and parses only what follows
     the part the thread holds; a new session, a first thread or a fork write, under the
@@ -86,6 +89,17 @@ async def open_turn(
     thread = await threads.thread_row(db, pk)
     start = await threads.new_start(db, row, thread, history)
     forked_to = None
+    beside = None
+    if start is None and threads.other_root(row, history):
+        beside = await _beside(db, tenant, row, history)
+    if beside is not None:
+        await db.commit()
+        made, meta = fields, beside[1]
+
+        async def beside_fields() -> dict[str, Any]:
+            return {**(await made()), "metadata": meta}
+
+        return await open_turn(db, counter, tenant, beside[0], beside_fields, sent, now, catalog)
     if start is None:
         row, forked_to = await threads.fork(db, counter, tenant, row, thread, history, now,
                                             catalog)  # fmt: skip
@@ -94,8 +108,27 @@ async def open_turn(
         turns = thread.turns if thread else 0
         if thread is None:
             await threads.start_thread(db, row, history, start, now)
+            row.meta = {**row.meta, threads.ROOT: threads.root(history)}
     await db.commit()
     return Opened(session_id, history, start, turns, forked_to)
+
+
+async def _beside(
+    db: AsyncSession, tenant: TenantId, row: SessionRow, history: History
+) -> tuple[str, dict[str, Any]] | None:
+    """The session of the conversation ``history`` starts, beside the one of ``row`` (under its
+    lock): the one of its root, or a new one (its id and metadata); None past ``MAX_THREADS``
+    (it forks then, as a history of the same root does)."""
+    root, count = threads.root(history), int(row.meta.get(threads.THREADS, 0))
+    for n in range(1, count + 1):
+        sibling = await queries.session_row(db, tenant, f"{row.id}{threads.THREAD}{n}")
+        if sibling is not None and sibling.meta.get(threads.ROOT) == root:
+            return sibling.id, sibling.meta
+    new = f"{row.id}{threads.THREAD}{count + 1}"
+    if count >= threads.MAX_THREADS or len(new) > threads.MAX_THREAD_ID:
+        return None  # its forks would need a longer id
+    row.meta = {**row.meta, threads.THREADS: count + 1}
+    return new, {threads.THREAD_OF: row.id, threads.ROOT: root}
 
 
 @dataclass(frozen=True)
