@@ -212,10 +212,10 @@ def test_an_upstream_overflow_is_compacted_and_retried(gemini: Gemini, up: Gemin
     # The provider's window is smaller than the one ctxc was told: its real 400, then a retry.
     up.window = up.tokens(up.requests[-1].body) * 6 // 10
     contents.append({"role": "user", "parts": [{"text": "Now sum it up."}]})
+    system = {"parts": [{"text": "You are a coding agent."}]}  # the agent's, as every turn
+    body = {"contents": contents, "systemInstruction": system, "tools": TOOLS}
     with gemini.client(session, 100_000) as client:
-        answer = client.post(
-            f"/v1beta/models/{MODEL}:generateContent", json={"contents": contents, "tools": TOOLS}
-        )
+        answer = client.post(f"/v1beta/models/{MODEL}:generateContent", json=body)
     assert answer.status_code == 200, answer.text
     assert answer.headers["x-ctxc-retried"] == "prompt_too_long"
     refused, retried = up.requests[-2:]

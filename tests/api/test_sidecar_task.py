@@ -31,6 +31,9 @@ AGENTS = {
         },
     ],
 }
+# As it goes on once the session holds it: a breakpoint is resent only on the request's new
+# messages, and one plain text block is its string (what a thread ignores, docs/sidecar.md).
+AGENTS_HELD = {"role": "system", "content": "Available agents: general-purpose, Explore, Plan."}
 
 
 def _turn(client: Any, history: list[Any]) -> Any:
@@ -57,14 +60,14 @@ def test_a_system_message_inside_messages_is_forwarded_in_place_and_stored(
     )
     history.append({"role": "user", "content": "Go on."})
     _turn(client, history)
-    assert up.requests[-1].body["messages"][:2] == [TASK, AGENTS]
+    assert up.requests[-1].body["messages"][:2] == [TASK, AGENTS_HELD]
     roles = [m["role"] for m in stored(sidecar, session)]
     assert roles[:3] == ["system", "user", "system"]
     assert roles.count("system") == 2  # stored once, not again on the second turn
     with sidecar.ctxc() as c:  # stored as sent: read back in Anthropic's shape, at its place
         page = c.get(f"/v1/sessions/{session}/messages", params={"format": "anthropic"}).json()
     assert page["system"] == "You are Claude Code."
-    assert page["messages"][:2] == [TASK, AGENTS]
+    assert page["messages"][:2] == [TASK, AGENTS_HELD]
     assert page["messages"][2:4] == history[2:4]
 
 
@@ -114,7 +117,7 @@ def test_the_task_survives_the_prompt_too_long_retry(sidecar: Sidecar, up: Upstr
     assert len(up.requests) == 2
     retried = up.requests[1].body["messages"]
     assert retried[0] == TASK  # byte-identical: not replaced by, nor merged with, the summary
-    assert AGENTS in retried
+    assert AGENTS_HELD in retried
     assert len(retried) < len(up.requests[0].body["messages"])
 
 
