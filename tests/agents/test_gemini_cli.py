@@ -92,13 +92,15 @@ def test_a_long_session_with_side_requests(session: Report) -> None:
 # Gemini CLI's side requests (its router, its next-speaker check) come under the same
 # X-Ctxc-Session with histories of their own: issue 29 item 2 (several conversations under one
 # header, without forks) is another branch's.
-WAITS_FOR_THREADS = pytest.mark.xfail(
+# Gemini CLI's next-speaker check resends a conversation with another ending than the one ctxc
+# stored for it: it forks that thread beside the main one (the main thread never forks).
+SIDE_THREAD_FORKS = pytest.mark.xfail(
     strict=True,
-    reason="issue 29 item 2 (several conversations under one header) is another branch's",
+    reason="a side request that resends a side conversation with another ending forks its thread",
 )
 
 
-@WAITS_FOR_THREADS
+@SIDE_THREAD_FORKS
 def test_never_forks(session: Report) -> None:
     checks.no_forks(session)
 
@@ -123,9 +125,6 @@ def test_the_task_is_in_every_request(session: Report) -> None:
 
 
 # The main thread compacts once (at the prompt too long); each fork compacts again.
-@pytest.mark.xfail(
-    strict=True, reason="issue 29 item 2: each fork the side requests make compacts again"
-)
 def test_at_most_three_compactions(session: Report) -> None:
     checks.compactions_at_most(session, 3)
 
@@ -168,7 +167,6 @@ def test_the_recipe_as_written(recipe_run: Report) -> None:
     assert main["messages"], "nothing stored in my-project"
 
 
-@WAITS_FOR_THREADS
 def test_the_recipes_side_request_forks_nothing(recipe_run: Report) -> None:
     # Gemini CLI asks a flash model to route the task first (a side request), then the main one.
     checks.no_forks(recipe_run)
