@@ -201,9 +201,18 @@ class Upstream:
                 "created_at": "2026-01-01T00:00:00Z",
             }
         ]
-        return Response(json.dumps({"object": "list", "data": models, "has_more": False,
-                                    "first_id": "gpt-4o", "last_id": "gpt-4o"}),
-                        media_type="application/json")  # fmt: skip
+        return Response(
+            json.dumps(
+                {
+                    "object": "list",
+                    "data": models,
+                    "has_more": False,
+                    "first_id": "gpt-4o",
+                    "last_id": "gpt-4o",
+                }
+            ),
+            media_type="application/json",
+        )
 
     def _endpoint(self, provider: Provider) -> Callable[[Request], Any]:
         async def endpoint(request: Request) -> Response:

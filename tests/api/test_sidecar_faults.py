@@ -32,8 +32,9 @@ def test_upstream_error_passes_through_and_stores_nothing(sidecar: Sidecar, up: 
     session = f"agent-{uuid.uuid4().hex[:8]}"
     client = sidecar.openai(session)
     history: list[Any] = [{"role": "user", "content": "hi"}]
-    history.append(client.chat.completions.create(model="gpt-4o", messages=history)
-                   .choices[0].message)  # fmt: skip
+    history.append(
+        client.chat.completions.create(model="gpt-4o", messages=history).choices[0].message
+    )
     history.append({"role": "user", "content": "more"})
     before = row_counts(sidecar.database_url)
     up.script.append(Error("rate_limit"))
@@ -44,8 +45,12 @@ def test_upstream_error_passes_through_and_stores_nothing(sidecar: Sidecar, up: 
     assert row_counts(sidecar.database_url) == before | {"compiles": before["compiles"] + 1}
     # The retry finds the session as it was: it stores the new message and the reply.
     client.chat.completions.create(model="gpt-4o", messages=history)
-    assert [m["role"] for m in stored(sidecar, session)] == ["user", "assistant", "user",
-                                                             "assistant"]  # fmt: skip
+    assert [m["role"] for m in stored(sidecar, session)] == [
+        "user",
+        "assistant",
+        "user",
+        "assistant",
+    ]
 
 
 def test_ctxc_refusals_in_the_provider_shape(sidecar: Sidecar, up: Upstream) -> None:
@@ -55,9 +60,10 @@ def test_ctxc_refusals_in_the_provider_shape(sidecar: Sidecar, up: Upstream) -> 
         bad.chat.completions.create(model="gpt-4o", messages=[{"role": "user", "content": "hi"}])
     with pytest.raises(anthropic.BadRequestError) as caught:
         sidecar.anthropic("s-" + uuid.uuid4().hex[:6]).messages.create(
-            model="claude-haiku-4-5", max_tokens=10,
+            model="claude-haiku-4-5",
+            max_tokens=10,
             messages=[{"role": "robot", "content": "hi"}],  # type: ignore[typeddict-item]
-        )  # fmt: skip
+        )
     assert "messages" in json.dumps(caught.value.body)
     assert not up.requests
 
@@ -90,7 +96,8 @@ def test_a_second_overflow_reaches_the_agent_as_the_upstream_sent_it(
     up.script.extend([Error("overflow"), Error("overflow")])
     with pytest.raises(openai.BadRequestError) as caught:
         sidecar.openai(f"twice-{uuid.uuid4().hex[:6]}").chat.completions.create(
-            model="gpt-4o", messages=[{"role": "user", "content": "hi"}])  # fmt: skip
+            model="gpt-4o", messages=[{"role": "user", "content": "hi"}]
+        )
     assert caught.value.code == "context_length_exceeded"
     assert len(up.requests) == 2
 
@@ -104,9 +111,10 @@ def test_an_agent_gone_mid_stream_cancels_the_upstream_and_stores_nothing(
     before = row_counts(sidecar.database_url)
     up.script.append(Stall(after_chunks=2, seconds=30))
     with client.chat.completions.create(
-        model="gpt-4o", stream=True,
+        model="gpt-4o",
+        stream=True,
         messages=[{"role": "user", "content": "hi again, differently"}],
-    ) as stream:  # fmt: skip
+    ) as stream:
         next(iter(stream))
     # The upstream saw its client (ctxc) go away.
     deadline = time.monotonic() + 10
@@ -126,7 +134,8 @@ def test_an_upstream_that_does_not_answer_in_time_is_a_504(sidecar: Sidecar, up:
     up.script.append(Delay(seconds=5))
     with pytest.raises(openai.InternalServerError) as caught:
         sidecar.openai(session).chat.completions.create(
-            model="gpt-4o", messages=[{"role": "user", "content": "hi"}])  # fmt: skip
+            model="gpt-4o", messages=[{"role": "user", "content": "hi"}]
+        )
     assert caught.value.status_code == 504
     assert stored(sidecar, session) == []
 
@@ -138,8 +147,9 @@ def test_an_agent_that_gives_up_waiting_cancels_the_upstream(
     up.script.append(Delay(seconds=4))
     impatient = sidecar.openai(session).with_options(timeout=1.0)
     with pytest.raises(openai.APITimeoutError):
-        impatient.chat.completions.create(model="gpt-4o",
-                                          messages=[{"role": "user", "content": "hi"}])  # fmt: skip
+        impatient.chat.completions.create(
+            model="gpt-4o", messages=[{"role": "user", "content": "hi"}]
+        )
     assert up.wait_cancelled(1, timeout=10)
     assert stored(sidecar, session) == []
 
@@ -153,8 +163,9 @@ def test_other_provider_calls_are_forwarded_as_they_are(sidecar: Sidecar, up: Up
     assert all("x-ctxc-api-key" not in r.headers for r in up.requests)
     # Only for a tenant of this ctxc: it is not an open proxy.
     with httpx.Client() as plain:
-        refused = plain.get(f"{sidecar.url}/openai/v1/models",
-                            headers={"Authorization": "Bearer sk-upstream"})  # fmt: skip
+        refused = plain.get(
+            f"{sidecar.url}/openai/v1/models", headers={"Authorization": "Bearer sk-upstream"}
+        )
     assert refused.status_code == 401 and refused.json()["error"]["message"]
     assert len(up.requests) == 2
 
@@ -182,7 +193,9 @@ def test_provider_credentials_are_never_stored_or_logged(
     openai_loop(sidecar, session, turns=2, window=100_000)
     anthropic_loop(sidecar, f"{session}-a", turns=1, window=100_000)
     assert {r.headers.get("authorization") for r in up.requests} == {
-        "Bearer sk-upstream", "Bearer sk-ant-upstream"}  # fmt: skip
+        "Bearer sk-upstream",
+        "Bearer sk-ant-upstream",
+    }
     text = _all_rows_text(sidecar.database_url)
     assert session in text  # the rows were read
     assert "sk-upstream" not in text and "sk-ant-upstream" not in text
@@ -217,8 +230,11 @@ def test_every_end_to_end_header_and_the_query_reach_the_upstream(
         "X-Ctxc-Api-Key": sidecar.key,
         "Connection": "keep-alive",
     }
-    body = {"model": "claude-haiku-4-5", "max_tokens": 64,
-            "messages": [{"role": "user", "content": "hi"}]}  # fmt: skip
+    body = {
+        "model": "claude-haiku-4-5",
+        "max_tokens": 64,
+        "messages": [{"role": "user", "content": "hi"}],
+    }
     with httpx.Client(timeout=30) as client:
         answer = client.post(
             f"{sidecar.url}/anthropic/v1/messages?beta=true", json=body, headers=headers
@@ -237,8 +253,11 @@ def test_every_end_to_end_header_and_the_query_reach_the_upstream(
 
 
 def test_a_forwarded_call_keeps_its_headers_and_query(sidecar: Sidecar, up: Upstream) -> None:
-    headers = {**AGENT_HEADERS, "Authorization": "Bearer sk-upstream",
-               "X-Ctxc-Api-Key": sidecar.key}  # fmt: skip
+    headers = {
+        **AGENT_HEADERS,
+        "Authorization": "Bearer sk-upstream",
+        "X-Ctxc-Api-Key": sidecar.key,
+    }
     with httpx.Client(timeout=30) as client:
         answer = client.get(f"{sidecar.url}/openai/v1/models?limit=5&after=a", headers=headers)
     assert answer.status_code == 200, answer.text

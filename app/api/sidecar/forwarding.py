@@ -18,9 +18,13 @@ RETRY_MARGIN = 0.95
 
 
 async def send(
-    state: AppState, url: str, body: bytes, headers: dict[str, str], method: str = "POST",
+    state: AppState,
+    url: str,
+    body: bytes,
+    headers: dict[str, str],
+    method: str = "POST",
     params: str = "",
-) -> httpx.Response:  # fmt: skip
+) -> httpx.Response:
     """The upstream's answer, its body not read yet; what goes wrong before it, a refusal."""
     try:
         return await state.upstreams.open(url, body, headers, method, params)

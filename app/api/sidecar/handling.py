@@ -106,17 +106,22 @@ async def _run(state: AppState, turn: Turn) -> Response:
             headers = _headers(turn, opened, done, retried=attempt == 2)
             if turn.stream:
                 store = _stored(state, turn, opened, done)
-                return Passthrough(turn.endpoint.provider, upstream, headers, store,
-                                   _asks_usage(turn))  # fmt: skip
+                return Passthrough(
+                    turn.endpoint.provider, upstream, headers, store, _asks_usage(turn)
+                )
             return await _answered(state, turn, opened, done, upstream, headers, payload)
         data = await read_body(upstream, ERROR_BYTES)
         overflow = is_overflow(turn.endpoint.provider, upstream.status_code, data)
         if opened is not None:
             async with state.sessionmaker() as db:
                 await turns.record_failure(
-                    db, turn.tenant, opened.session_id, done.compile_id,
-                    "prompt_too_long" if overflow else "error", datetime.now(UTC),
-                )  # fmt: skip
+                    db,
+                    turn.tenant,
+                    opened.session_id,
+                    done.compile_id,
+                    "prompt_too_long" if overflow else "error",
+                    datetime.now(UTC),
+                )
         if attempt == 1 and overflow:
             state.metrics.sidecar.labels(turn.endpoint.provider, "retried").inc()
             scale = shrink(turn.endpoint.provider, data)
@@ -142,9 +147,15 @@ async def _open(state: AppState, turn: Turn) -> Opened:
 
     async with state.sessionmaker() as db:
         opened = await turns.open_turn(
-            db, state.counter, turn.tenant, turn.session_id, fields, turn.sent,
-            datetime.now(UTC), state.settings.catalog,
-        )  # fmt: skip
+            db,
+            state.counter,
+            turn.tenant,
+            turn.session_id,
+            fields,
+            turn.sent,
+            datetime.now(UTC),
+            state.settings.catalog,
+        )
     if opened.forked_to is not None:
         state.metrics.sidecar.labels(turn.endpoint.provider, "forked").inc()
     return opened
@@ -173,8 +184,9 @@ async def _compile(
     state: AppState, turn: Turn, opened: Opened | None, scale: float | None
 ) -> Compilation:
     window = turn.window if scale is None else max(1, int(turn.window * scale))
-    options = Options(provider=turn.profile.name, context_window=window,
-                      tools=turn.body.get("tools"))  # fmt: skip
+    options = Options(
+        provider=turn.profile.name, context_window=window, tools=turn.body.get("tools")
+    )
     if opened is None:
         async with state.sessionmaker() as db:
             tenant_name = await queries.tenant_name(db, turn.tenant)
@@ -219,8 +231,10 @@ def _payload(turn: Turn, opened: Opened | None, done: Compilation) -> bytes:
         sent["tools"] = offered
     if _asks_usage(turn):
         options = sent.get("stream_options")
-        sent["stream_options"] = {**(options if isinstance(options, dict) else {}),
-                                  "include_usage": True}  # fmt: skip
+        sent["stream_options"] = {
+            **(options if isinstance(options, dict) else {}),
+            "include_usage": True,
+        }
     return orjson.dumps(sent)
 
 
@@ -362,9 +376,18 @@ async def _store(
         raise Refused(502, f"the upstream's reply cannot be stored: {exc}") from None
     async with state.sessionmaker() as db:
         return await turns.store_turn(
-            db, state.counter, turn.tenant, opened, turn.sent, messages, done.compile_id,
-            reply.usage, datetime.now(UTC), state.settings.catalog, teaches,
-        )  # fmt: skip
+            db,
+            state.counter,
+            turn.tenant,
+            opened,
+            turn.sent,
+            messages,
+            done.compile_id,
+            reply.usage,
+            datetime.now(UTC),
+            state.settings.catalog,
+            teaches,
+        )
 
 
 def _parsed_reply(fmt: Format, reply: Reply) -> list[Message]:

@@ -55,16 +55,25 @@ def _calls(provider: str, message: dict[str, Any], name: str) -> list[tuple[str,
     found: list[tuple[Any, Any, Any]]
     if provider == "openai":
         found = [
-            (c.get("id"), (c.get("function") or {}).get("name"),
-             (c.get("function") or {}).get("arguments"))
-            for c in message.get("tool_calls") or () if isinstance(c, dict)
-        ]  # fmt: skip
+            (
+                c.get("id"),
+                (c.get("function") or {}).get("name"),
+                (c.get("function") or {}).get("arguments"),
+            )
+            for c in message.get("tool_calls") or ()
+            if isinstance(c, dict)
+        ]
     else:
         content = message.get("content")
-        found = [
-            (b.get("id"), b.get("name"), b.get("input"))
-            for b in content if isinstance(b, dict) and b.get("type") == "tool_use"
-        ] if isinstance(content, list) else []  # fmt: skip
+        found = (
+            [
+                (b.get("id"), b.get("name"), b.get("input"))
+                for b in content
+                if isinstance(b, dict) and b.get("type") == "tool_use"
+            ]
+            if isinstance(content, list)
+            else []
+        )
     if not found or any(called != name or not isinstance(i, str) for i, called, _ in found):
         return None
     return [(i, args) for i, _, args in found]
@@ -95,9 +104,14 @@ async def _results(
         call = recalling.Call(turn.endpoint.provider, name, call_id, arguments or {}, size)
         async with state.sessionmaker() as db:
             recalled = await recalling.recall(
-                db, state.counter, state.settings.catalog, turn.tenant, opened.session_id, call,
+                db,
+                state.counter,
+                state.settings.catalog,
+                turn.tenant,
+                opened.session_id,
+                call,
                 pending,
-            )  # fmt: skip
+            )
         out.append(recalled.result)
     return out
 
@@ -127,8 +141,11 @@ async def settle(
         if calls is None:
             return upstream, data, n
         results = await _results(state, turn, opened, done, name, calls)
-        answer = results if turn.endpoint.provider == "openai" else [
-            {"role": "user", "content": results}]  # fmt: skip
+        answer = (
+            results
+            if turn.endpoint.provider == "openai"
+            else [{"role": "user", "content": results}]
+        )
         messages += [reply.message, *answer]
         body = orjson.dumps({**sent, "messages": messages})
         upstream = await send(state, turn.upstream(state), body, turn.headers, params=turn.query)

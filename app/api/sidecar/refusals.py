@@ -20,8 +20,13 @@ from app.storage.faults import is_fault
 class Refused(Exception):
     """ctxc's own refusal of a sidecar request, answered in the provider's error JSON."""
 
-    def __init__(self, status: int, message: str, param: str | None = None,
-                 headers: dict[str, str] | None = None) -> None:  # fmt: skip
+    def __init__(
+        self,
+        status: int,
+        message: str,
+        param: str | None = None,
+        headers: dict[str, str] | None = None,
+    ) -> None:
         super().__init__(message)
         self.status, self.message, self.param, self.headers = status, message, param, headers
 
@@ -51,8 +56,11 @@ async def refusal(
         param = errors[0]["path"].removeprefix("body.") if errors else None
         if errors:
             message = "; ".join(f"{e['path']}: {e['message']}" for e in errors[:5])
-        headers = {k: v for k, v in problem.headers.items()
-                   if k.lower() in ("retry-after", "www-authenticate")}  # fmt: skip
+        headers = {
+            k: v
+            for k, v in problem.headers.items()
+            if k.lower() in ("retry-after", "www-authenticate")
+        }
     if status >= 500:
         state.metrics.sidecar.labels(provider, "error").inc()
     body = error_body(provider, status, message, param)

@@ -126,8 +126,11 @@ async def read_turn(
     if session_id is not None and (
         not SESSION_ID_RE.match(session_id) or len(session_id) > MAX_THREAD_ID
     ):
-        raise Refused(400, f"{SESSION_HEADER} must be a session id (letters, digits, `._:-`, at "
-                      f"most {MAX_THREAD_ID} characters)")  # fmt: skip
+        raise Refused(
+            400,
+            f"{SESSION_HEADER} must be a session id (letters, digits, `._:-`, at "
+            f"most {MAX_THREAD_ID} characters)",
+        )
     profile = _profile(state, endpoint, model)
     window = _window(request, profile)
     system = None if endpoint.system is None else body.get(endpoint.system)

@@ -149,9 +149,11 @@ async def _chunks(upstream: httpx.Response) -> AsyncIterator[bytes]:
 
 
 async def until_disconnect(
-    request: Request, answer: Callable[[], Awaitable[Response]], provider: Provider,
+    request: Request,
+    answer: Callable[[], Awaitable[Response]],
+    provider: Provider,
     state: AppState,
-) -> Response:  # fmt: skip
+) -> Response:
     """``answer()``, cancelled when the agent goes away first (its upstream request with it)."""
     result: list[Response] = []
     failed: list[Exception] = []

@@ -291,9 +291,17 @@ async def start_thread(
     assert history.offset == 0
     keyed, raw = await _hashes(history, sent, "")
     thread = ProxyThreadRow(
-        session_pk=row.pk, format=history.format, sent=sent, chain=keyed, raw=raw, replies=0,
-        reply="", turns=0, forks=0, updated_at=now,
-    )  # fmt: skip
+        session_pk=row.pk,
+        format=history.format,
+        sent=sent,
+        chain=keyed,
+        raw=raw,
+        replies=0,
+        reply="",
+        turns=0,
+        forks=0,
+        updated_at=now,
+    )
     db.add(thread)
     return thread
 
@@ -333,14 +341,24 @@ async def fork(
     await db.flush()
     fields = {
         "metadata": {k: v for k, v in row.meta.items() if k != "ctxc_fork_of"},
-        "provider": row.provider, "profile": row.profile, "context_window": row.context_window,
-        "compiler": row.compiler, "compaction": row.compaction_policy,
-        "system_prompt": row.system_prompt, "response_format": row.response_format,
+        "provider": row.provider,
+        "profile": row.profile,
+        "context_window": row.context_window,
+        "compiler": row.compiler,
+        "compaction": row.compaction_policy,
+        "system_prompt": row.system_prompt,
+        "response_format": row.response_format,
         "resume_key": row.resume_key,
-    }  # fmt: skip
+    }
     new = await add_session(db, tenant, session_id, fields, now, now, 0, catalog)
-    await store(db, counter, SessionPk(new.pk), [m for m, _ in history.entries],
-                [c for _, c in history.entries], now)  # fmt: skip
+    await store(
+        db,
+        counter,
+        SessionPk(new.pk),
+        [m for m, _ in history.entries],
+        [c for _, c in history.entries],
+        now,
+    )
     thread = await start_thread(db, new, history, len(history.items), now)
     thread.forks = forks
     return new, branch

@@ -101,8 +101,7 @@ async def open_turn(
 
         return await open_turn(db, counter, tenant, beside[0], beside_fields, sent, now, catalog)
     if start is None:
-        row, forked_to = await threads.fork(db, counter, tenant, row, thread, history, now,
-                                            catalog)  # fmt: skip
+        row, forked_to = await threads.fork(db, counter, tenant, row, thread, history, now, catalog)
         start, turns = len(history.items), 0
     else:
         turns = thread.turns if thread else 0
@@ -175,8 +174,9 @@ async def store_turn(
         history = history if history.offset == 0 else await sent.parse(0)
         found = await threads.new_start(db, row, thread, history)
         if found is None:
-            row, forked_to = await threads.fork(db, counter, tenant, row, thread, history, now,
-                                                catalog)  # fmt: skip
+            row, forked_to = await threads.fork(
+                db, counter, tenant, row, thread, history, now, catalog
+            )
             pk, found = SessionPk(row.pk), len(history.items)
             thread = await threads.thread_row(db, pk)
         elif thread is None:
