@@ -74,7 +74,10 @@ NOT_COVERED = {
     "export_session",
     "import_session",
     "sidecar_openai_chat",
+    "sidecar_openai_responses",
     "sidecar_anthropic_messages",
+    "sidecar_gemini_generate",
+    "sidecar_gemini_stream",
 }
 METHODS = {
     "create_session": "create_session",

@@ -76,13 +76,11 @@ RESET = "a compaction ended the provider session: compiled in full for a new one
 class Loaded:
     """The session as read for this compile, and the profile it compiles for."""
 
+    session_id: str  # as asked (a row's attributes expire when its transaction rolls back)
+    pk: SessionPk
     row: SessionRow
     tenant_name: str
     profile: ProviderProfile
-
-    @property
-    def pk(self) -> SessionPk:
-        return SessionPk(self.row.pk)
 
 
 @dataclass(frozen=True)
@@ -150,7 +148,8 @@ async def compile_session(
 async def load(ctx: Context, session_id: str, options: Options) -> Loaded:
     """The session, its tenant's name and the profile the compile is for."""
     row, tenant_name = await require_session_and_tenant_name(ctx.session, ctx.tenant, session_id)
-    return Loaded(row, tenant_name, session_profile(row, ctx.catalog, options.provider))
+    profile = session_profile(row, ctx.catalog, options.provider)
+    return Loaded(session_id, SessionPk(row.pk), row, tenant_name, profile)
 
 
 def _compacts(ctx: Context, loaded: Loaded, options: Options) -> bool:
@@ -253,7 +252,7 @@ async def compile_view(ctx: Context, loaded: Loaded, plan: Plan, options: Option
     except NothingToSend:  # also what a session deleted between the reads above looks like
         read = plan.tail.rows if plan.tail else ()
         if not read and not await compiles.session_exists(ctx.session, loaded.pk):
-            raise NotFound("session", loaded.row.id) from None
+            raise NotFound("session", loaded.session_id) from None
         raise
 
 
@@ -331,7 +330,7 @@ async def record(ctx: Context, loaded: Loaded, plan: Plan, output: Output) -> st
         await db.commit()
     except IntegrityError:  # the session was deleted since it was read: its rows refer to none
         await db.rollback()
-        raise NotFound("session", loaded.row.id) from None
+        raise NotFound("session", loaded.session_id) from None
     return compile_id
 
 
