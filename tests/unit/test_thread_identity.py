@@ -1,4 +1,4 @@
-"""What a thread ignores of a resent history (app/domain/wire/identity.py): the breakpoints an
+"""What a thread ignores of a resent history (``threads.essential``): the breakpoints an
 agent moves, one text block written back as a string, Claude Code's billing line; and what it
 does not (an edit)."""
 
@@ -9,8 +9,22 @@ from typing import Any
 from hypothesis import given
 from hypothesis import strategies as st
 
-from app.services.sidecar.identity import identity
-from app.services.sidecar.threads import raw_digest
+from app.services.sidecar.threads import essential
+from app.services.sidecar.threads import raw_digest as raw
+
+
+def raw_digest(items: list[Any]) -> str:
+    """The digest a thread compares of Anthropic ``items`` (the system prompt first)."""
+    messages, system = essential("anthropic", items[1:], items[0])
+    return raw([system, *messages])
+
+
+def identity(item: Any) -> str:
+    """What a thread knows of one message, or of a system prompt (a list of blocks)."""
+    if isinstance(item, list):
+        return raw_digest([item, {"role": "user", "content": "x"}])
+    return raw_digest([[], item])
+
 
 MARK = {"type": "ephemeral"}
 SYSTEM = [

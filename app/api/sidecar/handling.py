@@ -32,7 +32,6 @@ from app.domain.wire import reply_of as wire_reply
 from app.services import compiling
 from app.services.compiling import Compilation, Options
 from app.services.sidecar import turns
-from app.services.sidecar.identity import identity
 from app.services.sidecar.turns import Opened
 from app.services.tenancy import cpu
 from app.storage import queries
@@ -277,19 +276,15 @@ def _marked(block: Any, mark: Any) -> Any:
 
 def _place(endpoint: Endpoint, body: dict[str, Any], output: Output) -> None:
     """Put the compiled history (and the system prompt, where the shape keeps it apart) in the
-    request's ``body``. A compiled system prompt that is the agent's own, but for what agents
-    change every turn (``identity``: a billing line, breakpoints), goes as the agent sent it
-    this turn."""
+    request's ``body`` (a session turn then sends the agent's own system prompt: ``_payload``)."""
     body[endpoint.history] = output.messages
     if endpoint.system is None:
         return
-    sent = body.pop(endpoint.system, None)
+    body.pop(endpoint.system, None)
     # Responses' instructions are apart from the compiled system prompt (its ``instructions``).
     system = output.instructions if endpoint.provider == "responses" else output.system
-    if system is None:
-        return
-    same = sent is not None and identity(sent) == identity(system)
-    body[endpoint.system] = sent if same else system
+    if system is not None:
+        body[endpoint.system] = system
 
 
 def _headers(turn: Turn, opened: Opened | None, done: Compilation, retried: bool) -> dict[str, str]:

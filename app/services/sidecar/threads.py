@@ -1,11 +1,10 @@
 """Which stored history a sidecar request continues, and what of it is new.
 
 An agent behind the sidecar resends its whole history on every turn. The session's proxy thread
-remembers it as a hash chain over the first ``sent`` messages as the agent sent them, less what
-agents move from turn to turn without changing what is said (``app.services.sidecar.identity``:
-prompt-cache breakpoints, one text block written back as a string, a billing line), then the
-digest of the
-``replies`` messages ctxc stored after them: the upstream's answer, which the agent resends in its
+remembers it as a hash chain over the first ``sent`` messages in their essential form
+(``essential``: less what agents move from turn to turn without changing what is said), keyed
+as the message cache keys them while the request is parsed, then the digest of the ``replies``
+messages ctxc stored after them: the upstream's answer, which the agent resends in its
 own serialisation, so it is compared by content. A request whose history starts with exactly that
 extends the session: what follows is new. Any other history (the agent edited, trimmed or
 compacted it, or retried a turn ctxc had already stored) is a **fork**: the stored history moves
@@ -30,6 +29,7 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any, Final
 
+import orjson
 import xxhash
 from sqlalchemy.ext.asyncio import AsyncSession
 
@@ -52,7 +52,6 @@ from app.services.compiling import item_of
 from app.services.sessions import add_session
 from app.services.sessions.cache import Entry, canonical_json
 from app.services.sessions.messages import insert_messages
-from app.services.sidecar.identity import identity
 from app.services.tenancy import cpu
 from app.storage import compiles, queries
 from app.storage.models import ProxyThreadRow, SessionRow
@@ -169,11 +168,6 @@ def chain(keys: Iterable[bytes], start: str = "") -> str:
     return value.hex()
 
 
-def item_keys(items: Iterable[Any]) -> list[bytes]:
-    """A key for each item: a hash of what it is for a thread (``identity``)."""
-    return [xxhash.xxh3_128_digest(identity(item)) for item in items]
-
-
 def root(history: History) -> str:
     """A conversation's root: the chain of its system prompt and first message, of a history
     parsed whole."""
@@ -191,11 +185,11 @@ def other_root(row: SessionRow, history: History) -> bool:
 
 
 def raw_digest(items: Sequence[Any]) -> str:
-    """A fast hash of ``items`` as a thread knows them: what it compares first, so that the
-    part it holds need not be parsed again."""
+    """A fast hash of ``items`` (in their essential form) as sent: what a thread compares
+    first, so that the part it holds need not be parsed again."""
     digest = xxhash.xxh3_128()
     for item in items:
-        digest.update(identity(item))
+        digest.update(orjson.dumps(item))
         digest.update(b"\x1e")
     return digest.hexdigest()
 
@@ -270,7 +264,7 @@ def _extends(thread: ProxyThreadRow, history: History) -> int | None:
         return None
     if offset not in (0, sent):
         return None
-    if offset == 0 and chain(item_keys(history.items[:sent])) != thread.chain:
+    if offset == 0 and chain(history.keys[:sent]) != thread.chain:
         return None
     resent = (message for message, _ in history.entries[sent - offset : sent - offset + replies])
     if replies and content_digest(resent) != thread.reply:
@@ -312,8 +306,7 @@ async def _hashes(history: History, upto: int, start: str) -> tuple[str, str]:
     long history."""
 
     def work() -> tuple[str, str]:
-        new = history.items[history.offset : upto]
-        return chain(item_keys(new), start), raw_digest(history.items[:upto])
+        return chain(history.keys[: upto - history.offset], start), raw_digest(history.items[:upto])
 
     return await cpu.run_sync(work) if upto > INLINE_ITEMS else work()
 
