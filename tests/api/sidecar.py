@@ -119,6 +119,13 @@ def openai_loop(sidecar: Sidecar, session: str, turns: int, window: int) -> list
     return history
 
 
+def tool_results(calls: list[Any], turn: int) -> dict[str, Any]:
+    """The user turn an Anthropic agent sends back with its tools' results of ``turn``."""
+    content = f"contents of module {turn}\n" + "code line\n" * 60
+    results = [{"type": "tool_result", "tool_use_id": c.id, "content": content} for c in calls]
+    return {"role": "user", "content": results}
+
+
 def anthropic_loop(sidecar: Sidecar, session: str, turns: int, window: int) -> list[Any]:
     client = sidecar.anthropic(session, **{"X-Ctxc-Context-Window": str(window)})
     history: list[Any] = []
@@ -137,17 +144,5 @@ def anthropic_loop(sidecar: Sidecar, session: str, turns: int, window: int) -> l
             calls = [b for b in final.content if b.type == "tool_use"]
             if not calls:
                 break
-            history.append(
-                {
-                    "role": "user",
-                    "content": [
-                        {
-                            "type": "tool_result",
-                            "tool_use_id": c.id,
-                            "content": f"contents of module {turn}\n" + "code line\n" * 60,
-                        }
-                        for c in calls
-                    ],
-                }
-            )
+            history.append(tool_results(calls, turn))
     return history

@@ -7,7 +7,7 @@ from __future__ import annotations
 import uuid
 from typing import Any
 
-from tests.api.sidecar import TOOLS_ANTHROPIC, Sidecar, prompt, stored
+from tests.api.sidecar import TOOLS_ANTHROPIC, Sidecar, prompt, stored, tool_results
 from tests.upstreams import Upstream
 
 TASK = {
@@ -87,19 +87,7 @@ def test_the_task_survives_the_prompt_too_long_retry(sidecar: Sidecar, up: Upstr
             calls = [b for b in final.content if b.type == "tool_use"]
             if not calls:
                 break
-            history.append(
-                {
-                    "role": "user",
-                    "content": [
-                        {
-                            "type": "tool_result",
-                            "tool_use_id": c.id,
-                            "content": f"contents of module {turn}\n" + "code line\n" * 60,
-                        }
-                        for c in calls
-                    ],
-                }
-            )
+            history.append(tool_results(calls, turn))
         history.append({"role": "user", "content": prompt(turn)})
     up.requests.clear()
     up.window = 2_000  # the provider counts more than ctxc's budget allows for
