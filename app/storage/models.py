@@ -353,9 +353,11 @@ class ProxyThreadRow(Base):
     (app/services/sidecar/threads.py): hash chains over the first ``sent`` messages as the agent
     sent them (``raw``, compared first, and ``chain``, of their canonical keys), and the digest
     of the ``replies`` messages ctxc stored after them (the upstream's answer, which the agent
-    resends in its own serialisation)."""
+    resends in its own serialisation). The conversations beside a session (``family``: its id)
+    are found by their ``root``."""
 
     __tablename__ = "proxy_threads"
+    __table_args__ = (Index("ix_proxy_threads_family", "family", "root"),)
 
     session_pk: Mapped[str] = _session_fk()
     format: Mapped[str] = mapped_column(String(16))  # "openai" or "anthropic"
@@ -367,6 +369,10 @@ class ProxyThreadRow(Base):
     turns: Mapped[int] = mapped_column(BigInteger)  # turns stored: what a racing turn checks
     forks: Mapped[int] = mapped_column(Integer)  # branches moved aside under this id so far
     updated_at: Mapped[datetime] = mapped_column(UTCDateTime())
+    # The chain of the conversation's system prompt and first message (its root), and for a
+    # conversation beside another under one session id, that session's id (its family).
+    root: Mapped[str | None] = mapped_column(String(64))
+    family: Mapped[str | None] = mapped_column(String(128))
 
 
 class DigestRow(Base):

@@ -20,6 +20,7 @@ from app.storage.models import (
     MessageRow,
     PayloadRow,
     PreparedCompactionRow,
+    ProxyThreadRow,
     SessionRow,
     TenantRow,
     ToolPartRow,
@@ -50,6 +51,22 @@ async def session_row(db: AsyncSession, tenant: TenantId, session_id: str) -> Se
     return await db.scalar(
         select(SessionRow).where(SessionRow.tenant_id == tenant, SessionRow.id == session_id)
     )
+
+
+async def threads_beside(
+    db: AsyncSession, tenant: TenantId, family: str, root: str, limit: int
+) -> Sequence[tuple[SessionRow, ProxyThreadRow]]:
+    """The sessions of the conversations beside the session ``family`` whose root is ``root``
+    (app/services/sidecar/threads.py), with their threads, the latest first."""
+    query = (
+        select(SessionRow, ProxyThreadRow)
+        .join(ProxyThreadRow, ProxyThreadRow.session_pk == SessionRow.pk)
+        .where(ProxyThreadRow.family == family, ProxyThreadRow.root == root)
+        .where(SessionRow.tenant_id == tenant)
+        .order_by(ProxyThreadRow.updated_at.desc())
+        .limit(limit)
+    )
+    return [(row, thread) for row, thread in (await db.execute(query)).all()]
 
 
 async def session_rows(

@@ -90,17 +90,9 @@ def test_a_long_session_with_side_requests(session: Report) -> None:
 
 
 # Gemini CLI's side requests (its router, its next-speaker check) come under the same
-# X-Ctxc-Session with histories of their own: issue 29 item 2 (several conversations under one
-# header, without forks) is another branch's.
-# Gemini CLI's next-speaker check resends a conversation with another ending than the one ctxc
-# stored for it: it forks that thread beside the main one (the main thread never forks).
-SIDE_THREAD_FORKS = pytest.mark.xfail(
-    strict=True,
-    reason="a side request that resends a side conversation with another ending forks its thread",
-)
-
-
-@SIDE_THREAD_FORKS
+# X-Ctxc-Session with histories of their own: each continues a conversation beside the main one,
+# and a next-speaker check (the main conversation resent with a question of its own) starts
+# another beside it each time. Nothing forks.
 def test_never_forks(session: Report) -> None:
     checks.no_forks(session)
 

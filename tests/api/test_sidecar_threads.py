@@ -136,3 +136,36 @@ def test_two_conversations_under_one_header_each_continue(sidecar: Sidecar, up: 
         assert thread["metadata"]["ctxc_thread_of"] == session
         assert c.get(f"/v1/sessions/{session}:thread-2").status_code == 404
         assert c.get(f"/v1/sessions/{session}:fork-1").status_code == 404
+
+
+def test_side_requests_with_other_endings_start_threads_beside(
+    sidecar: Sidecar, up: Upstream
+) -> None:
+    """A side request resends the main conversation with a question of its own (Gemini CLI's
+    next-speaker check): each is a conversation beside the main one, which stays where it is;
+    one that goes on with its own answer continues its thread. Nothing forks."""
+    session = f"cc-side-{uuid.uuid4().hex[:8]}"
+    client = sidecar.anthropic(session)
+    main: list[dict[str, Any]] = [{"role": "user", "content": prompt(0)}]
+    question = {"role": "user", "content": "Who speaks next: the user or the model?"}
+    answers = []
+    for n in range(3):
+        raw = _send(client, n, main)
+        answers.append(raw.headers)
+        assert raw.headers["x-ctxc-session"] == session
+        _step(raw, main, n)
+        side = [*main[:-1], question]
+        raw = _send(client, 10 + n, side, "a next-speaker check")
+        answers.append(raw.headers)
+        assert raw.headers["x-ctxc-session"] == f"{session}:thread-{n + 1}"
+        if n == 2:  # the check goes on: it continues its own thread
+            _step(raw, side, n)
+            raw = _send(client, 20, side, "a next-speaker check")
+            answers.append(raw.headers)
+            assert raw.headers["x-ctxc-session"] == f"{session}:thread-3"
+    assert not [a["x-ctxc-forked-to"] for a in answers if "x-ctxc-forked-to" in a]
+    assert [m["role"] for m in stored(sidecar, session)][1:] == [_role(m) for m in main[:-1]]
+    with sidecar.ctxc() as c:
+        for forked in (session, *(f"{session}:thread-{n}" for n in (1, 2, 3))):
+            assert c.get(f"/v1/sessions/{forked}:fork-1").status_code == 404
+        assert c.get(f"/v1/sessions/{session}:thread-4").status_code == 404

@@ -155,3 +155,44 @@ def test_session_totals_are_backfilled_from_existing_messages(
     assert _inspect(url, _message_count) == 4
     upgrade(url)
     assert _inspect(url, _session_totals) == expected
+
+
+def _seed_threads(conn: Connection) -> None:
+    """At 0011: a session with its thread, and one beside it that noted its root and family in
+    its metadata (as the sidecar did before 0012)."""
+    now = "2026-11-28 00:00:00"
+    conn.exec_driver_sql(f"INSERT INTO tenants VALUES ('t', 't', '{now}')")
+    beside = '{"ctxc_thread_of": "main", "ctxc_thread_root": "' + "ab" * 32 + '"}'
+    for pk, noted in (("main", '{"ctxc_thread_root": "' + "cd" * 32 + '"}'), ("side", beside)):
+        conn.exec_driver_sql(
+            "INSERT INTO sessions (pk, tenant_id, id, metadata, system_prompt, provider, "
+            f"last_seq, created_at, updated_at) VALUES ('{pk}', 't', '{pk}', '{noted}', '[]', "
+            f"'anthropic', 0, '{now}', '{now}')"
+        )
+        conn.exec_driver_sql(
+            "INSERT INTO proxy_threads (session_pk, format, sent, chain, raw, replies, reply, "
+            f"turns, forks, updated_at) VALUES ('{pk}', 'anthropic', 1, '', '', 0, '', 1, 0, "
+            f"'{now}')"
+        )
+    conn.commit()
+
+
+def _thread_roots(conn: Connection) -> dict[str, tuple[str | None, str | None]]:
+    rows = conn.exec_driver_sql("SELECT session_pk, root, family FROM proxy_threads")
+    return {pk: (root, family) for pk, root, family in rows}
+
+
+@pytest.mark.parametrize("kind", ["sqlite", "postgres"])
+def test_thread_roots_are_filled_from_the_metadata_they_were_noted_in(
+    kind: str, tmp_path: Path, request: pytest.FixtureRequest
+) -> None:
+    url = fresh_database(kind, tmp_path, request)
+    upgrade(url, "0011")
+    _inspect(url, _seed_threads)
+    upgrade(url, "0012")
+    assert _inspect(url, _thread_roots) == {
+        "main": ("cd" * 32, None),
+        "side": ("ab" * 32, "main"),
+    }
+    downgrade(url, "0011")
+    upgrade(url)

@@ -11,6 +11,7 @@ from typing import Any
 import httpx
 import orjson
 from fastapi import Request
+from sqlalchemy.ext.asyncio import AsyncSession
 from starlette.responses import Response
 
 from app.adapters.upstream import returned_headers
@@ -32,6 +33,7 @@ from app.domain.wire import reply_of as wire_reply
 from app.services import compiling
 from app.services.compiling import Compilation, Options
 from app.services.sidecar import turns
+from app.services.sidecar.threads import Writer
 from app.services.sidecar.turns import Opened
 from app.services.tenancy import cpu
 from app.storage import queries
@@ -145,16 +147,7 @@ async def _open(state: AppState, turn: Turn) -> Opened:
         return created.model_dump(mode="json", exclude={"id"})
 
     async with state.sessionmaker() as db:
-        opened = await turns.open_turn(
-            db,
-            state.counter,
-            turn.tenant,
-            turn.session_id,
-            fields,
-            turn.sent,
-            datetime.now(UTC),
-            state.settings.catalog,
-        )
+        opened = await turns.open_turn(_writer(state, turn, db), turn.session_id, fields, turn.sent)
     if opened.forked_to is not None:
         state.metrics.sidecar.labels(turn.endpoint.provider, "forked").inc()
     return opened
@@ -317,6 +310,8 @@ async def _answered(
     headers: dict[str, str],
     payload: bytes,
 ) -> Response:
+    """The upstream's answer to a turn not streamed (``payload``: what was sent), after the
+    recalls it asked for, stored (said in ``headers``) and passed on."""
     recalls = 0
     if opened is None:
         data = await read_body(upstream, ANSWER_BYTES)
@@ -331,24 +326,30 @@ async def _answered(
             return Response(data, upstream.status_code, returned_headers(upstream) | headers)
     outcome = _outcome(opened)
     if opened is not None:
-        # The model call is paid for: its answer reaches the agent even when ctxc cannot store
-        # it (the agent resends it next turn, and it is stored then).
-        try:
-            reply = wire_reply(turn.endpoint.provider, orjson.loads(data))
-            # After recalls the usage is of the request with their pages: it teaches nothing.
-            stored = await _store(state, turn, opened, done, reply, teaches=not recalls)
-        except Exception as exc:  # the session deleted meanwhile, the database gone, ...
-            expected = isinstance(exc, orjson.JSONDecodeError | WireError | Refused | DomainError)
-            log.warning(
-                "sidecar turn not stored: %s", exc, exc_info=not (expected or is_fault(exc))
-            )
-            headers["x-ctxc-stored"], outcome = "false", "not_stored"
-        else:
-            headers["x-ctxc-stored"] = "true"
-            if stored.forked_to is not None:
-                headers["x-ctxc-forked-to"] = stored.forked_to
+        # After recalls the usage is of the request with their pages: it teaches nothing.
+        stored = await _kept(state, turn, opened, done, data, teaches=not recalls)
+        headers.update(stored)
+        outcome = "stored" if stored["x-ctxc-stored"] == "true" else "not_stored"
     state.metrics.sidecar.labels(turn.endpoint.provider, outcome).inc()
     return Response(data, 200, returned_headers(upstream) | headers)
+
+
+async def _kept(
+    state: AppState, turn: Turn, opened: Opened, done: Compilation, data: bytes, teaches: bool
+) -> dict[str, str]:
+    """Store the answer ``data``; the headers that say whether it was. The model call is paid
+    for: its answer reaches the agent even when ctxc cannot store it (the agent resends it next
+    turn, and it is stored then)."""
+    try:
+        reply = wire_reply(turn.endpoint.provider, orjson.loads(data))
+        stored = await _store(state, turn, opened, done, reply, teaches)
+    except Exception as exc:  # the session deleted meanwhile, the database gone, ...
+        expected = isinstance(exc, orjson.JSONDecodeError | WireError | Refused | DomainError)
+        log.warning("sidecar turn not stored: %s", exc, exc_info=not (expected or is_fault(exc)))
+        return {"x-ctxc-stored": "false"}
+    if stored.forked_to is not None:
+        return {"x-ctxc-stored": "true", "x-ctxc-forked-to": stored.forked_to}
+    return {"x-ctxc-stored": "true"}
 
 
 def _outcome(opened: Opened | None) -> str:
@@ -369,20 +370,14 @@ async def _store(
         messages = await cpu.run_sync(_parsed_reply, turn.endpoint.format, reply)
     except (FormatError, InvalidInput, ValueError) as exc:
         raise Refused(502, f"the upstream's reply cannot be stored: {exc}") from None
+    outcome = turns.Outcome(messages, done.compile_id, reply.usage, teaches)
     async with state.sessionmaker() as db:
-        return await turns.store_turn(
-            db,
-            state.counter,
-            turn.tenant,
-            opened,
-            turn.sent,
-            messages,
-            done.compile_id,
-            reply.usage,
-            datetime.now(UTC),
-            state.settings.catalog,
-            teaches,
-        )
+        return await turns.store_turn(_writer(state, turn, db), opened, turn.sent, outcome)
+
+
+def _writer(state: AppState, turn: Turn, db: AsyncSession) -> Writer:
+    """What the turn's writes in ``db`` need."""
+    return Writer(db, turn.tenant, state.counter, state.settings.catalog, datetime.now(UTC))
 
 
 def _parsed_reply(fmt: Format, reply: Reply) -> list[Message]:

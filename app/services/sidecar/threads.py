@@ -16,6 +16,14 @@ What agents move from turn to turn without changing meaning is not part of a his
 form, so an agent that moves its cache breakpoints, or folds a text block back into a string,
 still extends its thread.
 
+Several conversations come under one session id (an agent's main loop, its sub-agents, its
+side requests). A conversation is known by its root (``root``: its system prompt and first
+message); the first one seen is the session itself, each other one a session beside it,
+``<id>:thread-<n>``, whose thread names ``<id>`` as its ``family``. A history of another root
+continues the conversation beside that it extends, or starts a new one: a conversation beside
+the session never forks while there is room for another (``MAX_THREADS``); only the session's
+own conversation does, on an edit.
+
 A session the sidecar has never seen (made through the API) is compared message by message, by
 content, while it has never been compacted; a compacted one no longer holds what the agent
 resends, and forks.
@@ -57,14 +65,12 @@ from app.storage import compiles, queries
 from app.storage.models import ProxyThreadRow, SessionRow
 
 FORK = ":fork-"
-# Several conversations under one session id (an agent's main loop, its sub-agents, its side
-# requests): the first is the session itself, each other one (another root: system prompt and
-# first message) the session ``<id>:thread-<n>``, ``THREAD_OF`` its metadata naming ``<id>``.
-# Past ``MAX_THREADS`` of them, a new conversation forks the session, as an edit does.
+# The conversations beside a session: ``<id>:thread-<n>``, ``THREAD_OF`` their metadata naming
+# ``<id>``, ``THREADS`` the session's naming how many were made. Past ``MAX_THREADS`` of them, a
+# new conversation continues (and so forks) the latest of its root, or forks the session.
 THREAD = ":thread-"
 THREAD_OF = "ctxc_thread_of"
 THREADS = "ctxc_threads"
-ROOT = "ctxc_thread_root"
 MAX_THREADS = 64
 # Room left in a session id (128 characters at most) for the fork suffix.
 MAX_THREAD_ID = 112
@@ -83,6 +89,18 @@ INLINE_ITEMS = 1_000
 IGNORED: Final = frozenset({"cache_control"})
 VOLATILE_SYSTEM: Final = ("x-anthropic-billing-header:",)
 ESSENTIAL_FORMATS: Final = frozenset({"anthropic", "openai"})
+
+
+@dataclass(frozen=True)
+class Writer:
+    """What a turn's writes need: the transaction, the tenant, the counter that completes the
+    counts of what is stored, the catalog of providers and the turn's time."""
+
+    db: AsyncSession
+    tenant: TenantId
+    counter: TokenCounter
+    catalog: Catalog
+    now: datetime
 
 
 @dataclass(frozen=True)
@@ -177,11 +195,10 @@ def root(history: History) -> str:
     return chain(history.keys[: first + 1])
 
 
-def other_root(row: SessionRow, history: History) -> bool:
-    """Whether ``history`` (parsed whole) is another conversation than the session's: another
-    root. A session that never noted its root has none other."""
-    noted = row.meta.get(ROOT)
-    return noted is not None and noted != root(history)
+def other_root(thread: ProxyThreadRow | None, history: History) -> bool:
+    """Whether ``history`` (parsed whole) is another conversation than the thread's: another
+    root. A session without a thread, or whose thread never noted its root, has none other."""
+    return thread is not None and thread.root is not None and thread.root != root(history)
 
 
 def raw_digest(items: Sequence[Any]) -> str:
@@ -258,6 +275,13 @@ async def new_start(
     return await cpu.run_sync(_same_content, messages, history)
 
 
+async def extends(thread: ProxyThreadRow, history: History) -> bool:
+    """Whether ``history`` (parsed whole) extends what ``thread`` holds."""
+    if len(history.keys) > INLINE_ITEMS:
+        return await cpu.run_sync(_extends, thread, history) is not None
+    return _extends(thread, history) is not None
+
+
 def _extends(thread: ProxyThreadRow, history: History) -> int | None:
     sent, replies, offset = thread.sent, thread.replies, history.offset
     if thread.format != history.format or len(history.items) < sent + replies:
@@ -281,9 +305,11 @@ async def start_thread(
     db: AsyncSession, row: SessionRow, history: History, sent: int, now: datetime
 ) -> ProxyThreadRow:
     """The thread of a session the sidecar meets for the first time, whose stored messages are
-    the first ``sent`` of ``history`` (parsed whole); the caller commits."""
+    the first ``sent`` of ``history`` (parsed whole); the caller commits. A session made beside
+    another (its metadata names it) is of that one's family."""
     assert history.offset == 0
     keyed, raw = await _hashes(history, sent, "")
+    family = row.meta.get(THREAD_OF)
     thread = ProxyThreadRow(
         session_pk=row.pk,
         format=history.format,
@@ -295,6 +321,8 @@ async def start_thread(
         turns=0,
         forks=0,
         updated_at=now,
+        root=root(history),
+        family=family if isinstance(family, str) else None,
     )
     db.add(thread)
     return thread
@@ -312,27 +340,33 @@ async def _hashes(history: History, upto: int, start: str) -> tuple[str, str]:
 
 
 async def fork(
-    db: AsyncSession,
-    counter: TokenCounter,
-    tenant: TenantId,
-    row: SessionRow,
-    thread: ProxyThreadRow | None,
-    history: History,
-    now: datetime,
-    catalog: Catalog,
+    w: Writer, row: SessionRow, thread: ProxyThreadRow | None, history: History
 ) -> tuple[SessionRow, str]:
-    """Move the session's stored history aside under ``<id>:fork-<n>`` and start the id over
-    with ``history``, stored at once (it is the agent's history, whatever the upstream answers).
-    The caller holds the session's lock and commits. Returns the new session and the id the old
-    history moved to."""
+    """Move the session's stored history aside under ``<id>:fork-<n>`` (out of its family) and
+    start the id over with ``history``, stored at once (it is the agent's history, whatever the
+    upstream answers). The caller holds the session's lock and commits. Returns the new session
+    and the id the old history moved to."""
     forks = (thread.forks if thread else 0) + 1
     session_id, branch = row.id, f"{row.id}{FORK}{forks}"
-    if await queries.session_row(db, tenant, branch) is not None:
+    if await queries.session_row(w.db, w.tenant, branch) is not None:
         raise Conflict(f"session {branch!r} already exists: the fork of {session_id!r} needs it")
     row.id = branch
     row.meta = {**row.meta, "ctxc_fork_of": session_id}
-    await db.flush()
-    fields = {
+    if thread is not None:
+        thread.family = None
+    await w.db.flush()
+    new = await add_session(w.db, w.tenant, session_id, _fields(row), w.now, w.now, 0, w.catalog)
+    entries = history.entries
+    pk = SessionPk(new.pk)
+    await store(w, pk, [m for m, _ in entries], [c for _, c in entries])
+    thread = await start_thread(w.db, new, history, len(history.items), w.now)
+    thread.forks = forks
+    return new, branch
+
+
+def _fields(row: SessionRow) -> dict[str, Any]:
+    """The API fields of a session like ``row``, for the one that takes its id at a fork."""
+    return {
         "metadata": {k: v for k, v in row.meta.items() if k != "ctxc_fork_of"},
         "provider": row.provider,
         "profile": row.profile,
@@ -343,34 +377,17 @@ async def fork(
         "response_format": row.response_format,
         "resume_key": row.resume_key,
     }
-    new = await add_session(db, tenant, session_id, fields, now, now, 0, catalog)
-    await store(
-        db,
-        counter,
-        SessionPk(new.pk),
-        [m for m, _ in history.entries],
-        [c for _, c in history.entries],
-        now,
-    )
-    thread = await start_thread(db, new, history, len(history.items), now)
-    thread.forks = forks
-    return new, branch
 
 
 async def store(
-    db: AsyncSession,
-    counter: TokenCounter,
-    pk: SessionPk,
-    messages: Sequence[Message],
-    counts: Sequence[dict[str, int]],
-    now: datetime,
+    w: Writer, pk: SessionPk, messages: Sequence[Message], counts: Sequence[dict[str, int]]
 ) -> tuple[int, int] | None:
     """Append ``messages`` (their ``counts`` completed in every encoding) in the caller's
     transaction: their first and last seq."""
     if not messages:
         return None
-    await cpu.run_sync(_count_all, counter, messages, counts)
-    seqs = await insert_messages(db, pk, DEFAULT_SECTION, messages, counts, now)
+    await cpu.run_sync(_count_all, w.counter, messages, counts)
+    seqs = await insert_messages(w.db, pk, DEFAULT_SECTION, messages, counts, w.now)
     if seqs is None:
         raise Conflict("the session was deleted during the turn")
     return seqs

@@ -18,16 +18,14 @@ from sqlalchemy.ext.asyncio import AsyncSession
 
 from app.domain.errors import Conflict, NotFound
 from app.domain.messages import Message
-from app.domain.models import Catalog
 from app.domain.sessions import SessionPk, TenantId
-from app.domain.tokens import TokenCounter
 from app.services.sessions import add_session
 from app.services.sessions.cache import Entry
 from app.services.sessions.calibration import learn
 from app.services.sidecar import threads
-from app.services.sidecar.threads import History, Sent
+from app.services.sidecar.threads import History, Sent, Writer
 from app.storage import queries
-from app.storage.models import SessionRow
+from app.storage.models import ProxyThreadRow, SessionRow
 
 
 @dataclass(frozen=True)
@@ -46,88 +44,109 @@ class Opened:
         return self.history.entries[self.start - self.history.offset :]
 
 
-async def open_turn(
-    db: AsyncSession,
-    counter: TokenCounter,
-    tenant: TenantId,
-    session_id: str,
-    fields: Callable[[], Awaitable[dict[str, Any]]],
-    sent: Sent,
-    now: datetime,
-    catalog: Catalog,
-) -> Opened:
+Fields = Callable[[], Awaitable[dict[str, Any]]]
+
+
+async def open_turn(w: Writer, session_id: str, fields: Fields, sent: Sent) -> Opened:
     """The session ``session_id`` (created with ``fields`` when missing), matched against the
     request's history ``sent``; a history that does not extend it forks it, unless it is
-    another conversation (another root): that one continues the session of its root beside it
+    another conversation (another root): that one continues a conversation beside it
     (``<id>:thread-<n>``, made when first seen).
 
     The usual turn (a thread that the history extends) only reads, and parses only what follows
     the part the thread holds; a new session, a first thread or a fork write, under the
     session's lock, after matching again."""
-    row = await queries.session_row(db, tenant, session_id)
-    if row is not None:
-        thread = await threads.thread_row(db, SessionPk(row.pk))
-        if thread is not None and await threads.held(thread, sent):
-            history = await sent.parse(thread.sent)
-            start = await threads.new_start(db, row, thread, history)
-            if start is not None:
-                await db.commit()  # ends the reads
-                return Opened(session_id, history, start, thread.turns)
-        await db.commit()
-    else:
-        try:
-            row = await add_session(db, tenant, session_id, await fields(), now, now, 0, catalog)
-        except Conflict:  # created by a racing request since: use it
-            row = await queries.session_row(db, tenant, session_id)
-            if row is None:
-                raise
+    row = await queries.session_row(w.db, w.tenant, session_id)
+    if row is not None and (opened := await _extending(w.db, row, session_id, sent)):
+        return opened
+    if row is None:
+        row = await _made(w, session_id, fields)
     history = await sent.parse(0)
-    pk = SessionPk(row.pk)
-    if not await queries.lock_session(db, pk):
+    if not await queries.lock_session(w.db, SessionPk(row.pk)):
         raise NotFound("session", session_id)
-    await db.refresh(row)
-    thread = await threads.thread_row(db, pk)
-    start = await threads.new_start(db, row, thread, history)
-    forked_to = None
-    beside = None
-    if start is None and threads.other_root(row, history):
-        beside = await _beside(db, tenant, row, history)
-    if beside is not None:
-        await db.commit()
-        made, meta = fields, beside[1]
+    await w.db.refresh(row)
+    thread = await threads.thread_row(w.db, SessionPk(row.pk))
+    start = await threads.new_start(w.db, row, thread, history)
+    if start is None and threads.other_root(thread, history):
+        beside = await _beside(w, row, history)
+        if beside is not None:
+            await w.db.commit()
+            return await open_turn(w, beside[0], _with_metadata(fields, beside[1]), sent)
+    return await _matched(w, row, thread, history, start)
 
-        async def beside_fields() -> dict[str, Any]:
-            return {**(await made()), "metadata": meta}
 
-        return await open_turn(db, counter, tenant, beside[0], beside_fields, sent, now, catalog)
+async def _extending(
+    db: AsyncSession, row: SessionRow, session_id: str, sent: Sent
+) -> Opened | None:
+    """The turn, when its history extends the session's thread (read only); None otherwise."""
+    thread = await threads.thread_row(db, SessionPk(row.pk))
+    opened = None
+    if thread is not None and await threads.held(thread, sent):
+        history = await sent.parse(thread.sent)
+        start = await threads.new_start(db, row, thread, history)
+        if start is not None:
+            opened = Opened(session_id, history, start, thread.turns)
+    await db.commit()  # ends the reads
+    return opened
+
+
+async def _made(w: Writer, session_id: str, fields: Fields) -> SessionRow:
+    """The session ``session_id``, made with ``fields``, or made by a racing request since."""
+    try:
+        return await add_session(
+            w.db, w.tenant, session_id, await fields(), w.now, w.now, 0, w.catalog
+        )
+    except Conflict:
+        row = await queries.session_row(w.db, w.tenant, session_id)
+        if row is None:
+            raise
+        return row
+
+
+async def _matched(
+    w: Writer,
+    row: SessionRow,
+    thread: ProxyThreadRow | None,
+    history: History,
+    start: int | None,
+) -> Opened:
+    """The turn of ``history`` on the locked session ``row``: a fork when it does not extend
+    it (``start`` None), the session's first thread when it has none; committed."""
+    forked_to, turns = None, thread.turns if thread else 0
     if start is None:
-        row, forked_to = await threads.fork(db, counter, tenant, row, thread, history, now, catalog)
+        row, forked_to = await threads.fork(w, row, thread, history)
         start, turns = len(history.items), 0
-    else:
-        turns = thread.turns if thread else 0
-        if thread is None:
-            await threads.start_thread(db, row, history, start, now)
-            row.meta = {**row.meta, threads.ROOT: threads.root(history)}
-    await db.commit()
-    return Opened(session_id, history, start, turns, forked_to)
+    elif thread is None:
+        await threads.start_thread(w.db, row, history, start, w.now)
+    await w.db.commit()
+    return Opened(row.id, history, start, turns, forked_to)
+
+
+def _with_metadata(fields: Fields, metadata: dict[str, Any]) -> Fields:
+    async def made() -> dict[str, Any]:
+        return {**(await fields()), "metadata": metadata}
+
+    return made
 
 
 async def _beside(
-    db: AsyncSession, tenant: TenantId, row: SessionRow, history: History
+    w: Writer, row: SessionRow, history: History
 ) -> tuple[str, dict[str, Any]] | None:
-    """The session of the conversation ``history`` starts, beside the one of ``row`` (under its
-    lock): the one of its root, or a new one (its id and metadata); None past ``MAX_THREADS``
-    (it forks then, as a history of the same root does)."""
-    root, count = threads.root(history), int(row.meta.get(threads.THREADS, 0))
-    for n in range(1, count + 1):
-        sibling = await queries.session_row(db, tenant, f"{row.id}{threads.THREAD}{n}")
-        if sibling is not None and sibling.meta.get(threads.ROOT) == root:
+    """The session of the conversation ``history`` belongs to, beside the one of ``row`` (under
+    its lock), and its metadata: the one of its root that it extends, else a new one, else
+    (past ``MAX_THREADS``) the latest of its root, which it forks; None when there is none of
+    its root either (it forks ``row`` then)."""
+    root = threads.root(history)
+    found = await queries.threads_beside(w.db, w.tenant, row.id, root, threads.MAX_THREADS)
+    for sibling, thread in found:
+        if await threads.extends(thread, history):
             return sibling.id, sibling.meta
+    count = int(row.meta.get(threads.THREADS, 0))
     new = f"{row.id}{threads.THREAD}{count + 1}"
-    if count >= threads.MAX_THREADS or len(new) > threads.MAX_THREAD_ID:
-        return None  # its forks would need a longer id
-    row.meta = {**row.meta, threads.THREADS: count + 1}
-    return new, {threads.THREAD_OF: row.id, threads.ROOT: root}
+    if count < threads.MAX_THREADS and len(new) <= threads.MAX_THREAD_ID:
+        row.meta = {**row.meta, threads.THREADS: count + 1}
+        return new, {threads.THREAD_OF: row.id}
+    return (found[0][0].id, found[0][0].meta) if found else None
 
 
 @dataclass(frozen=True)
@@ -139,66 +158,76 @@ class Stored:
     forked_to: str | None = None
 
 
-async def store_turn(
-    db: AsyncSession,
-    counter: TokenCounter,
-    tenant: TenantId,
-    opened: Opened,
-    sent: Sent,
-    reply: Message | Sequence[Message],
-    compile_id: str,
-    usage: dict[str, int] | None,
-    now: datetime,
-    catalog: Catalog,
-    teaches: bool = True,
-) -> Stored:
-    """Store the turn: the request's new messages and the ``reply`` (one message, or the
-    several a Responses output makes), the usage on the compile
-    (what reactive compaction reads, and unless not ``teaches`` what calibrates its counts:
-    not when the usage is of a longer request than the compile's), and the thread moved on;
-    one transaction.
+@dataclass(frozen=True)
+class Outcome:
+    """What the upstream answered a turn: the ``reply`` (one message, or the several a Responses
+    output makes) and its ``usage``, for the compile ``compile_id``; ``teaches``: whether the
+    usage calibrates the compile's counts (not when it is of a longer request than the
+    compile's)."""
+
+    reply: Sequence[Message]
+    compile_id: str
+    usage: dict[str, int] | None
+    teaches: bool = True
+
+
+async def store_turn(w: Writer, opened: Opened, sent: Sent, outcome: Outcome) -> Stored:
+    """Store the turn: the request's new messages and the reply, the usage on the compile (what
+    reactive compaction reads, and what calibrates its counts), and the thread moved on; one
+    transaction.
 
     A turn of the same session stored since this one opened (an agent racing itself) is
     checked again: when the history still extends the session, only what is new to it is
     stored; otherwise it forks, as it would have at the start."""
-    row = await queries.session_row(db, tenant, opened.session_id)
-    if row is None:
+    row = await queries.session_row(w.db, w.tenant, opened.session_id)
+    if row is None or not await queries.lock_session(w.db, SessionPk(row.pk)):
         raise NotFound("session", opened.session_id)
-    pk = SessionPk(row.pk)
-    if not await queries.lock_session(db, pk):
-        raise NotFound("session", opened.session_id)
-    thread = await threads.thread_row(db, pk)
-    history, start = opened.history, opened.start
-    forked_to = None
+    thread = await threads.thread_row(w.db, SessionPk(row.pk))
+    history, start, forked_to = opened.history, opened.start, None
     if thread is None or thread.turns != opened.turns:
         history = history if history.offset == 0 else await sent.parse(0)
-        found = await threads.new_start(db, row, thread, history)
-        if found is None:
-            row, forked_to = await threads.fork(
-                db, counter, tenant, row, thread, history, now, catalog
-            )
-            pk, found = SessionPk(row.pk), len(history.items)
-            thread = await threads.thread_row(db, pk)
-        elif thread is None:
-            thread = await threads.start_thread(db, row, history, found, now)
-        start = found
-    assert thread is not None
+        row, thread, start, forked_to = await _rematched(w, row, thread, history)
     new = list(history.entries[start - history.offset :])
-    replies = [reply] if isinstance(reply, Message) else list(reply)
+    replies = list(outcome.reply)
     messages: list[Message] = [m for m, _ in new] + replies
     counts: list[dict[str, int]] = [c for _, c in new] + [{} for _ in replies]
-    first, last = await threads.store(db, counter, pk, messages, counts, now) or (None, None)
-    await threads.advance(thread, history, replies, now)
-    compiled = await queries.compile_row(db, pk, compile_id)
-    if compiled is not None:  # not after a racing fork: that compile was of the other history
-        compiled.reported_at = compiled.reported_at or now
-        compiled.acknowledged_at = compiled.acknowledged_at or now
-        if teaches:
-            await learn(db, tenant, pk, compiled, usage, now)
-        if usage:
-            compiled.usage = usage
-    await db.commit()
+    pk = SessionPk(row.pk)
+    first, last = await threads.store(w, pk, messages, counts) or (None, None)
+    await threads.advance(thread, history, replies, w.now)
+    await _reported(w, pk, outcome)
+    await w.db.commit()
     return Stored(first, last, forked_to)
+
+
+async def _rematched(
+    w: Writer, row: SessionRow, thread: ProxyThreadRow | None, history: History
+) -> tuple[SessionRow, ProxyThreadRow, int, str | None]:
+    """A turn raced by another of the same session, matched again (``history`` parsed whole):
+    the session and thread it goes on, where its new part starts, and where a fork moved the
+    history it does not extend."""
+    found = await threads.new_start(w.db, row, thread, history)
+    if found is None:
+        row, forked_to = await threads.fork(w, row, thread, history)
+        forked = await threads.thread_row(w.db, SessionPk(row.pk))
+        assert forked is not None
+        return row, forked, len(history.items), forked_to
+    if thread is None:
+        thread = await threads.start_thread(w.db, row, history, found, w.now)
+    return row, thread, found, None
+
+
+async def _reported(w: Writer, pk: SessionPk, outcome: Outcome) -> None:
+    """The outcome said on its compile: reported and acknowledged, its usage and what it
+    teaches the calibration; not after a racing fork (that compile was of the other history)."""
+    compiled = await queries.compile_row(w.db, pk, outcome.compile_id)
+    if compiled is None:
+        return
+    compiled.reported_at = compiled.reported_at or w.now
+    compiled.acknowledged_at = compiled.acknowledged_at or w.now
+    if outcome.teaches:
+        await learn(w.db, w.tenant, pk, compiled, outcome.usage, w.now)
+    if outcome.usage:
+        compiled.usage = outcome.usage
 
 
 async def record_failure(
