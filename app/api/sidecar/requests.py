@@ -106,31 +106,13 @@ async def read_turn(
     """The request read and checked; ``call``: what the route's path says of it."""
     tenant = await sidecar_tenant(request, state)
     raw = await request.body()
-    try:
-        big = len(raw) >= INLINE_BODY
-        body = await cpu.run_sync(orjson.loads, raw) if big else orjson.loads(raw)
-    except orjson.JSONDecodeError:
-        raise Refused(400, "the body is not valid JSON") from None
-    if not isinstance(body, dict):
-        raise Refused(400, "the body must be a JSON object")
+    big = len(raw) >= INLINE_BODY
+    body = await _body(raw, big)
     model, stream = _model_and_stream(body, call)
     if endpoint.provider == "responses" and (reason := responses.unmanaged(body)) is not None:
         raise responses.Unmanaged(reason, raw)
-    field = endpoint.history
-    if endpoint.provider == "responses" and isinstance(body.get(field), str):
-        body[field] = responses.user_input(body[field])
-    messages = body.get(field)
-    if not isinstance(messages, list) or not messages:
-        raise Refused(400, f"`{field}` must be a non-empty array", field)
-    session_id = request.headers.get(SESSION_HEADER)
-    if session_id is not None and (
-        not SESSION_ID_RE.match(session_id) or len(session_id) > MAX_THREAD_ID
-    ):
-        raise Refused(
-            400,
-            f"{SESSION_HEADER} must be a session id (letters, digits, `._:-`, at "
-            f"most {MAX_THREAD_ID} characters)",
-        )
+    messages = _history(body, endpoint)
+    session_id = _session_id(request)
     profile = _profile(state, endpoint, model)
     window = _window(request, profile)
     system = None if endpoint.system is None else body.get(endpoint.system)
@@ -140,19 +122,45 @@ async def read_turn(
     )
     sent = _sent(state, tenant, endpoint, *kept, profile.encoding)
     headers = {k.lower(): v for k, v in request.headers.items()}
-    return Turn(
-        endpoint,
-        tenant,
-        body,
-        headers,
-        sent,
-        profile,
-        window,
-        stream,
-        session_id,
-        request.url.query,
-        None if call is None else call.path,
-    )
+    path = None if call is None else call.path
+    turn = Turn(endpoint, tenant, body, headers, sent, profile, window, stream, session_id)
+    return replace(turn, query=request.url.query, path=path)
+
+
+async def _body(raw: bytes, big: bool) -> dict[str, Any]:
+    """The body's JSON object (``big``: parsed in a worker thread)."""
+    try:
+        body = await cpu.run_sync(orjson.loads, raw) if big else orjson.loads(raw)
+    except orjson.JSONDecodeError:
+        raise Refused(400, "the body is not valid JSON") from None
+    if not isinstance(body, dict):
+        raise Refused(400, "the body must be a JSON object")
+    return body
+
+
+def _history(body: dict[str, Any], endpoint: Endpoint) -> list[Any]:
+    """The body's history: a non-empty array (a Responses input string is one user item)."""
+    field = endpoint.history
+    if endpoint.provider == "responses" and isinstance(body.get(field), str):
+        body[field] = responses.user_input(body[field])
+    messages = body.get(field)
+    if not isinstance(messages, list) or not messages:
+        raise Refused(400, f"`{field}` must be a non-empty array", field)
+    return messages
+
+
+def _session_id(request: Request) -> str | None:
+    """The session the request names, checked (with room for a fork's suffix)."""
+    session_id = request.headers.get(SESSION_HEADER)
+    if session_id is not None and (
+        not SESSION_ID_RE.match(session_id) or len(session_id) > MAX_THREAD_ID
+    ):
+        raise Refused(
+            400,
+            f"{SESSION_HEADER} must be a session id (letters, digits, `._:-`, at "
+            f"most {MAX_THREAD_ID} characters)",
+        )
+    return session_id
 
 
 def _model_and_stream(body: dict[str, Any], call: Call | None) -> tuple[str, bool]:
@@ -187,35 +195,15 @@ def _sent(
 
     async def parse(offset: int) -> History:
         keys: list[bytes] = []
-        if offset == 0:
-            entries = await cpu.run_sync(
-                compiling.parse_posted,
-                state.cache,
-                tenant,
-                fmt,
-                messages,
-                system,
-                field,
-                (encoding,),
-                keys,
-            )
-            return History(fmt, items, entries, keys)
+        tail, head = (messages, system) if offset == 0 else (messages[offset - first :], None)
+        work = (state.cache, tenant, fmt, tail, head, field, (encoding,), keys)
         try:
-            entries = await cpu.run_sync(
-                compiling.parse_posted,
-                state.cache,
-                tenant,
-                fmt,
-                messages[offset - first :],
-                None,
-                field,
-                (encoding,),
-                keys,
-            )
+            entries = await cpu.run_sync(compiling.parse_posted, *work)
         except InvalidInput as exc:  # problems named by their index in the whole history
-            raise InvalidInput(
-                [(_shifted(p, field, offset - first), m) for p, m in exc.problems]
-            ) from None
+            if offset == 0:
+                raise
+            shifted = [(_shifted(p, field, offset - first), m) for p, m in exc.problems]
+            raise InvalidInput(shifted) from None
         return History(fmt, items, entries, keys, offset)
 
     return Sent(fmt, items, parse)
