@@ -131,7 +131,9 @@ async def _open_state(settings: Settings, metrics: Metrics, stack: AsyncExitStac
     counter = await anyio.to_thread.run_sync(load_counter)
     summarizer = summarizers_from_settings(settings, counter)
     stack.push_async_callback(summarizer.aclose)
-    cache = MessageCache(counter, settings.compile_cache_bytes)
+    cache = MessageCache(
+        counter, settings.compile_cache_bytes, stored_bytes=settings.stored_cache_bytes
+    )
     answers: Lru[bytes, bytes] = Lru(settings.answer_cache_bytes)
     _collect(metrics, stack, CacheCollector({"messages": cache.entries, "answers": answers}))
     upstreams, digester, preparer = await _background(settings, metrics, maker, stack)

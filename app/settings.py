@@ -105,6 +105,12 @@ class Settings(BaseSettings):
     compile_cache_bytes: int = Field(
         64 * 1024 * 1024, ge=0, description="Posted JSON kept parsed and counted (LRU bytes)."
     )
+    stored_cache_bytes: int = Field(
+        64 * 1024 * 1024,
+        ge=0,
+        description="Stored messages kept parsed for session compiles, by session and seq "
+        "(LRU, estimated bytes; 0 turns it off).",
+    )
     answer_cache_bytes: int = Field(
         64 * 1024 * 1024,
         ge=0,

@@ -16,6 +16,7 @@ from sqlalchemy import (
     Row,
     String,
     Table,
+    Text,
     bindparam,
     func,
     insert,
@@ -23,6 +24,7 @@ from sqlalchemy import (
     select,
     union_all,
 )
+from sqlalchemy import cast as sa_cast
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from app.domain.sessions import SessionPk, TenantId
@@ -42,15 +44,22 @@ _SESSION = (
 )
 
 
+def _text(column: Any) -> Any:
+    """A JSON column as the text it holds (``json`` keeps it as written on Postgres)."""
+    return sa_cast(column, Text)
+
+
 def _columns(tokens: Any) -> tuple[Any, ...]:
     return (
         _MESSAGES.seq,
         _MESSAGES.section,
         _MESSAGES.role,
         _MESSAGES.name,
-        _MESSAGES.content,
-        _MESSAGES.metadata.label("meta"),
+        # As their JSON text: parsed when a compile does not hold them parsed already.
+        _text(_MESSAGES.content).label("content"),
+        _text(_MESSAGES.metadata).label("meta"),
         tokens.label("tokens"),
+        _MESSAGES.created_at.label("at"),
     )
 
 

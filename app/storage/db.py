@@ -130,15 +130,32 @@ async def autocommit(db: AsyncSession) -> None:
 def json_loads(text: str | bytes) -> Any:
     """A stored JSON value: orjson, several times faster than the standard library on the
     message contents a compile reads; the standard library where orjson would read another
-    value (it makes a float of an integer past 64 bits: any run of 19 digits goes there) or
-    refuses the text (NaN, a lone surrogate)."""
-    digits = _DIGITS_BYTES if isinstance(text, bytes) else _DIGITS
-    if digits.search(text) is None:  # type: ignore[arg-type]
-        try:
-            return orjson.loads(text)
-        except orjson.JSONDecodeError:
-            pass
-    return json.loads(text)
+    value (it makes a float of an integer past 64 bits: only a value holding a float is looked
+    at for a run of 19 digits, which goes there) or refuses the text (NaN, a lone surrogate)."""
+    try:
+        value = orjson.loads(text)
+    except orjson.JSONDecodeError:
+        return json.loads(text)
+    if _has_float(value):
+        digits = _DIGITS_BYTES if isinstance(text, bytes) else _DIGITS
+        if digits.search(text) is not None:  # type: ignore[arg-type]
+            return json.loads(text)
+    return value
+
+
+def _has_float(value: Any) -> bool:
+    """Whether a parsed JSON value holds a float anywhere (by its nodes, not its text)."""
+    stack = [value]
+    while stack:
+        node = stack.pop()
+        kind = type(node)
+        if kind is dict:
+            stack.extend(node.values())
+        elif kind is list:
+            stack.extend(node)
+        elif kind is float:
+            return True
+    return False
 
 
 def create_sessionmaker(engine: AsyncEngine) -> async_sessionmaker[AsyncSession]:

@@ -76,18 +76,6 @@ async def rows_from(
     return (await db.execute(query)).all()
 
 
-def tail_ids(rows: Sequence[Row[Any]], upto: int) -> list[str]:
-    """The tool call ids the stored messages of ``rows`` from seq ``upto`` on hold (their
-    content as stored: the parts the tool part index is made of)."""
-    return [
-        part["id"] if part["type"] == "tool_call" else part["call_id"]
-        for row in rows
-        if row.seq >= upto
-        for part in row.content
-        if part.get("type") in ("tool_call", "tool_result")
-    ]
-
-
 async def ids_among(
     db: AsyncSession, pk: SessionPk, view_key: str, stored: Stored, asked: Iterable[str]
 ) -> tuple[set[str], set[str]]:

@@ -2,7 +2,8 @@
 
 `request`: what a compile is asked (``Options``), needs (``Context``) and answers
 (``Compilation``); `posted`: a posted history; `session`: a stored session, in its steps;
-`digesting`: the tail read and the digests made after a compile; `tokens`: counting a posted
+`digesting`: the tail read and the digests made after a compile; `stored`: stored messages
+parsed once; `tokens`: counting a posted
 request; `plugins`: compilers installed as Python packages.
 """
 
@@ -15,11 +16,11 @@ from app.services.compiling.request import (
     Mode,
     Options,
     Read,
-    item_of,
     parse_posted,
     tools_tokens,
 )
 from app.services.compiling.session import compile_session
+from app.services.compiling.stored import item_of
 
 __all__ = [
     "DEFAULT_COMPILE_SPEC",

@@ -33,7 +33,8 @@ from app.domain.providers import ProviderProfile
 from app.domain.sessions import SessionPk
 from app.domain.tokens import Encoder, count_message
 from app.domain.validity.repair import Earlier
-from app.services.sessions.cache import canonical_json
+from app.services.compiling.stored import items_of, tool_ids
+from app.services.sessions.cache import MessageCache, canonical_json
 from app.services.tenancy import cpu
 from app.storage import digests
 from app.storage.digests import Stored
@@ -181,6 +182,7 @@ class Tail:
 
     stored: Stored
     rows: Sequence[Row[Any]]  # the digest's needed rows, then the tail
+    items: Sequence[Item]  # the rows' items
     asked: frozenset[str]
     calls: set[str]
     held: set[str]
@@ -202,25 +204,28 @@ class Tail:
 
 async def read_tail(
     db: AsyncSession,
-    pk: SessionPk,
-    version: int,
+    row: SessionRow,
     view: View,
     execution_id: str | None,
     profile: ProviderProfile,
+    cache: MessageCache,
 ) -> Tail | None:
-    """The tail to compile with the view's digest, if there is one for this history and this
-    execution; read after the digest, and checked to be of the same history (a compaction
+    """The tail to compile with the view's digest of the session ``row``'s history, if there is
+    one for this history and this execution; read after the digest (its items parsed, from the
+    ``cache`` of them when they are there), and checked to be of the same history (a compaction
     between two reads changes it)."""
+    pk, version = SessionPk(row.pk), row.history_version
     stored = await digests.load(db, pk, view.key, version)
     if stored is None or not stored.digest.serves(execution_id):
         return None
     digest = stored.digest
     rows = await digests.rows_from(db, pk, digest.needed, digest.upto, profile.encoding)
-    asked = candidate_ids(digests.tail_ids(rows, digest.upto), profile.output, digest)
+    items = await cpu.run_sync(items_of, rows, pk, cache)
+    asked = candidate_ids(tool_ids(items, digest.upto), profile.output, digest)
     calls, held = await digests.ids_among(db, pk, view.key, stored, asked)
     if await digests.history_version(db, pk) != version:
         return None
-    return Tail(stored, rows, asked, calls, held)
+    return Tail(stored, rows, items, asked, calls, held)
 
 
 def job_after(

@@ -21,7 +21,6 @@ from app.domain.compiling import (
 )
 from app.domain.errors import FormatError, InvalidInput
 from app.domain.formats.convert import Format
-from app.domain.messages import Message
 from app.domain.models import Catalog
 from app.domain.providers import ProviderProfile
 from app.domain.sessions import PromptFragment, TenantId
@@ -189,9 +188,3 @@ def scans(spec: CompilerSpec) -> bool:
     """Whether the compile runs patterns over every text (``redact``): up to a budget per byte
     and pattern, more than a light compile may spend on the event loop."""
     return any(part.name in SCANNING for part in spec.decorators)
-
-
-def item_of(row: Row[Any]) -> Item:
-    """The item of a stored message row."""
-    message = {"role": row.role, "content": row.content, "name": row.name, "metadata": row.meta}
-    return Item(row.seq, row.section, Message.model_validate(message), row.tokens)

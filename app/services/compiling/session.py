@@ -54,13 +54,13 @@ from app.services.compiling.request import (
     Mode,
     Options,
     Read,
-    item_of,
     light,
     scans,
     snapshot_of,
     spec_of,
     tools_tokens,
 )
+from app.services.compiling.stored import items_of
 from app.services.sessions import require_session_and_tenant_name, session_profile
 from app.services.sessions.calibration import calibration_for, key_for
 from app.services.sessions.originals import keep_originals
@@ -215,8 +215,8 @@ async def plan_for(ctx: Context, loaded: Loaded, options: Options) -> Plan:
     view = view if long else None
     tail = None
     if view is not None:
-        version = row.history_version
-        tail = await read_tail(ctx.session, loaded.pk, version, view, options.execution_id, profile)
+        execution = options.execution_id
+        tail = await read_tail(ctx.session, row, view, execution, profile, ctx.cache)
     if cursor is not None:
         prior = await compiles.open_calls(ctx.session, loaded.pk, cursor)
         dynamic = [f for f in fragments if f.lifecycle == "dynamic"]
@@ -295,7 +295,8 @@ def _work(
         Item(row.last_seq + i, DEFAULT_SECTION, message, counts[encoding])
         for i, (message, counts) in enumerate(options.pending, start=1)
     )
-    items = (*(item_of(r) for r in rows), *pending)
+    stored = tail.items if tail is not None else items_of(rows, loaded.pk, ctx.cache)
+    items = (*stored, *pending)
     elided = None if tail is None else tail.elided(items)
     caller = Caller(ctx.tenant, loaded.tenant_name)
     snapshot = snapshot_of(

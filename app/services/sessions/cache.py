@@ -98,9 +98,19 @@ class MessageCache:
     (that would tell it what the other sent). Bounded by the bytes of that JSON.
     """
 
-    def __init__(self, counter: TokenCounter, max_bytes: int, threads: int = COUNT_THREADS) -> None:
+    def __init__(
+        self,
+        counter: TokenCounter,
+        max_bytes: int,
+        threads: int = COUNT_THREADS,
+        stored_bytes: int = 0,
+    ) -> None:
         self.counter = counter
         self.entries: Lru[bytes, Entry] = Lru(max_bytes)
+        # Stored messages as a session compile parsed them, by session, seq and the time the
+        # row was written (a seq a compaction's summary takes again is another row): a stored
+        # row never changes, and a session's key is its own (bounded by ``stored_bytes``).
+        self.stored: Lru[tuple[str, int, Any], Message] = Lru(stored_bytes)
         self.threads = threads
         self._pool: ThreadPoolExecutor | None = None
         self._pool_lock = threading.Lock()

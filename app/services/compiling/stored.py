@@ -1,0 +1,66 @@
+"""A session's stored messages as a compile reads them: rows of JSON text, parsed once.
+
+A stored row is never rewritten (a seq that a compaction's summary takes again is another row,
+written at another time), so what a compile parsed of it is kept, by session, seq and the time
+it was written, in a bounded cache (``MessageCache.stored``): a turn parses only what is new.
+A session's keys are its own: no tenant hits, or can time, another's.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+from sqlalchemy import Row
+
+from app.domain.compilers.base import Item
+from app.domain.messages import Message, ToolCallPart, ToolResultPart
+from app.services.sessions.cache import MessageCache
+from app.storage.db import json_loads
+
+# What a parsed stored message is counted as in the cache: bytes per token of it, and for the
+# objects around its text.
+BYTES_PER_TOKEN = 12
+OVERHEAD = 512
+
+
+def item_of(row: Row[Any]) -> Item:
+    """The item of a stored message row (its content and metadata as JSON text, or parsed)."""
+    message = {
+        "role": row.role,
+        "content": _parsed(row.content),
+        "name": row.name,
+        "metadata": _parsed(row.meta),
+    }
+    return Item(row.seq, row.section, Message.model_validate(message), row.tokens)
+
+
+def _parsed(value: Any) -> Any:
+    return json_loads(value) if isinstance(value, str) else value
+
+
+def items_of(rows: Sequence[Row[Any]], pk: str, cache: MessageCache) -> list[Item]:
+    """The items of a session's stored message rows, each parsed once while the cache keeps it."""
+    stored, items = cache.stored, []
+    for row in rows:
+        key = (pk, row.seq, row.at)
+        message = stored.get(key)
+        if message is None:
+            item = item_of(row)
+            stored.put(key, item.message, BYTES_PER_TOKEN * row.tokens + OVERHEAD)
+            items.append(item)
+        else:
+            items.append(Item(row.seq, row.section, message, row.tokens))
+    return items
+
+
+def tool_ids(items: Sequence[Item], upto: int) -> list[str]:
+    """The tool call ids the messages of ``items`` from seq ``upto`` on hold: their calls' ids
+    and the ids their results answer."""
+    return [
+        part.id if isinstance(part, ToolCallPart) else part.call_id
+        for item in items
+        if item.seq >= upto
+        for part in item.message.content
+        if isinstance(part, ToolCallPart | ToolResultPart)
+    ]
