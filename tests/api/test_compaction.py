@@ -153,6 +153,26 @@ def test_micro_takes_the_oldest_rounds_and_a_second_compaction_folds_the_first(
     assert "src/pkg/module_0.py" in summary["message"]["content"][0]["text"]
 
 
+def test_a_compile_after_a_summary_takes_a_seq_again_sends_the_summary(
+    client: httpx.Client,
+) -> None:
+    """Stored messages are parsed once and kept by session, seq and write time: a compile
+    after a compaction whose summary takes the seq of a message compiled before (twice: the
+    second summary takes the first one's) sends what is stored now, as a fresh server would."""
+    sid = session_with(client)
+    compiled = [client.post(f"/v1/sessions/{sid}/compile", json={}).json()]
+    for groups in (2, 3):
+        done = compact(client, sid, kind="micro", policy={**POLICY, "micro_batch_groups": groups})
+        assert done.status_code == 201, done.text
+        compiled.append(valid(client.post(f"/v1/sessions/{sid}/compile", json={}).json()))
+        stored = canonical(client, sid)
+        summary = next(m for m in stored if m["seq"] == done.json()["summary_seq"])
+        sent = [m["content"] for m in compiled[-1]["messages"]]
+        assert summary["message"]["content"][0]["text"] in sent
+        assert len(sent) == len(stored)
+    assert compiled[0]["messages"] != compiled[1]["messages"] != compiled[2]["messages"]
+
+
 def test_session_kind_compacts_down_to_the_low_water_mark(client: httpx.Client) -> None:
     sid = session_with(client, rounds=20, compaction=POLICY)
     record = compact(client, sid, kind="session").json()
