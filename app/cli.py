@@ -39,7 +39,7 @@ def _serve(settings: Settings, args: argparse.Namespace) -> int:
             file=sys.stderr,
         )
         return 2
-    workers = args.workers or settings.workers
+    workers = args.workers or settings.serve_workers
     db_call(settings, _nothing)
     logging.basicConfig(level=settings.log_level.upper(), handlers=[json_handler()], force=True)
     config = uvicorn_config(

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import ipaddress
 import json
+import os
 from pathlib import Path
 from typing import Literal
 
@@ -38,6 +39,9 @@ DATABASE_URL_FORMS = "sqlite+aiosqlite:///path or postgresql+asyncpg://user:pass
 ANTHROPIC_URL = "https://api.anthropic.com"
 GEMINI_URL = "https://generativelanguage.googleapis.com"
 SummarizerKind = BackendKind
+# Workers `ctxc serve` runs when CTXC_WORKERS is unset: one per usable core, at most this many
+# (each holds its tokenizers, caches and database pool: about 230 MiB).
+DEFAULT_WORKERS_AT_MOST = 4
 
 
 class Settings(BaseSettings):
@@ -86,11 +90,12 @@ class Settings(BaseSettings):
         "longer than client pools keep theirs (httpx: 5 s), so the client closes first and "
         "never sends a request into a connection the server is closing.",
     )
-    workers: int = Field(
-        1,
+    workers: int | None = Field(
+        None,
         ge=1,
         le=64,
-        description="Server processes `ctxc serve` runs on one port (`--workers`).",
+        description="Server processes `ctxc serve` runs on one port (`--workers`); unset: one "
+        "per core this process may use, at most 4.",
     )
     key_cache_seconds: float = Field(
         5.0,
@@ -241,6 +246,14 @@ class Settings(BaseSettings):
 
     _catalog: Catalog = PrivateAttr(BUILTIN_CATALOG)
     _profiles: dict[str, ProfileSpec] = PrivateAttr(default_factory=dict)
+
+    @property
+    def serve_workers(self) -> int:
+        """The workers `ctxc serve` runs: ``workers``, else one per usable core (at most
+        ``DEFAULT_WORKERS_AT_MOST``)."""
+        if self.workers is not None:
+            return self.workers
+        return max(1, min(len(os.sched_getaffinity(0)), DEFAULT_WORKERS_AT_MOST))
 
     @property
     def is_sqlite(self) -> bool:

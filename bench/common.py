@@ -108,6 +108,8 @@ def serving(url: str, env: dict[str, str], tenant: str) -> Iterator[tuple[str, s
         "CTXC_AUTH": "keys",
         "CTXC_LOG_LEVEL": "warning",
         "CTXC_METRICS_TOKEN": METRICS_TOKEN,
+        # One process, whose metrics are the server's (a benchmark of several sets its own).
+        "CTXC_WORKERS": "1",
     } | env
     proc = subprocess.Popen(
         [sys.executable, "-m", "app.cli", "serve", "--port", str(port)],

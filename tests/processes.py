@@ -16,8 +16,10 @@ import httpx
 
 
 def ctxc_env(**settings: str) -> dict[str, str]:
-    """This process's environment without its ``CTXC_*`` variables, with ``settings``."""
-    return {k: v for k, v in os.environ.items() if not k.startswith("CTXC_")} | settings
+    """This process's environment without its ``CTXC_*`` variables, with ``settings``; one
+    server worker unless they say otherwise (the default, one per core, is tested apart)."""
+    plain = {k: v for k, v in os.environ.items() if not k.startswith("CTXC_")}
+    return plain | {"CTXC_WORKERS": "1"} | settings
 
 
 def ctxc_command(*args: str) -> list[str]:

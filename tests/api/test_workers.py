@@ -7,6 +7,7 @@ the same process."""
 from __future__ import annotations
 
 import asyncio
+import os
 import re
 import subprocess
 import time
@@ -40,8 +41,10 @@ class Workers:
 
 @pytest.fixture(scope="module")
 def workers(api: Api, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Workers]:
-    """Two workers of one `ctxc serve` in keys mode on the database of ``api``."""
+    """Two workers of one `ctxc serve` in keys mode on the database of ``api``: as it runs by
+    default (one per usable core) on a machine of two cores or more, else by ``CTXC_WORKERS``."""
     url = f"http://127.0.0.1:{free_port()}"
+    cores = len(os.sched_getaffinity(0))
     env = ctxc_env(
         CTXC_DATABASE_URL=api.database_url,
         CTXC_AUTH="keys",
@@ -50,6 +53,8 @@ def workers(api: Api, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Work
         CTXC_KEY_CACHE_SECONDS=str(KEY_CACHE_SECONDS),
         CTXC_WORKERS="2",
     )
+    if cores >= 2:
+        del env["CTXC_WORKERS"]
     log = tmp_path_factory.mktemp("workers") / "serve.log"
     with (
         log.open("wb") as out,
