@@ -13,6 +13,8 @@ from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
+from app.domain.memo import per_value
+
 Role = Literal["system", "user", "assistant", "tool"]
 ROLES: tuple[Role, ...] = ("system", "user", "assistant", "tool")
 
@@ -116,11 +118,11 @@ class Message(_Value):
 
     @property
     def tool_calls(self) -> tuple[ToolCallPart, ...]:
-        return tuple(p for p in self.content if isinstance(p, ToolCallPart))
+        return _parts_of(self, ToolCallPart)  # type: ignore[return-value]
 
     @property
     def tool_results(self) -> tuple[ToolResultPart, ...]:
-        return tuple(p for p in self.content if isinstance(p, ToolResultPart))
+        return _parts_of(self, ToolResultPart)  # type: ignore[return-value]
 
     @property
     def text(self) -> str:
@@ -130,6 +132,12 @@ class Message(_Value):
     def to_json(self) -> JSONObject:
         """The canonical JSON document of this message (unset optional fields left out)."""
         return self.model_dump(mode="json", exclude_none=True)
+
+
+@per_value
+def _parts_of(message: Message, kind: type[Part]) -> tuple[Part, ...]:
+    """The parts of ``message`` of one ``kind``, in order."""
+    return tuple(p for p in message.content if isinstance(p, kind))
 
 
 def result_text(result: ToolResultPart) -> str:

@@ -6,6 +6,7 @@ import re
 from typing import Any, Final
 
 from app.domain.formats.targets import Target
+from app.domain.memo import per_value
 from app.domain.messages import (
     Message,
     Part,
@@ -27,6 +28,19 @@ _NAME_CHAR: Final = re.compile(r"[^A-Za-z0-9_-]")
 
 def fit_message(index: int, message: Message, target: Target, warnings: list[str]) -> Message:
     """``message`` with what ``target`` cannot accept removed or adjusted, one warning each."""
+    if _fits_as_is(message, target):
+        return message
+    return _fitted(index, message, target, warnings)
+
+
+@per_value
+def _fits_as_is(message: Message, target: Target) -> bool:
+    """Whether ``target`` takes ``message`` as it is, without a warning."""
+    warnings: list[str] = []
+    return _fitted(0, message, target, warnings) is message and not warnings
+
+
+def _fitted(index: int, message: Message, target: Target, warnings: list[str]) -> Message:
     update: dict[str, Any] = {}
     parts = [
         fitted

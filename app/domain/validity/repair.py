@@ -16,6 +16,7 @@ from dataclasses import dataclass, field
 from typing import Final, Literal
 
 from app.domain.formats.targets import Target
+from app.domain.memo import per_value
 from app.domain.messages import Message, Part, ToolCallPart, ToolResultPart
 from app.domain.validity.fitting import fit_message
 from app.domain.validity.responses_items import settle_reasoning
@@ -121,6 +122,7 @@ def _view_ids(
     return Ids(frozenset(calls), frozenset(taken))
 
 
+@per_value
 def boundary(message: Message, target: Target) -> Boundary:
     """How ``message`` bears on rounds: it starts one, closes one, or neither."""
     if not sendable(message, target):

@@ -13,6 +13,7 @@ from app.domain.formats._responses_kinds import (
     opaque_answer,
 )
 from app.domain.formats.targets import MODELLED_TYPES, Target, opaque_type
+from app.domain.memo import per_value
 from app.domain.messages import (
     ImagePart,
     Message,
@@ -129,6 +130,7 @@ def item_fits(item: ResultItem, target: Target, is_error: bool | None) -> bool:
     return True
 
 
+@per_value
 def sendable(message: Message, target: Target) -> bool:
     """Whether anything of ``message`` reaches ``target`` (parts already fitted to its role)."""
     return any(carried(part, target) for part in message.content)
