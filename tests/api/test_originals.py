@@ -309,6 +309,8 @@ def test_bad_compaction_parameters_are_a_422_and_store_nothing(
 def test_tool_payload_steps_persisted_keep_every_original(client: httpx.Client) -> None:
     sid = stored_session(client)
     before = client.get(f"/v1/sessions/{sid}/messages", params={"limit": 100}).json()["items"]
+    # Compiled before: the messages it parsed are kept, and must not outlive the rewrite.
+    warm = valid(client.post(f"/v1/sessions/{sid}/compile", json={"compiler": {}}).json())
     steps = [SPEC["decorators"][0], "compact_tool_results"]
     done = client.post(
         f"/v1/sessions/{sid}/compact", json={"kind": "tool_payloads", "steps": steps}
@@ -337,7 +339,9 @@ def test_tool_payload_steps_persisted_keep_every_original(client: httpx.Client) 
     assert found["result"]["content"] == FILE_V1
     sha = found["result"]["fields"]["content"]["sha256"]
     assert client.get(f"/v1/sessions/{sid}/payloads/{sha}").json()["value"] == FILE_V1
-    valid(client.post(f"/v1/sessions/{sid}/compile", json={}).json())
+    compiled = valid(client.post(f"/v1/sessions/{sid}/compile", json={"compiler": {}}).json())
+    rewritten = after[3]["message"]["content"][0]["content"]
+    assert rewritten in str(compiled) and rewritten not in str(warm)
     again = client.post(f"/v1/sessions/{sid}/compact", json={"kind": "tool_payloads"})
     assert again.status_code == 409  # compacted already
     # Summarised afterwards, the original is still the one first stored.

@@ -220,7 +220,7 @@ async def read_tail(
         return None
     digest = stored.digest
     rows = await digests.rows_from(db, pk, digest.needed, digest.upto, profile.encoding)
-    items = await cpu.run_sync(items_of, rows, pk, cache)
+    items = await cpu.run_sync(items_of, rows, (pk, version), cache)
     asked = candidate_ids(tool_ids(items, digest.upto), profile.output, digest)
     calls, held = await digests.ids_among(db, pk, view.key, stored, asked)
     if await digests.history_version(db, pk) != version:

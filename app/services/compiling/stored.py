@@ -1,9 +1,10 @@
 """A session's stored messages as a compile reads them: rows of JSON text, parsed once.
 
-A stored row is never rewritten (a seq that a compaction's summary takes again is another row,
-written at another time), so what a compile parsed of it is kept, by session, seq and the time
-it was written, in a bounded cache (``MessageCache.stored``): a turn parses only what is new.
-A session's keys are its own: no tenant hits, or can time, another's.
+Within a history version a stored row is never rewritten (a seq that a compaction's summary
+takes again is another row, written at another time; a tool-payload compaction rewrites rows in
+place, and moves the version), so what a compile parsed of it is kept, by session, history
+version, seq and the time it was written, in a bounded cache (``MessageCache.stored``): a turn
+parses only what is new. A session's keys are its own: no tenant hits, or can time, another's.
 """
 
 from __future__ import annotations
@@ -18,6 +19,8 @@ from app.domain.messages import Message, ToolCallPart, ToolResultPart
 from app.services.sessions.cache import MessageCache
 from app.storage.db import json_loads
 
+# A session's history as the cache knows it: the session's pk and its history version.
+History = tuple[str, int]
 # What a parsed stored message is counted as in the cache: bytes per token of it, and for the
 # objects around its text.
 BYTES_PER_TOKEN = 12
@@ -39,11 +42,12 @@ def _parsed(value: Any) -> Any:
     return json_loads(value) if isinstance(value, str) else value
 
 
-def items_of(rows: Sequence[Row[Any]], pk: str, cache: MessageCache) -> list[Item]:
-    """The items of a session's stored message rows, each parsed once while the cache keeps it."""
+def items_of(rows: Sequence[Row[Any]], history: History, cache: MessageCache) -> list[Item]:
+    """The items of stored message rows of ``history`` (a session's pk and history version),
+    each parsed once while the cache keeps it."""
     stored, items = cache.stored, []
     for row in rows:
-        key = (pk, row.seq, row.at)
+        key = (*history, row.seq, row.at)
         message = stored.get(key)
         if message is None:
             item = item_of(row)

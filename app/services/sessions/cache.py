@@ -107,10 +107,10 @@ class MessageCache:
     ) -> None:
         self.counter = counter
         self.entries: Lru[bytes, Entry] = Lru(max_bytes)
-        # Stored messages as a session compile parsed them, by session, seq and the time the
-        # row was written (a seq a compaction's summary takes again is another row): a stored
-        # row never changes, and a session's key is its own (bounded by ``stored_bytes``).
-        self.stored: Lru[tuple[str, int, Any], Message] = Lru(stored_bytes)
+        # Stored messages as a session compile parsed them, by session, history version, seq
+        # and the time the row was written (app/services/compiling/stored.py); a session's keys
+        # are its own (bounded by ``stored_bytes``).
+        self.stored: Lru[tuple[str, int, int, Any], Message] = Lru(stored_bytes)
         self.threads = threads
         self._pool: ThreadPoolExecutor | None = None
         self._pool_lock = threading.Lock()
