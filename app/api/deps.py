@@ -14,11 +14,12 @@ from sqlalchemy.ext.asyncio import AsyncEngine, AsyncSession, async_sessionmaker
 from app.adapters.events import EventBus
 from app.adapters.summarizers.profiles import Summarizers
 from app.adapters.upstream import Upstreams
-from app.api.metrics import Metrics, metered_compactor
+from app.api.metrics import Metrics, Trigger, metered_compactor
 from app.api.problems import ProblemError
 from app.domain.compilers.registry import Registry
 from app.domain.sessions import TenantId
 from app.domain.tokens import TokenCounter
+from app.services.compaction.compactor import Compactor, Deployment
 from app.services.compaction.preparing import Preparer
 from app.services.compiling import Context
 from app.services.compiling.digesting import Digester
@@ -50,23 +51,28 @@ class AppState:
     upstreams: Upstreams  # the sidecar's pooled HTTP to the provider APIs
     preparer: Preparer  # request-boundary compactions prepared in the background
 
+    def compactor(
+        self, db: AsyncSession, now: datetime, trigger: Trigger, preparer: Preparer | None = None
+    ) -> Compactor:
+        """A compactor in ``db``, its compactions counted under ``trigger``; ``preparer``:
+        what prepares request-boundary compactions in the background (none: inline)."""
+        deployment = Deployment(
+            self.counter,
+            self.summarizer.choose(None),
+            self.settings.catalog,
+            self.settings.compaction_lease_seconds,
+            self.summarizer,
+            preparer,
+        )
+        return metered_compactor(db, now, deployment, self.metrics, trigger)
+
     def compile_context(self, tenant: TenantId, db: AsyncSession | None = None) -> Context:
         """What a compile needs: a posted one's (no ``db``), or a session's with its
         compactions metered."""
         now, catalog = datetime.now(UTC), self.settings.catalog
         if db is None:
             return Context(self.cache, self.registry, catalog, tenant, now)
-        compactor = metered_compactor(
-            db,
-            self.counter,
-            self.summarizer,
-            now,
-            catalog,
-            self.metrics,
-            trigger="compile",
-            lease_seconds=self.settings.compaction_lease_seconds,
-            preparer=self.preparer,
-        )
+        compactor = self.compactor(db, now, "compile", self.preparer)
         return Context(
             self.cache, self.registry, catalog, tenant, now, db, compactor, self.digester
         )

@@ -10,7 +10,7 @@ import os
 import time
 from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import datetime
 from typing import Any, Literal
 
@@ -23,13 +23,10 @@ from app.adapters.summarizers.base import Source as SummarySource
 from app.adapters.summarizers.profiles import Summarizers
 from app.api.problems import problem_slug
 from app.domain.messages import Message
-from app.domain.models import Catalog
 from app.domain.summaries import Reason
 from app.domain.summaries.profiles import SummarizerChoice
-from app.domain.tokens import TokenCounter
 from app.services.compaction import Done
-from app.services.compaction.compactor import Compactor
-from app.services.compaction.preparing import Preparer
+from app.services.compaction.compactor import Compactor, Deployment
 from app.services.sessions.cache import Lru
 
 Source = Literal["stateless", "session"]
@@ -203,29 +200,19 @@ class MeteredSummarizers:
 
 
 def metered_compactor(
-    db: AsyncSession,
-    counter: TokenCounter,
-    summarizers: Summarizers,
-    now: datetime,
-    catalog: Catalog,
-    metrics: Metrics,
-    trigger: Trigger,
-    lease_seconds: float = 30.0,
-    preparer: Preparer | None = None,
+    db: AsyncSession, now: datetime, deployment: Deployment, metrics: Metrics, trigger: Trigger
 ) -> Compactor:
-    """A compactor whose compactions are counted and whose summaries are timed."""
-    chooser = MeteredSummarizers(summarizers, metrics)
-    return Compactor(
-        db,
-        counter,
-        chooser.choose(None),
-        now,
-        catalog,
-        lease_seconds,
-        on_compacted=lambda done: metrics.compacted(done, trigger),
+    """A compactor of ``deployment`` (its ``summarizers`` the deployment's profiles) whose
+    compactions are counted and whose summaries are timed."""
+    assert isinstance(deployment.summarizers, Summarizers)
+    chooser = MeteredSummarizers(deployment.summarizers, metrics)
+    metered = replace(
+        deployment,
+        summarizer=chooser.choose(None),
         summarizers=chooser,
-        preparer=preparer,
+        on_compacted=lambda done: metrics.compacted(done, trigger),
     )
+    return Compactor(db, metered, now)
 
 
 class CacheCollector:

@@ -25,7 +25,7 @@ from app.domain.summaries import Reason
 from app.domain.tokens import TokenCounter
 from app.services import compiling
 from app.services.compaction.compacting import compact_now
-from app.services.compaction.compactor import Compactor
+from app.services.compaction.compactor import Compactor, Deployment
 from app.services.compaction.refusals import NotCompacted
 from app.services.sessions.cache import MessageCache
 from app.services.tenancy.keys import authenticate
@@ -464,7 +464,7 @@ def test_a_compaction_that_finds_the_lease_held_calls_no_summariser(
                     tenant = await authenticate(keys_db, api.key_a)
                 assert tenant is not None
                 now = datetime.now(UTC)
-                slow = Compactor(slow_db, counter, held, now, BUILTIN_CATALOG)
+                slow = Compactor(slow_db, Deployment(counter, held, BUILTIN_CATALOG), now)
                 slow_ctx = compiling.Context(
                     MessageCache(counter, 1 << 20),
                     BUILTINS,
@@ -479,7 +479,7 @@ def test_a_compaction_that_finds_the_lease_held_calls_no_summariser(
                 )
                 await held.waiting.wait()  # the compile's compaction is summarising...
                 counting = CountingSummarizer(counter)
-                fast = Compactor(fast_db, counter, counting, now, BUILTIN_CATALOG)
+                fast = Compactor(fast_db, Deployment(counter, counting, BUILTIN_CATALOG), now)
                 with pytest.raises(NotCompacted, match="is running"):  # ... it holds the lease
                     await compact_now(fast, tenant, sid, "session", None)
                 fast_ctx = compiling.Context(

@@ -17,7 +17,6 @@ from app.api.archive_schemas import (
 )
 from app.api.compile_schemas import CompactionEconomics, CompactionRead
 from app.api.deps import DbDep, StateDep, TenantDep
-from app.api.metrics import metered_compactor
 from app.api.problems import FieldError, check_body, invalid, responses
 from app.domain.formats.convert import Format
 from app.domain.formats.documents import Provider, provider_document
@@ -99,16 +98,7 @@ async def compact_session(
     stray = ("policy", body.policy) if payloads else ("steps", body.steps)
     if stray[1] is not None:
         raise invalid([FieldError(path=f"body.{stray[0]}", message=f"not for kind {body.kind}")])
-    compactor = metered_compactor(
-        db,
-        state.counter,
-        state.summarizer,
-        datetime.now(UTC),
-        state.settings.catalog,
-        state.metrics,
-        trigger="request",
-        lease_seconds=state.settings.compaction_lease_seconds,
-    )
+    compactor = state.compactor(db, datetime.now(UTC), "request")
     if body.kind == "tool_payloads":
         done = await persisted_steps.compact_payloads_now(compactor, tenant, session_id, body.steps)
     else:

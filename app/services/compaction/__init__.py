@@ -38,7 +38,7 @@ from app.domain.compaction.planning import (
 from app.domain.compilers.base import Item
 from app.domain.compilers.spec import located
 from app.domain.errors import InvalidInput, NotFound
-from app.domain.messages import SUMMARY_SECTION
+from app.domain.messages import SUMMARY_SECTION, Message
 from app.domain.providers import ProviderProfile
 from app.domain.sessions import SessionPk, TenantId
 from app.domain.tokens import TokenCounter
@@ -186,31 +186,28 @@ class Gate:
         return economics
 
 
+@dataclass(frozen=True)
+class Change:
+    """A compaction to write: the plan, its summary, and what the write is subject to: the
+    ``lease`` still held, the ``gate`` letting it through; ``prepared_at``: when the summary
+    was made in the background."""
+
+    plan: Plan
+    summary: Summary
+    lease: leases.Lease | None = None
+    gate: Gate | None = None
+    prepared_at: datetime | None = None
+
+
 async def apply_plan(
-    db: AsyncSession,
-    counter: TokenCounter,
-    session: SessionRow,
-    plan: Plan,
-    summary: Summary,
-    where: Where,
-    lease: leases.Lease | None = None,
-    gate: Gate | None = None,
-    prepared_at: datetime | None = None,
+    db: AsyncSession, counter: TokenCounter, session: SessionRow, change: Change, where: Where
 ) -> Done:
-    """Persist ``plan`` with ``summary`` (the caller commits, also after ``NotCompacted``: then
-    nothing was written), if ``lease`` is still held and ``gate`` lets it through.
-    ``prepared_at``: when the summary was made in the background."""
-    pk = SessionPk(session.pk)
+    """Persist ``change`` (the caller commits, also after ``NotCompacted``: then nothing was
+    written), if its lease is still held and its gate lets it through."""
+    pk, plan = SessionPk(session.pk), change.plan
     seqs = [i.seq for i in plan.taken]
     cid = str(uuid.uuid4())
-    metadata: dict[str, Any] = {
-        "compaction_id": cid,
-        "summarized_seqs": [seqs[0], seqs[-1]],
-        ROUNDS_KEY: rounds_of(plan.taken),
-    }
-    if summary.constraints:
-        metadata[CARRIED_KEY] = list(summary.constraints)
-    message = summary_message(summary.text).model_copy(update={"metadata": metadata})
+    message = _summary_message(cid, plan, change.summary)
     counts = counter.count_all(message)
     summary_tokens = counts[where.encoding]
     if summary_tokens >= plan.tokens_taken:
@@ -219,13 +216,9 @@ async def apply_plan(
             f"{len(seqs)} messages it replaces ({plan.tokens_taken} tokens)"
         )
     rewrite = rewrite_tokens(plan, summary_tokens)
+    gate = change.gate
     economics = None if gate is None else gate.judge(plan, summary_tokens, rewrite).as_dict()
-    if not await queries.lock_session(db, pk):
-        raise NotFound("session", session.id)
-    if lease is not None and not await leases.holds(db, lease):
-        raise LeaseLost("the compaction lease expired while the summariser ran")
-    if await queries.present_seqs(db, pk, seqs) != len(seqs):
-        raise NotCompacted("another compaction of this session ran first; try again")
+    await _hold(db, session, change)
     rows = await queries.messages_at(db, pk, seqs)
     archive = [archived(r) for r in rows]
     await queries.delete_messages(db, pk, rows)
@@ -235,7 +228,50 @@ async def apply_plan(
     resets = where.stateful and await queries.has_provider_session(db, pk)
     if resets:  # the provider session holds what was summarised: a new one starts
         await queries.end_provider_session(db, pk)
-    record = CompactionRow(
+    record = _record(cid, pk, change, summary_tokens, rewrite, archive)
+    record.resets_provider_session, record.economics = resets, economics
+    db.add(record)
+    return Done(record, len(plan.taken) + len(plan.left), len(plan.left) + 1, change.summary)
+
+
+def _summary_message(cid: str, plan: Plan, summary: Summary) -> Message:
+    """The summary's message, its metadata saying what it replaced."""
+    seqs = [i.seq for i in plan.taken]
+    metadata: dict[str, Any] = {
+        "compaction_id": cid,
+        "summarized_seqs": [seqs[0], seqs[-1]],
+        ROUNDS_KEY: rounds_of(plan.taken),
+    }
+    if summary.constraints:
+        metadata[CARRIED_KEY] = list(summary.constraints)
+    return summary_message(summary.text).model_copy(update={"metadata": metadata})
+
+
+async def _hold(db: AsyncSession, session: SessionRow, change: Change) -> None:
+    """The session locked, while the change's lease is held and its messages all there."""
+    pk = SessionPk(session.pk)
+    if not await queries.lock_session(db, pk):
+        raise NotFound("session", session.id)
+    if change.lease is not None and not await leases.holds(db, change.lease):
+        raise LeaseLost("the compaction lease expired while the summariser ran")
+    seqs = [i.seq for i in change.plan.taken]
+    if await queries.present_seqs(db, pk, seqs) != len(seqs):
+        raise NotCompacted("another compaction of this session ran first; try again")
+
+
+def _record(
+    cid: str,
+    pk: SessionPk,
+    change: Change,
+    summary_tokens: int,
+    rewrite: int,
+    archive: list[dict[str, Any]],
+) -> CompactionRow:
+    """The compaction's record (whether it ended the provider session and its economics are
+    the caller's to say)."""
+    plan, summary = change.plan, change.summary
+    seqs = [i.seq for i in plan.taken]
+    return CompactionRow(
         id=cid,
         session_pk=pk,
         kind=plan.kind,
@@ -248,16 +284,13 @@ async def apply_plan(
         tokens_after=plan.tokens_before - plan.tokens_taken + summary_tokens,
         summary_tokens=summary_tokens,
         cache_rewrite_tokens=rewrite,
-        resets_provider_session=resets,
+        resets_provider_session=False,
         summarizer=written_by(summary),
         created_at=now(),
         loss=summary.loss.as_json() if summary.loss is not None else None,
-        prepared_at=prepared_at,
-        economics=economics,
+        prepared_at=change.prepared_at,
+        economics=None,
     )
-    db.add(record)
-    before = len(plan.taken) + len(plan.left)
-    return Done(record, before, len(plan.left) + 1, summary)
 
 
 def rewrite_tokens(plan: Plan, summary_tokens: int) -> int:

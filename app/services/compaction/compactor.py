@@ -4,6 +4,7 @@ compile is due or a caller asks for (app/services/compaction/ plans and persists
 from __future__ import annotations
 
 from collections.abc import Callable
+from dataclasses import dataclass
 from datetime import datetime
 from typing import Any, Protocol
 
@@ -24,6 +25,7 @@ from app.domain.sessions import SessionPk
 from app.domain.summaries.profiles import SummarizerChoice
 from app.domain.tokens import TokenCounter
 from app.services.compaction import (
+    Change,
     Done,
     Gate,
     Where,
@@ -51,6 +53,21 @@ class Chooser(Protocol):
     def choose(self, choice: SummarizerChoice | None) -> Summarizer: ...
 
 
+@dataclass(frozen=True)
+class Deployment:
+    """What every compaction of a deployment uses: the counter, the default summariser and the
+    profiles a policy may choose (``summarizers``; None: only the default), the catalog, the
+    lease's length, the background preparer, and who is told of each compaction written."""
+
+    counter: TokenCounter
+    summarizer: Summarizer
+    catalog: Catalog
+    lease_seconds: float = 30.0
+    summarizers: Chooser | None = None
+    preparer: Preparer | None = None
+    on_compacted: Callable[[Done], None] | None = None
+
+
 class Busy(NotCompacted):
     """Another request holds the session's compaction lease (it is summarising now)."""
 
@@ -61,25 +78,15 @@ class Compactor:
     before the summariser runs) and ``context_compaction_end`` (with its ``outcome``) for
     request-boundary compaction, ``compaction`` for the others."""
 
-    def __init__(
-        self,
-        db: AsyncSession,
-        counter: TokenCounter,
-        summarizer: Summarizer,
-        now: datetime,
-        catalog: Catalog,
-        lease_seconds: float = 30.0,
-        on_compacted: Callable[[Done], None] | None = None,
-        summarizers: Chooser | None = None,
-        preparer: Preparer | None = None,
-    ) -> None:
-        self.db, self.counter, self.summarizer, self.now = db, counter, summarizer, now
-        self.summarizers = summarizers  # the profiles a policy may choose (else: summarizer)
-        self.catalog = catalog
-        self.lease_seconds = lease_seconds
-        self.on_compacted = on_compacted  # told of each compaction written (metrics)
+    def __init__(self, db: AsyncSession, deployment: Deployment, now: datetime) -> None:
+        self.db, self.now = db, now
+        self.counter, self.catalog = deployment.counter, deployment.catalog
+        self.summarizer = deployment.summarizer
+        self.summarizers = deployment.summarizers  # the profiles a policy may choose
+        self.lease_seconds = deployment.lease_seconds
+        self.on_compacted = deployment.on_compacted  # told of each compaction written (metrics)
+        self.preparer = deployment.preparer  # prepares request-boundary compactions
         self.notes: list[str] = []  # for the compile's warnings
-        self.preparer = preparer  # prepares request-boundary compactions in the background
 
     def compacted(self, done: Done) -> Done:
         """``done``, once whoever asked to hear of compactions has."""
@@ -111,13 +118,7 @@ class Compactor:
         commits. ``NotCompacted`` when it wrote nothing (then it called no summariser, unless
         the summary turned out no smaller or the ``gate`` refused it). With a ``prepared``
         summary, no summariser is called: it is swapped in, in one transaction."""
-        pk = SessionPk(session.pk)
-        before: dict[str, Any] = {
-            "kind": plan.kind,
-            "reason": plan.reason,
-            "tokens_before": plan.tokens_before,
-            "messages_before": len(plan.taken) + len(plan.left),
-        }
+        pk, before = SessionPk(session.pk), _before(plan)
         boundary = plan.kind == "session"
         lease = await self._lease(pk, plan)
         if boundary:
@@ -125,51 +126,48 @@ class Compactor:
             start = await events.emit(self.db, pk, events.COMPACTION_START, data, self.now)
             await leases.started(self.db, lease, start)
         try:
-            if gate is not None:
-                gate.ahead(plan)
-            if prepared is None:
-                summary = await self._summarize(plan, where, lease, choice)
-            else:
-                summary = prepared.summary
-            at = prepared.at if prepared else None
-            done = await apply_plan(
-                self.db, self.counter, session, plan, summary, where, lease, gate, at
-            )
+            change = await self._change(plan, where, lease, choice, gate, prepared)
+            done = await apply_plan(self.db, self.counter, session, change, where)
         except LeaseLost:
             await self.db.commit()  # only the lock was taken; the new holder ended the start
             raise
-        except ConstraintLost as err:
-            kind = events.COMPACTION_END if boundary else events.COMPACTION
-            data = {
-                **before,
-                "compaction_id": None,
-                "outcome": "refused",
-                "refused": str(err),
-                "constraints": list(err.checksums),
-            }
-            await events.emit(self.db, pk, kind, data, self.now)
-            await leases.release(self.db, lease)
-            await self.db.commit()
-            raise
-        except NotCompacted as err:
-            if boundary:
-                data = {**before, "compaction_id": None, "outcome": "skipped", "skipped": str(err)}
-                if isinstance(err, Refused):
-                    data["economics"] = err.economics.as_dict()
-                await events.emit(self.db, pk, events.COMPACTION_END, data, self.now)
-            await leases.release(self.db, lease)
-            await self.db.commit()
+        except NotCompacted as err:  # a ConstraintLost too
+            await self._ended(lease, _not_compacted(err, before, boundary))
             raise
         except BaseException as err:
             with anyio.CancelScope(shield=True):
                 await self._failed(lease, before if boundary else None, err)
             raise
         kind = events.COMPACTION_END if boundary else events.COMPACTION
-        data = {**before, **_outcome(done, where), "outcome": "compacted"}
-        await events.emit(self.db, pk, kind, data, self.now)
+        await self._ended(
+            lease, (kind, {**before, **_outcome(done, where), "outcome": "compacted"})
+        )
+        return self.compacted(done)
+
+    async def _change(
+        self,
+        plan: Plan,
+        where: Where,
+        lease: leases.Lease,
+        choice: SummarizerChoice | None,
+        gate: Gate | None,
+        prepared: Prepared | None,
+    ) -> Change:
+        """What to write: ``plan`` with its summary, the ``prepared`` one or one made now, if
+        the ``gate`` lets the plan through."""
+        if gate is not None:
+            gate.ahead(plan)
+        if prepared is not None:
+            return Change(plan, prepared.summary, lease, gate, prepared.at)
+        return Change(plan, await self._summarize(plan, where, lease, choice), lease, gate)
+
+    async def _ended(self, lease: leases.Lease, event: tuple[str, dict[str, Any]] | None) -> None:
+        """The compaction over: its ``event`` (kind and data) told, the lease released,
+        committed."""
+        if event is not None:
+            await events.emit(self.db, lease.pk, event[0], event[1], self.now)
         await leases.release(self.db, lease)
         await self.db.commit()
-        return self.compacted(done)
 
     async def _summarize(
         self, plan: Plan, where: Where, lease: leases.Lease, choice: SummarizerChoice | None
@@ -291,6 +289,34 @@ class Compactor:
             return []
         except NotCompacted:
             return []
+
+
+def _before(plan: Plan) -> dict[str, Any]:
+    """What a compaction's events say of the history before it."""
+    return {
+        "kind": plan.kind,
+        "reason": plan.reason,
+        "tokens_before": plan.tokens_before,
+        "messages_before": len(plan.taken) + len(plan.left),
+    }
+
+
+def _not_compacted(
+    err: NotCompacted, before: dict[str, Any], boundary: bool
+) -> tuple[str, dict[str, Any]] | None:
+    """The event of a compaction that wrote nothing: refused for a constraint it would lose
+    (always told), else skipped (told of a request-boundary one)."""
+    kind = events.COMPACTION_END if boundary else events.COMPACTION
+    data: dict[str, Any] = {**before, "compaction_id": None}
+    if isinstance(err, ConstraintLost):
+        refused = {"outcome": "refused", "refused": str(err), "constraints": list(err.checksums)}
+        return kind, {**data, **refused}
+    if not boundary:
+        return None
+    data |= {"outcome": "skipped", "skipped": str(err)}
+    if isinstance(err, Refused):
+        data["economics"] = err.economics.as_dict()
+    return kind, data
 
 
 def _outcome(done: Done, where: Where) -> dict[str, Any]:
