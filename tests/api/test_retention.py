@@ -9,6 +9,7 @@ once at start-up (its interval is a day), so the sweeps here are the tests' own.
 from __future__ import annotations
 
 import asyncio
+import time
 import uuid
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -198,3 +199,18 @@ def test_young_compiles_are_kept(served: Served, client: httpx.Client) -> None:
 
 def _pk_of(sid: str) -> Any:
     return select(SessionRow.pk).where(SessionRow.id == sid).scalar_subquery()
+
+
+def test_each_server_sweeps_by_itself(served: Served) -> None:
+    settings = Settings(database_url=served.database_url, auth="keys", retention_sweep_seconds=0.1)
+    with LiveServer(settings) as server, served.client() as client:
+        client.base_url = httpx.URL(server.url)
+        sid = stateful(client)
+        key = f"swept-{uuid.uuid4()}"
+        assert post(client, sid, "a", key).status_code == 201
+        before = key_count(served.database_url)
+        age(served.database_url, IdempotencyKeyRow, IdempotencyKeyRow.key == key)
+        deadline = time.monotonic() + 30  # a bound on waiting, not a figure under test
+        while key_count(served.database_url) == before and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert key_count(served.database_url) == before - 1
