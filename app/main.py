@@ -5,7 +5,7 @@ from __future__ import annotations
 import asyncio
 from collections.abc import AsyncIterator, Callable
 from contextlib import AbstractAsyncContextManager, AsyncExitStack, asynccontextmanager, suppress
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 
 import anyio
 from fastapi import FastAPI
@@ -45,6 +45,7 @@ from app.services.compiling.digesting import Digester
 from app.services.compiling.plugins import load_registry
 from app.services.sessions.cache import Lru, MessageCache
 from app.services.sessions.events import EventReader
+from app.services.sessions.retention import Retention, prune_forever
 from app.services.tenancy.cpu import TenantLimiters
 from app.services.tenancy.keys import KeyCache, local_tenant
 from app.settings import Settings
@@ -181,9 +182,15 @@ async def _background(
     stack: AsyncExitStack,
 ) -> tuple[Upstreams, Digester, Preparer]:
     """What works beside the requests (the upstreams' pool, the digests and compactions made
-    after them, the lease sweeper), stopped first on the way out."""
+    after them, the lease sweeper, the retention sweep), stopped first on the way out."""
     sweeper = asyncio.create_task(leases.sweep_forever(maker, settings.compaction_lease_seconds))
     stack.push_async_callback(_cancelled, sweeper)
+    retention = Retention(
+        timedelta(seconds=settings.idempotency_ttl_seconds),
+        timedelta(seconds=settings.compile_retention_seconds),
+    )
+    pruner = asyncio.create_task(prune_forever(maker, retention, settings.retention_sweep_seconds))
+    stack.push_async_callback(_cancelled, pruner)
     upstreams = Upstreams(
         settings.upstream_timeout_seconds,
         settings.upstream_connect_timeout_seconds,

@@ -105,7 +105,22 @@ class Settings(BaseSettings):
         "request).",
     )
     idempotency_ttl_seconds: int = Field(
-        86_400, ge=60, description="How long an Idempotency-Key is remembered."
+        86_400,
+        ge=60,
+        description="How long an Idempotency-Key is remembered; a retry after it is a new request.",
+    )
+    compile_retention_seconds: int = Field(
+        86_400,
+        ge=60,
+        description="How long a compile can be acknowledged: older compile records are "
+        "deleted, but a session's newest and last reported ones.",
+    )
+    retention_sweep_seconds: float = Field(
+        60.0,
+        gt=0,
+        le=86_400,
+        description="How often each process deletes expired idempotency keys and compile "
+        "records (in batches of 500 rows).",
     )
     compile_cache_bytes: int = Field(
         64 * 1024 * 1024, ge=0, description="Posted JSON kept parsed and counted (LRU bytes)."

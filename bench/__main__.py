@@ -16,6 +16,7 @@ from bench import (
     redact,
     session_compile,
     session_read,
+    storage,
     summarising,
     tenancy,
     transfer,
@@ -23,6 +24,7 @@ from bench import (
 
 for module in (
     append,
+    storage,
     bodies,
     compile,
     budget_fill,

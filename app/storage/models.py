@@ -217,14 +217,22 @@ class IdempotencyKeyRow(Base):
     response: Mapped[dict[str, Any]] = mapped_column(Json)
     created_at: Mapped[datetime] = mapped_column(UTCDateTime())
 
-    __table_args__ = (Index("ix_idempotency_keys_age", "tenant_id", "created_at"),)
+    # The retention sweep finds expired keys of every tenant by age (app/storage/retention.py).
+    __table_args__ = (Index("ix_idempotency_keys_created", "created_at"),)
 
 
 class CompileRow(Base):
-    """One compile answer, kept so a caller can acknowledge it (the cursor)."""
+    """One compile answer, kept so a caller can acknowledge it (the cursor) for the retention
+    (app/storage/retention.py)."""
 
     __tablename__ = "compiles"
-    __table_args__ = (Index("ix_compiles_session", "session_pk", "created_at"),)
+    __table_args__ = (
+        Index("ix_compiles_session", "session_pk", "created_at"),
+        # The last reported compile of a session, read as one index entry.
+        Index("ix_compiles_reported", "session_pk", "reported_at"),
+        # The retention sweep walks old compiles in age order.
+        Index("ix_compiles_created", "created_at", "id"),
+    )
 
     id: Mapped[str] = mapped_column(String(36), primary_key=True)
     session_pk: Mapped[str] = mapped_column(

@@ -151,10 +151,16 @@ async def message_page(
     return (await db.scalars(query.order_by(MessageRow.seq).limit(limit))).all()
 
 
-async def forget_idempotency_keys(db: AsyncSession, tenant: TenantId, before: datetime) -> None:
+async def forget_idempotency_key(
+    db: AsyncSession, tenant: TenantId, key: str, before: datetime
+) -> None:
+    """Delete the tenant's ``key`` if it was stored before ``before`` (expired: it is used
+    again as a new key); one row by primary key. The retention sweep deletes the others."""
     await db.execute(
         delete(IdempotencyKeyRow).where(
-            IdempotencyKeyRow.tenant_id == tenant, IdempotencyKeyRow.created_at < before
+            IdempotencyKeyRow.tenant_id == tenant,
+            IdempotencyKeyRow.key == key,
+            IdempotencyKeyRow.created_at < before,
         )
     )
 

@@ -42,7 +42,8 @@ async def append_messages(
 
     With an `Idempotency-Key`, a retry with the same body returns the first answer and writes
     nothing; the same key with another body is a 409. Keys are remembered for
-    `CTXC_IDEMPOTENCY_TTL_SECONDS` and forgotten with their session.
+    `CTXC_IDEMPOTENCY_TTL_SECONDS` (a day) and forgotten with their session; a retry after that
+    is a new request, stored again.
     """
     raw = await request.body()
     body = await parse_sized(MessagesAppend, raw)

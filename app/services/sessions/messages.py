@@ -119,7 +119,8 @@ async def append_messages(
     """Store a batch with consecutive seqs in one transaction.
 
     With an Idempotency-Key, a retry of the same request answers as the first time and writes
-    nothing; keys expire after ``idempotency.ttl`` and vanish with their session.
+    nothing; keys expire after ``idempotency.ttl`` (a retry after it is a new request; the
+    retention sweep deletes them) and vanish with their session.
     """
     messages, counts = await cpu.run_sync(prepare, counter, batch)
     row = await require_session(db, tenant, session_id)
@@ -143,7 +144,7 @@ async def append_messages(
         "tokens": sum(c[encoding] for c in counts),
     }
     if idempotency is not None:
-        await queries.forget_idempotency_keys(db, tenant, now - idempotency.ttl)
+        await queries.forget_idempotency_key(db, tenant, idempotency.key, now - idempotency.ttl)
         db.add(
             IdempotencyKeyRow(
                 tenant_id=tenant,
