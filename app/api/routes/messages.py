@@ -77,6 +77,7 @@ async def append_messages(
         for count in appended.counts:
             for encoding, tokens in count.items():
                 state.metrics.tokens.labels(encoding).inc(tokens)
+        await state.caught_up(tenant, session_id)
     return AppendResult.model_validate(appended.answer)
 
 
