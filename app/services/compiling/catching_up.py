@@ -72,7 +72,10 @@ async def catch_up(
             if own is None:
                 return "none"
             pk = SessionPk(own.row.pk)
-            stored = await digests.load(db, pk, own.view.key, own.row.history_version)
+            version = own.row.history_version
+            stored = await digests.load(db, pk, own.view.key, version)
+            if stored is None and digester.futile(pk, own.view.key, version, own.row.last_seq):
+                return "none"
             async with digester.reading(stored is None):
                 job = await _job(db, own, stored, counter)
                 await db.commit()

@@ -114,12 +114,16 @@ class Digester:
         task.add_done_callback(lambda _: self._running.pop(key, None))
 
     def _is_futile(self, job: Job) -> bool:
-        """Whether no digest could be made of this history when it was a tenth shorter."""
-        futile = self._futile.get((job.pk, job.view_key))
-        if futile is None or job.prior is not None:
+        return job.prior is None and self.futile(job.pk, job.view_key, job.version, len(job.items))
+
+    def futile(self, pk: SessionPk, view_key: str, version: int, size: int) -> bool:
+        """Whether no digest could be made of this history (``size`` messages long) when it
+        was a tenth shorter."""
+        futile = self._futile.get((pk, view_key))
+        if futile is None:
             return False
-        version, size = futile
-        return version == job.version and len(job.items) < size + max(100, size // 10)
+        was, before = futile
+        return was == version and size < before + max(100, before // 10)
 
     async def now(self, job: Job, when: datetime, run: Runner) -> Outcome:
         """Make or move ``job``'s digest now, with ``run`` (after the job of its session and
