@@ -17,6 +17,7 @@ from sqlalchemy import (
     any_,
     bindparam,
     delete,
+    func,
     select,
     union_all,
     update,
@@ -74,6 +75,16 @@ async def rows_from(
     newest = select(*ROW_COLUMNS[encoding]).where(_MESSAGES.session_pk == pk, _MESSAGES.seq >= upto)
     query = union_all(*scans, newest).order_by("seq") if scans else newest.order_by("seq")
     return (await db.execute(query)).all()
+
+
+async def tail_tokens(db: AsyncSession, pk: SessionPk, upto: int, encoding: str) -> int:
+    """The stored tokens (in ``encoding``) of the messages from seq ``upto`` on, summed in the
+    database (one primary-key range, no content read)."""
+    column = _MESSAGES.tokens_o200k if encoding == "o200k_base" else _MESSAGES.tokens_cl100k
+    query = select(func.coalesce(func.sum(column), 0)).where(
+        _MESSAGES.session_pk == pk, _MESSAGES.seq >= upto
+    )
+    return int(await db.scalar(query) or 0)
 
 
 def tail_ids(rows: Sequence[Row[Any]], upto: int) -> list[str]:

@@ -110,10 +110,9 @@ async def _job(
         rows = await compiles.rows_after(db, pk, 0, encoding)
     else:
         digest = stored.digest
+        if await digests.tail_tokens(db, pk, digest.upto, encoding) < MOVE_AT * own.keep_tokens:
+            return None  # what most appends find: nothing but this sum read
         rows = await digests.rows_from(db, pk, digest.needed, digest.upto, encoding)
-        tail = sum(r.tokens for r in rows if r.seq >= digest.upto)
-        if tail < MOVE_AT * own.keep_tokens:
-            return None
     items = await cpu.run_sync(_items, rows)
     encoder = counter.encoder(encoding)
     snapshot = Snapshot(
