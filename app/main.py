@@ -46,7 +46,7 @@ from app.services.compiling.plugins import load_registry
 from app.services.sessions.cache import Lru, MessageCache
 from app.services.sessions.events import EventReader
 from app.services.sessions.retention import Retention, prune_forever
-from app.services.tenancy.cpu import TenantLimiters
+from app.services.tenancy.cpu import Lane, TenantLimiters
 from app.services.tenancy.keys import KeyCache, local_tenant
 from app.settings import Settings
 from app.storage.db import create_engine, create_sessionmaker
@@ -197,13 +197,15 @@ async def _background(
         settings.upstream_connections,
     )
     stack.push_async_callback(upstreams.aclose)
-    digester = Digester(maker, lambda outcome: metrics.digests.labels(outcome).inc())
+    lane = Lane()  # the background's CPU work, one step at a time, a bounded share
+    digester = Digester(maker, lambda outcome: metrics.digests.labels(outcome).inc(), lane)
     stack.push_async_callback(digester.close)
     preparer = Preparer(
         maker,
         settings.compaction_lease_seconds,
         settings.background_compactions,
         lambda outcome: metrics.preparations.labels(outcome).inc(),
+        lane,
     )
     stack.push_async_callback(preparer.close)
     return upstreams, digester, preparer

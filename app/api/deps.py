@@ -22,6 +22,7 @@ from app.domain.tokens import TokenCounter
 from app.services.compaction.compactor import Compactor, Deployment
 from app.services.compaction.preparing import Preparer
 from app.services.compiling import Context
+from app.services.compiling.catching_up import catch_up
 from app.services.compiling.digesting import Digester
 from app.services.sessions.cache import Lru, MessageCache
 from app.services.sessions.events import EventReader
@@ -76,6 +77,11 @@ class AppState:
         return Context(
             self.cache, self.registry, catalog, tenant, now, db, compactor, self.digester
         )
+
+    async def caught_up(self, tenant: TenantId, session_id: str) -> None:
+        """After a write grew a session: its own view's digest brought up to date."""
+        catalog = self.settings.catalog
+        await catch_up(self.digester, tenant, session_id, self.registry, catalog, self.counter)
 
 
 async def get_state(request: Request) -> AppState:

@@ -187,67 +187,97 @@ def _responses_text(response_format: JSONObject) -> tuple[JSONObject | None, lis
 
 def compile_request(snapshot: Snapshot, compiler: Compiler, target: Target) -> Output:
     """Run ``compiler`` within the target's budget and render a request the provider accepts."""
-    system = system_message(target.fragments)
-    head = [Item(0, SYSTEM_PROMPT_SECTION, system, snapshot.count(system))] if system else []
-    context = [Item(0, SYSTEM_CONTEXT_SECTION, m, snapshot.count(m)) for m in target.context]
-    claimed = sum(i.tokens for i in [*head, *context]) + REPLY_PRIMING + target.tools_tokens
-    output = target.profile.output
-    prior = target.prior_call_ids
-    scoped = replace(
-        snapshot,
-        budget=target.context_window,
-        claimed=snapshot.claimed + claimed,
-        target=output,
-        prior_call_ids=prior,
-        calibration=target.calibration,
-    )
-    compiled = compiler(scoped)
+    frame = _framed(snapshot, target)
+    compiled = compiler(frame.scoped)
     if compiled.pending is not None:  # no trimming step dropped the older part: it is sent
         raise NeedsHistory()
-    view = _system_prompt_first(compiled.items)
-    # Results that answer calls the provider holds must come first, before the context.
-    lead = len(_continued(scoped, view))
-    items = [*head, *view[:lead], *context, *view[lead:]]
-    entries, warnings = repair([i.message for i in items], output, prior)
+    items = frame.arranged(compiled.items)
+    output = target.profile.output
+    entries, warnings = repair([i.message for i in items], output, target.prior_call_ids)
     system_out, messages = shape(entries, output, warnings)
-    instructions = system_out if output == "responses" and isinstance(system_out, str) else None
-    if output == "responses":
-        system_out = None
     if not messages:
         raise NothingToSend()
     counted = _counted(snapshot, items, entries)
-    sections, sent = counted.sections, counted.sent
-    if output in ("anthropic", "gemini") and opens_with_assistant(sent):
-        sections[SHAPE_SECTION] = snapshot.count(CONTINUATION)
+    size = _sized(snapshot, target, counted, tools_tokens(snapshot.count, compiled.tools))
+    if size.total > target.context_window:
+        warnings.append(f"the request ({size.total} tokens) exceeds the context window")
     response_format, format_warnings = native_response_format(target.response_format, output)
-    added_tools = tools_tokens(snapshot.count, compiled.tools)
-    around = REPLY_PRIMING + target.tools_tokens + added_tools
-    estimate = sum(sections.values()) + around
-    total = estimate if target.calibration is None else target.calibration.count(estimate)
-    with_tools = bool(target.tools_tokens or added_tools)
-    note = estimate_note(target.profile, target.profile.encoding, sent, with_tools)
-    if total > target.context_window:
-        warnings.append(f"the request ({total} tokens) exceeds the context window")
     seqs = sorted(items[i].seq for i, _ in entries if items[i].seq > 0)
+    instructions = system_out if output == "responses" and isinstance(system_out, str) else None
     return Output(
-        system=system_out,
+        system=None if output == "responses" else system_out,
         messages=messages,
         response_format=response_format,
-        total=total,
-        sections=sections,
+        total=size.total,
+        sections=counted.sections,
         context_window=target.context_window,
-        exact=note is None,
-        note=note,
+        exact=size.note is None,
+        note=size.note,
         left_out=_reports(compiled.left_out),
         warnings=[*compiled.sent_warnings(set(seqs)), *warnings, *format_warnings],
         seqs=seqs,
         steps=tuple(step.within(set(seqs)) for step in compiled.steps),
         tools=compiled.tools,
-        estimate=estimate,
+        estimate=size.estimate,
         instructions=instructions,
-        fixed=counted.fixed + around,
+        fixed=counted.fixed + size.around,
         sent_tokens=tuple(sorted(counted.stored.items())),
     )
+
+
+@dataclass(frozen=True)
+class _Frame:
+    """What surrounds the compiled history: the system prompt (``head``) and the resumed
+    session's context messages, and the snapshot scoped to the target's budget less them."""
+
+    head: list[Item]
+    context: list[Item]
+    scoped: Snapshot
+
+    def arranged(self, compiled: Sequence[Item]) -> list[Item]:
+        """The request's items: the system prompt, the compiled view with the results that
+        answer calls the provider holds first (before the context), the context, the rest."""
+        view = _system_prompt_first(compiled)
+        lead = len(_continued(self.scoped, view))
+        return [*self.head, *view[:lead], *self.context, *view[lead:]]
+
+
+def _framed(snapshot: Snapshot, target: Target) -> _Frame:
+    system = system_message(target.fragments)
+    head = [Item(0, SYSTEM_PROMPT_SECTION, system, snapshot.count(system))] if system else []
+    context = [Item(0, SYSTEM_CONTEXT_SECTION, m, snapshot.count(m)) for m in target.context]
+    claimed = sum(i.tokens for i in [*head, *context]) + REPLY_PRIMING + target.tools_tokens
+    scoped = replace(
+        snapshot,
+        budget=target.context_window,
+        claimed=snapshot.claimed + claimed,
+        target=target.profile.output,
+        prior_call_ids=target.prior_call_ids,
+        calibration=target.calibration,
+    )
+    return _Frame(head, context, scoped)
+
+
+@dataclass(frozen=True)
+class _Size:
+    estimate: int  # the request's tokens as counted
+    total: int  # as the provider will count them (calibrated)
+    around: int  # reply priming and tool definitions
+    note: str | None  # why the count is an estimate
+
+
+def _sized(snapshot: Snapshot, target: Target, counted: _Counted, added_tools: int) -> _Size:
+    """The request's size: its sections (the continuation an opening assistant message needs
+    added to them), reply priming and tools; calibrated when the target learnt how."""
+    output = target.profile.output
+    if output in ("anthropic", "gemini") and opens_with_assistant(counted.sent):
+        counted.sections[SHAPE_SECTION] = snapshot.count(CONTINUATION)
+    around = REPLY_PRIMING + target.tools_tokens + added_tools
+    estimate = sum(counted.sections.values()) + around
+    total = estimate if target.calibration is None else target.calibration.count(estimate)
+    with_tools = bool(target.tools_tokens or added_tools)
+    note = estimate_note(target.profile, target.profile.encoding, counted.sent, with_tools)
+    return _Size(estimate, total, around, note)
 
 
 @dataclass

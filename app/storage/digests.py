@@ -17,6 +17,7 @@ from sqlalchemy import (
     any_,
     bindparam,
     delete,
+    func,
     select,
     union_all,
     update,
@@ -76,6 +77,16 @@ async def rows_from(
     return (await db.execute(query)).all()
 
 
+async def tail_tokens(db: AsyncSession, pk: SessionPk, upto: int, encoding: str) -> int:
+    """The stored tokens (in ``encoding``) of the messages from seq ``upto`` on, summed in the
+    database (one primary-key range, no content read)."""
+    column = _MESSAGES.tokens_o200k if encoding == "o200k_base" else _MESSAGES.tokens_cl100k
+    query = select(func.coalesce(func.sum(column), 0)).where(
+        _MESSAGES.session_pk == pk, _MESSAGES.seq >= upto
+    )
+    return int(await db.scalar(query) or 0)
+
+
 async def ids_among(
     db: AsyncSession, pk: SessionPk, view_key: str, stored: Stored, asked: Iterable[str]
 ) -> tuple[set[str], set[str]]:
@@ -109,67 +120,97 @@ async def history_version(db: AsyncSession, pk: SessionPk) -> int | None:
     return await db.scalar(select(SessionRow.history_version).where(SessionRow.pk == pk))
 
 
+@dataclass(frozen=True)
+class Place:
+    """Where a digest is kept: a session's history at one version, as one view compiles it."""
+
+    pk: SessionPk
+    view_key: str
+    version: int
+
+
 async def save(
     db: AsyncSession,
-    pk: SessionPk,
-    view_key: str,
-    version: int,
+    at: Place,
     digest: Digest,
     ids: Ids,
     now: datetime,
     generation: str | None = None,
 ) -> bool:
-    """Keep ``digest`` (made of the history at ``version``) and the ids its part added, in one
+    """Keep ``digest`` (made of the history ``at``) and the ids its part added, in one
     transaction under the session's lock; the caller commits. Without a ``generation`` it
     replaces the view's digest, made anew from the whole history; with one it moves that
     generation forward, unless another digest replaced it or went further first. False when
     nothing was kept (the history changed, or the session is gone)."""
-    if not await queries.lock_session(db, pk) or await history_version(db, pk) != version:
+    if not await queries.lock_session(db, at.pk) or await history_version(db, at.pk) != at.version:
         return False
-    data = digest.to_json() | {"version": version}
+    data = digest.to_json() | {"version": at.version}
     if generation is None:
-        generation = str(uuid.uuid4())
-        await db.execute(
-            delete(DigestIdRow).where(
-                DigestIdRow.session_pk == pk, DigestIdRow.view_key == view_key
-            )
+        generation = await _replace(db, at, digest.upto, data, now)
+    elif not await _move(db, at, generation, digest.upto, data, now):
+        return False
+    await _keep_ids(db, at, generation, digest.upto, ids)
+    return True
+
+
+async def _replace(
+    db: AsyncSession, at: Place, upto: int, data: dict[str, Any], now: datetime
+) -> str:
+    """The view's digest (and its ids) replaced by a new generation's, made of ``data``."""
+    generation = str(uuid.uuid4())
+    ids = delete(DigestIdRow).where(
+        DigestIdRow.session_pk == at.pk, DigestIdRow.view_key == at.view_key
+    )
+    await db.execute(ids)
+    view = delete(DigestRow).where(DigestRow.session_pk == at.pk, DigestRow.view_key == at.view_key)
+    await db.execute(view)
+    row = DigestRow(
+        session_pk=at.pk,
+        view_key=at.view_key,
+        generation=generation,
+        upto=upto,
+        digest=data,
+        updated_at=now,
+    )
+    db.add(row)
+    await db.flush()
+    return generation
+
+
+async def _move(
+    db: AsyncSession,
+    at: Place,
+    generation: str,
+    upto: int,
+    data: dict[str, Any],
+    now: datetime,
+) -> bool:
+    """The ``generation`` moved forward to ``upto``; False when another replaced it or went
+    as far first."""
+    moved = await db.execute(
+        update(DigestRow)
+        .where(
+            DigestRow.session_pk == at.pk,
+            DigestRow.view_key == at.view_key,
+            DigestRow.generation == generation,
+            DigestRow.upto < upto,
         )
-        await db.execute(
-            delete(DigestRow).where(DigestRow.session_pk == pk, DigestRow.view_key == view_key)
-        )
-        db.add(
-            DigestRow(
-                session_pk=pk,
-                view_key=view_key,
-                generation=generation,
-                upto=digest.upto,
-                digest=data,
-                updated_at=now,
-            )
-        )
-        await db.flush()
-    else:
-        moved = await db.execute(
-            update(DigestRow)
-            .where(
-                DigestRow.session_pk == pk,
-                DigestRow.view_key == view_key,
-                DigestRow.generation == generation,
-                DigestRow.upto < digest.upto,
-            )
-            .values(upto=digest.upto, digest=data, updated_at=now)
-        )
-        if not getattr(moved, "rowcount", 0):
-            return False
+        .values(upto=upto, digest=data, updated_at=now)
+    )
+    return bool(getattr(moved, "rowcount", 0))
+
+
+async def _keep_ids(db: AsyncSession, at: Place, generation: str, upto: int, ids: Ids) -> None:
+    """The tool call ids (calls, and other ids taken) the digest's part up to ``upto`` holds."""
     rows = [("call", cid) for cid in ids.calls] + [("id", cid) for cid in ids.taken - ids.calls]
     values = [
         {
-            "session_pk": pk,
-            "view_key": view_key,
+            "session_pk": at.pk,
+            "view_key": at.view_key,
             "generation": generation,
             "kind": kind,
             "call_id": cid,
-            "upto": digest.upto,
+            "upto": upto,
         }
         for kind, cid in rows
     ]
@@ -177,4 +218,3 @@ async def save(
     for start in range(0, len(values), CHUNK // 5):
         chunk = values[start : start + CHUNK // 5]
         await db.execute(insert(DigestIdRow).values(chunk).on_conflict_do_nothing())
-    return True

@@ -55,3 +55,40 @@ def test_work_outside_a_request_runs_without_a_tenant() -> None:
         return await cpu.run_sync(sum, [1, 2, 3])
 
     assert anyio.run(main) == 6
+
+
+@pytest.mark.timeout(30)
+def test_background_work_runs_one_step_at_a_time_and_takes_no_tenant_slot() -> None:
+    lane = cpu.Lane(share=0.5)
+    limiters = cpu.TenantLimiters(1)
+    release = threading.Event()
+    running = most = 0
+    lock = threading.Lock()
+
+    def step(n: int) -> int:
+        nonlocal running, most
+        with lock:
+            running += 1
+            most = max(most, running)
+        with lock:
+            running -= 1
+        return n * n
+
+    async def main() -> list[int]:
+        cpu.enter(limiters, "a")
+        results: list[int] = []
+        async with anyio.create_task_group() as tasks:
+            tasks.start_soon(cpu.run_sync, lambda: release.wait(20))  # the tenant's one slot
+            await anyio.sleep(0.1)
+
+            async def background(n: int) -> None:
+                results.append(await lane.run_sync(step, n))
+
+            async with anyio.create_task_group() as steps:  # all end with the slot held
+                for n in range(5):
+                    steps.start_soon(background, n)
+            release.set()
+        return results
+
+    assert sorted(anyio.run(main)) == [0, 1, 4, 9, 16]
+    assert most == 1

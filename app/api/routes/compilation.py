@@ -248,17 +248,10 @@ async def acknowledge_compile(
     same profile (see `tokens.count`)."""
     check_body(body)
     usage = body.usage.model_dump(exclude_none=True) if body.usage else None
-    done = await cursor.acknowledge(
-        db,
-        tenant,
-        session_id,
-        body.compile_id,
-        datetime.now(UTC),
-        provider_session_id=body.provider_session_id,
-        usage=usage,
-        error_kind=body.error_kind,
-        through_seq=body.through_seq,
+    report = cursor.Acknowledgement(
+        body.compile_id, body.provider_session_id, usage, body.error_kind, body.through_seq
     )
+    done = await cursor.acknowledge(db, tenant, session_id, report, datetime.now(UTC))
     return CursorRead(**asdict(done))
 
 

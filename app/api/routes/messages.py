@@ -62,22 +62,17 @@ async def append_messages(
         idempotency = Idempotency(idempotency_key, digest, ttl)
     batch = service.Batch(body.format, body.section, body.messages, system, body.metadata)
     try:
-        appended = await service.append_messages(
-            db,
-            state.counter,
-            tenant,
-            session_id,
-            batch,
-            idempotency,
-            datetime.now(UTC),
-            state.settings.catalog,
+        writer = service.Writer(
+            db, tenant, state.counter, state.settings.catalog, datetime.now(UTC)
         )
+        appended = await service.append_messages(writer, session_id, batch, idempotency)
     except (FormatError, InvalidInput) as exc:
         raise from_input_error(exc) from None
     if not appended.replayed:
         for count in appended.counts:
             for encoding, tokens in count.items():
                 state.metrics.tokens.labels(encoding).inc(tokens)
+        await state.caught_up(tenant, session_id)
     return AppendResult.model_validate(appended.answer)
 
 

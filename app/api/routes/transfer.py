@@ -116,6 +116,7 @@ async def import_session(
             "Unsupported media type",
             f"send application/json or {NDJSON}, not {kind}",
         )
+    await state.caught_up(tenant, view.row.id)
     read = session_read(view, state.settings.catalog)
     return Response(read.model_dump_json(), status.HTTP_201_CREATED, media_type="application/json")
 

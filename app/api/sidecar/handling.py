@@ -32,8 +32,8 @@ from app.domain.wire import Reply, WireError, is_overflow
 from app.domain.wire import reply_of as wire_reply
 from app.services import compiling
 from app.services.compiling import Compilation, Options
+from app.services.sessions.messages import Writer
 from app.services.sidecar import turns
-from app.services.sidecar.threads import Writer
 from app.services.sidecar.turns import Opened
 from app.services.tenancy import cpu
 from app.storage import queries

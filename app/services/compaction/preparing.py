@@ -27,6 +27,7 @@ import logging
 from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass
 from datetime import UTC, datetime
+from functools import partial
 from typing import Any, Literal
 
 import anyio
@@ -137,8 +138,10 @@ class Preparer:
         lease_seconds: float,
         concurrency: int,
         on_done: Callable[[Outcome], None] = lambda _: None,
+        lane: cpu.Lane | None = None,
     ) -> None:
         self.maker, self.lease_seconds, self.on_done = maker, lease_seconds, on_done
+        self.lane = lane or cpu.Lane()  # its CPU work is background work
         self._running: dict[str, asyncio.Task[None]] = {}
         self._slots = asyncio.Semaphore(concurrency)
         self._futile: LRUCache[str, Futile] = LRUCache(FUTILE_KEPT)
@@ -204,8 +207,10 @@ class Preparer:
             await _give_back(db, lease)
             return "exists"
         rows = await queries.all_messages(db, job.pk)
-        items = await cpu.run_sync(stored_items, rows, job.where.encoding)
-        plan = plan_session(items, job.policy, now=True, ahead=True)
+        items = await self.lane.run_sync(stored_items, rows, job.where.encoding)
+        plan = await self.lane.run_sync(
+            partial(plan_session, now=True, ahead=True), items, job.policy
+        )
         if plan is None or not sheds_enough(
             plan.tokens_taken, plan.tokens_before, job.policy.min_shed_pct
         ):

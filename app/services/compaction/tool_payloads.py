@@ -12,9 +12,11 @@ when that makes it smaller.
 from __future__ import annotations
 
 import uuid
+from collections.abc import Sequence
+from datetime import datetime
 from typing import Any
 
-from app.domain.compilers.base import Compiler, Snapshot
+from app.domain.compilers.base import Compiler, Item, Snapshot
 from app.domain.compilers.registry import build
 from app.domain.compilers.spec import parse_spec
 from app.domain.errors import Conflict, InvalidInput, NotFound, Path
@@ -26,7 +28,7 @@ from app.services.sessions import events, require_session, session_profile
 from app.services.sessions.originals import keep_originals
 from app.services.tenancy import cpu
 from app.storage import queries
-from app.storage.models import CompactionRow
+from app.storage.models import CompactionRow, MessageRow
 
 STEPS = frozenset({"tool_compaction", "compact_tool_results"})
 DEFAULT_STEPS: list[Any] = ["tool_compaction", "compact_tool_results"]
@@ -86,24 +88,52 @@ async def compact_payloads_now(
     touched = sorted({t.seq for step in compiled.steps for t in step.touched})
     if not touched:
         raise Conflict("nothing to compact: no tool payload may be compacted")
-    before = sum(i.tokens for i in items)
     archive = [archived(rows[seq]) for seq in touched]
     await queries.rewrite_history(db, pk)
+    await _rewrite(compactor, pk, rows, compiled.items, touched)
+    await keep_originals(db, pk, compiled.steps, now)
+    resets = profile.session_resumption and await queries.has_provider_session(db, pk)
+    if resets:
+        await queries.end_provider_session(db, pk)
+    record = _record(pk, items, compiled.items, touched, archive, now)
+    record.resets_provider_session = resets
+    db.add(record)
+    pct = Where.of(session, profile).pct(record.tokens_after)
+    await events.emit(db, pk, events.COMPACTION, _event(record, len(items), pct), now)
+    await db.commit()
+    return compactor.compacted(Done(record, len(items), len(items)))
+
+
+async def _rewrite(
+    compactor: Compactor,
+    pk: SessionPk,
+    rows: dict[int, MessageRow],
+    items: Sequence[Item],
+    touched: list[int],
+) -> None:
+    """The stored rows of the ``touched`` messages rewritten as ``items`` has them, counted
+    again, and the session's totals moved by the difference."""
     old, new = [], []  # the counts of the rewritten messages, before and after
-    for item in compiled.items:
+    for item in items:
         if item.seq in touched:
             row, counts = rows[item.seq], compactor.counter.count_all(item.message)
             old.append(stored_counts(row))
             row.content = item.message.to_json().get("content", [])
             row.tokens_o200k, row.tokens_cl100k = counts["o200k_base"], counts["cl100k_base"]
             new.append(counts)
-    await queries.move_totals(db, pk, new, old)
-    after = sum(i.tokens for i in compiled.items)
-    await keep_originals(db, pk, compiled.steps, now)
-    resets = profile.session_resumption and await queries.has_provider_session(db, pk)
-    if resets:
-        await queries.end_provider_session(db, pk)
-    record = CompactionRow(
+    await queries.move_totals(compactor.db, pk, new, old)
+
+
+def _record(
+    pk: SessionPk,
+    before: Sequence[Item],
+    after: Sequence[Item],
+    touched: list[int],
+    archive: list[dict[str, Any]],
+    now: datetime,
+) -> CompactionRow:
+    """The compaction's record (whether it ended the provider session is the caller's)."""
+    return CompactionRow(
         id=str(uuid.uuid4()),
         session_pk=pk,
         kind=KIND,
@@ -112,26 +142,26 @@ async def compact_payloads_now(
         seq_to=touched[-1],
         summary_seq=None,
         archived=archive,
-        tokens_before=before,
-        tokens_after=after,
+        tokens_before=sum(i.tokens for i in before),
+        tokens_after=sum(i.tokens for i in after),
         summary_tokens=0,
-        cache_rewrite_tokens=sum(i.tokens for i in compiled.items if i.seq >= touched[0]),
-        resets_provider_session=resets,
+        cache_rewrite_tokens=sum(i.tokens for i in after if i.seq >= touched[0]),
+        resets_provider_session=False,
         summarizer=None,
         created_at=now,
     )
-    db.add(record)
-    data = {
+
+
+def _event(record: CompactionRow, messages: int, pct: float) -> dict[str, Any]:
+    """What the ``compaction`` event says of it (``pct``: the budget it uses after)."""
+    return {
         "kind": KIND,
         "reason": KIND,
         "compaction_id": record.id,
-        "tokens_before": before,
-        "tokens_after": after,
-        "messages_before": len(items),
-        "messages_after": len(items),
-        "budget_used_pct": Where.of(session, profile).pct(after),
-        "resets_provider_session": resets,
+        "tokens_before": record.tokens_before,
+        "tokens_after": record.tokens_after,
+        "messages_before": messages,
+        "messages_after": messages,
+        "budget_used_pct": pct,
+        "resets_provider_session": record.resets_provider_session,
     }
-    await events.emit(db, pk, events.COMPACTION, data, now)
-    await db.commit()
-    return compactor.compacted(Done(record, len(items), len(items)))

@@ -4,35 +4,48 @@ A session compile that trims reads the newest part of the history and a digest o
 (app/domain/compilers/digests.py). A compile that had to read all of it (none yet, or the one
 there could not serve it) has a digest made from what it read; one that read a tail grown past
 what it keeps by half has the digest moved forward. Both run after the compile answered, as tasks
-of their own (at most one per session and view at a time in this process), on the tenant's CPU
-slots, and are written under the session's lock only if no compaction rewrote the history since
-the compile read it. A failure costs nothing but the next compile reading more.
+of their own (at most one per session and view at a time in this process), in the background CPU
+lane (``cpu.Lane``), and are written under the session's lock only if no compaction rewrote the
+history since the compile read it. A failure costs nothing but the next compile reading more.
+
+A digest made of a whole long history is made in steps (``advance``): each step reads at most
+``STEP`` times what a digest keeps past the digest so far, and is saved before the next, so no
+step's work grows with the history; a write that makes a session long brings its digest up to
+date the same way before it answers (``catching_up``).
 """
 
 from __future__ import annotations
 
 import asyncio
+import bisect
 import hashlib
 import logging
 from collections.abc import Callable, Sequence
 from contextlib import AbstractAsyncContextManager, nullcontext
 from dataclasses import dataclass
 from datetime import UTC, datetime
-from typing import Any, Literal
+from itertools import accumulate
+from typing import Any, Literal, TypeVar, TypeVarTuple
 
 from cachetools import LRUCache
 from sqlalchemy import Row
 from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 
 from app.domain.compilers.base import Compiler, Elided, Item, Snapshot
-from app.domain.compilers.digests import NOTHING_EARLIER, candidate_ids, earlier, extend
+from app.domain.compilers.digests import (
+    Digest,
+    candidate_ids,
+    candidates,
+    earlier,
+    extend,
+)
 from app.domain.compilers.registry import Registry, build_base, built_in
 from app.domain.compilers.spec import CompilerSpec
 from app.domain.compiling import Output, Target
 from app.domain.providers import ProviderProfile
 from app.domain.sessions import SessionPk
 from app.domain.tokens import Encoder, count_message
-from app.domain.validity.repair import Earlier
+from app.domain.validity.repair import Earlier, Ids
 from app.services.compiling.stored import items_of, tool_ids
 from app.services.sessions.cache import MessageCache, canonical_json
 from app.services.tenancy import cpu
@@ -46,6 +59,15 @@ FUTILE_KEPT = 4096
 # first compiles of long sessions (or of ones a digest cannot serve) run.
 WHOLE_READS = 1
 Outcome = Literal["made", "moved", "none", "stale", "failed"]
+T = TypeVar("T")
+Ts = TypeVarTuple("Ts")
+
+
+class Runner:
+    """How a step's CPU work runs: ``cpu.run_sync`` (the tenant's slots) or a ``cpu.Lane``."""
+
+    async def run_sync(self, work: Callable[[*Ts], T], *args: *Ts) -> T:
+        return await cpu.run_sync(work, *args)
 
 
 @dataclass(frozen=True)
@@ -60,7 +82,6 @@ class Job:
     snapshot: Snapshot
     keep_tokens: int
     prior: Stored | None = None
-    earlier: Earlier = NOTHING_EARLIER
 
 
 class Digester:
@@ -70,9 +91,11 @@ class Digester:
         self,
         maker: async_sessionmaker[AsyncSession],
         on_done: Callable[[Outcome], None] = lambda _: None,
+        lane: cpu.Lane | Runner | None = None,
     ) -> None:
         self.maker, self.on_done = maker, on_done
-        self._running: dict[tuple[str, str], asyncio.Task[None]] = {}
+        self.lane = lane or cpu.Lane()
+        self._running: dict[tuple[str, str], asyncio.Task[Outcome]] = {}
         # Histories of which no digest could be made, by session and view: (their version, how
         # many messages they had); not tried again until they grew by a tenth.
         self._futile: LRUCache[tuple[str, str], tuple[int, int]] = LRUCache(FUTILE_KEPT)
@@ -85,51 +108,52 @@ class Digester:
 
     def schedule(self, job: Job, now: datetime) -> None:
         key = (job.pk, job.view_key)
-        if key in self._running:
+        if key in self._running or self._is_futile(job):
             return
-        futile = self._futile.get(key)
-        if futile is not None and job.prior is None:
-            version, size = futile
-            if version == job.version and len(job.items) < size + max(100, size // 10):
-                return
         task = asyncio.create_task(self._run(job, now))
         self._running[key] = task
         task.add_done_callback(lambda _: self._running.pop(key, None))
 
-    async def _run(self, job: Job, now: datetime) -> None:
+    def _is_futile(self, job: Job) -> bool:
+        return job.prior is None and self.futile(job.pk, job.view_key, job.version, len(job.items))
+
+    def futile(self, pk: SessionPk, view_key: str, version: int, size: int) -> bool:
+        """Whether no digest could be made of this history (``size`` messages long) when it
+        was a tenth shorter."""
+        futile = self._futile.get((pk, view_key))
+        if futile is None:
+            return False
+        was, before = futile
+        return was == version and size < before + max(100, before // 10)
+
+    async def now(self, job: Job, when: datetime, run: Runner) -> Outcome:
+        """Make or move ``job``'s digest now, with ``run`` (after the job of its session and
+        view running in this process, if one is; none is started meanwhile)."""
+        key = (job.pk, job.view_key)
+        while (running := self._running.get(key)) is not None:
+            await asyncio.wait([running])
+        if self._is_futile(job):
+            return "none"
+        task = asyncio.create_task(self._run(job, when, run))
+        self._running[key] = task
+        task.add_done_callback(lambda _: self._running.pop(key, None))
+        return await asyncio.shield(task)
+
+    async def _run(self, job: Job, now: datetime, run: Runner | None = None) -> Outcome:
         outcome: Outcome = "failed"
         try:
-            outcome = await self._digest(job, now)
+            outcome = await self._digest(job, now, run or self.lane)
         except Exception:  # a background task: nothing waits for it to fail
             log.warning("a digest of session %s could not be made", job.pk, exc_info=True)
         finally:
             if outcome == "none" and job.prior is None:
                 self._futile[(job.pk, job.view_key)] = (job.version, len(job.items))
             self.on_done(outcome)
+        return outcome
 
-    async def _digest(self, job: Job, now: datetime) -> Outcome:
-        prior = job.prior
-        made = await cpu.run_sync(
-            extend,
-            None if prior is None else prior.digest,
-            job.items,
-            job.base,
-            job.snapshot,
-            job.keep_tokens,
-            job.earlier,
-        )
-        if made is None:
-            return "none"
-        digest, ids = made
-        generation = None if prior is None else prior.generation
+    async def _digest(self, job: Job, now: datetime, run: cpu.Lane | Runner) -> Outcome:
         async with self.maker() as db:
-            kept = await digests.save(
-                db, job.pk, job.view_key, job.version, digest, ids, now, generation
-            )
-            await db.commit()
-        if not kept:
-            return "stale"
-        return "made" if prior is None else "moved"
+            return await advance(db, job, now, run)
 
     async def idle(self) -> None:
         """Wait for the jobs running now (tests; shutdown)."""
@@ -228,21 +252,14 @@ async def read_tail(
     return Tail(stored, rows, items, asked, calls, held)
 
 
-def job_after(
-    view: View,
-    row: SessionRow,
-    rows: Sequence[Row[Any]],
-    items: tuple[Item, ...],
-    tail: Tail | None,
-    target: Target,
-    output: Output,
-    execution_id: str | None,
-    encoder: Encoder,
-) -> Job | None:
-    """The digest to make (after a whole read of a history long enough to need one) or move
-    forward (after a tail grown past ``MOVE_AT`` times what it keeps), if any."""
-    keep = int(KEEP_WINDOWS * max(target.context_window, output.total))
-    snapshot = Snapshot(
+def keep_tokens(target: Target, output: Output) -> int:
+    """What a digest of a view compiled for ``target`` keeps whole at its end, in tokens."""
+    return int(KEEP_WINDOWS * max(target.context_window, output.total))
+
+
+def digest_snapshot(target: Target, encoder: Encoder, execution_id: str | None) -> Snapshot:
+    """The snapshot a digest's base compiler reads its part with (no items of its own)."""
+    return Snapshot(
         items=(),
         tenant="",
         now=datetime.now(UTC),
@@ -250,21 +267,92 @@ def job_after(
         execution_id=execution_id,
         target=target.profile.output,
     )
-    pk = SessionPk(row.pk)
-    if tail is None:
-        if sum(r.tokens for r in rows) < MOVE_AT * keep:
-            return None
-        return Job(pk, view.key, row.history_version, items, view.base, snapshot, keep)
-    if tail.tokens < MOVE_AT * keep:
+
+
+def job_after(
+    view: View,
+    row: SessionRow,
+    items: Sequence[Item],
+    tail: Tail | None,
+    keep: int,
+    snapshot: Snapshot,
+) -> Job | None:
+    """The digest to make (after a whole read of ``items``, a history long enough to need one)
+    or move forward (after a ``tail`` grown past ``MOVE_AT`` times the ``keep`` tokens), if
+    any."""
+    if (tail.tokens if tail else sum(i.tokens for i in items)) < MOVE_AT * keep:
         return None
-    return Job(
-        pk,
-        view.key,
-        row.history_version,
-        items,
-        view.base,
-        snapshot,
-        keep,
-        tail.stored,
-        tail.earlier(items),
-    )
+    prior = tail.stored if tail else None
+    pk = SessionPk(row.pk)
+    return Job(pk, view.key, row.history_version, items, view.base, snapshot, keep, prior)
+
+
+# Making a digest in steps
+
+# A step reads the digest's needed rounds and at most this many times what it keeps past it (or
+# from the start): it moves the digest forward by about one time what it keeps.
+STEP = MOVE_AT + 1
+
+
+async def advance(db: AsyncSession, job: Job, now: datetime, run: cpu.Lane | Runner) -> Outcome:
+    """Make ``job``'s digest and move it forward step by step through ``job.items`` (every
+    stored item from the start, or a prior's needed rounds and every item from its upto on),
+    each step saved (and committed) before the next, until the tail left is one a compile would
+    not move it forward for. The first step's outcome, unless a later one found the history
+    changed."""
+    items = job.items
+    seqs = [i.seq for i in items]
+    sums = [0, *accumulate(i.tokens for i in items)]
+    stored = job.prior
+    outcome: Outcome = "none"
+    made_or_moved: Outcome = "made" if stored is None else "moved"
+    while True:
+        upto = stored.digest.upto if stored else 0
+        start = bisect.bisect_left(seqs, upto)
+        if stored is not None and sums[-1] - sums[start] < MOVE_AT * job.keep_tokens:
+            return outcome
+        end = bisect.bisect_left(sums, sums[start] + STEP * job.keep_tokens, lo=start)
+        needed = [] if stored is None else _needed(items, seqs, stored.digest)
+        made = await _step(db, job, stored, needed, items[start:end], run)
+        if made is None:
+            return outcome
+        generation = None if stored is None else stored.generation
+        at = digests.Place(job.pk, job.view_key, job.version)
+        kept = await digests.save(db, at, *made, now, generation)
+        await db.commit()
+        if not kept:
+            return "stale"
+        outcome = made_or_moved
+        stored = await digests.load(db, job.pk, job.view_key, job.version)
+        if stored is None or stored.digest.upto <= upto:
+            return "stale"
+
+
+async def _step(
+    db: AsyncSession,
+    job: Job,
+    stored: Stored | None,
+    needed: Sequence[Item],
+    step: Sequence[Item],
+    run: cpu.Lane | Runner,
+) -> tuple[Digest, Ids] | None:
+    """The digest moved forward over ``step`` after its ``needed`` rounds (made of ``step``,
+    without ``stored``)."""
+    if stored is None:
+        return await run.run_sync(extend, None, step, job.base, job.snapshot, job.keep_tokens)
+    digest, target = stored.digest, job.snapshot.target
+    assert target is not None
+    asked = candidates(step, target, digest)
+    calls, held = await digests.ids_among(db, job.pk, job.view_key, stored, asked)
+    told = earlier(asked, calls, held, needed)
+    items = [*needed, *step]
+    return await run.run_sync(extend, digest, items, job.base, job.snapshot, job.keep_tokens, told)
+
+
+def _needed(items: Sequence[Item], seqs: Sequence[int], digest: Digest) -> list[Item]:
+    """The items of ``digest``'s needed rounds (``items`` in seq order, ``seqs`` theirs)."""
+    found: list[Item] = []
+    for first, last in digest.needed:
+        last = min(last, digest.upto - 1)
+        found += items[bisect.bisect_left(seqs, first) : bisect.bisect_right(seqs, last)]
+    return found

@@ -42,7 +42,9 @@ from app.services.compaction.reports import Report
 from app.services.compiling.digesting import (
     Tail,
     View,
+    digest_snapshot,
     job_after,
+    keep_tokens,
     long_history,
     read_tail,
     view_of,
@@ -354,16 +356,8 @@ def _digest_after(
         return
     items = compiled.items
     stored = items[: len(items) - len(options.pending)]  # a digest is of stored messages
-    job = job_after(
-        plan.view,
-        loaded.row,
-        compiled.rows,
-        stored,
-        compiled.tail,
-        plan.target,
-        compiled.output,
-        options.execution_id,
-        plan.encoder,
-    )
+    keep = keep_tokens(plan.target, compiled.output)
+    snapshot = digest_snapshot(plan.target, plan.encoder, options.execution_id)
+    job = job_after(plan.view, loaded.row, stored, compiled.tail, keep, snapshot)
     if job is not None:
         ctx.digester.schedule(job, ctx.now)

@@ -96,11 +96,24 @@ async def create_session(
     catalog: Catalog,
 ) -> SessionView:
     """Create a session with the caller's id, or a generated one."""
-    row = await add_session(
-        db, tenant, session_id or f"ses_{uuid.uuid4().hex}", fields, now, now, 0, catalog
-    )
+    session_id = session_id or f"ses_{uuid.uuid4().hex}"
+    row = await add_session(db, tenant, session_id, fields, Stamp.new(now), catalog)
     await db.commit()
     return SessionView(row, 0, 0)
+
+
+@dataclass(frozen=True)
+class Stamp:
+    """When a session was made and last changed, and its last seq: now and none for a new
+    one, an exported one's own for an import."""
+
+    created_at: datetime
+    updated_at: datetime
+    last_seq: int = 0
+
+    @classmethod
+    def new(cls, now: datetime) -> Stamp:
+        return cls(now, now)
 
 
 async def add_session(
@@ -108,9 +121,7 @@ async def add_session(
     tenant: TenantId,
     session_id: str,
     fields: dict[str, Any],
-    created_at: datetime,
-    updated_at: datetime,
-    last_seq: int,
+    stamp: Stamp,
     catalog: Catalog,
 ) -> SessionRow:
     """Insert a session row from its API fields (the caller commits); a taken id is a Conflict."""
@@ -119,9 +130,9 @@ async def add_session(
         pk=str(uuid.uuid4()),
         tenant_id=tenant,
         id=session_id,
-        last_seq=last_seq,
-        created_at=created_at,
-        updated_at=updated_at,
+        last_seq=stamp.last_seq,
+        created_at=stamp.created_at,
+        updated_at=stamp.updated_at,
         **_columns(fields),
     )
     db.add(row)

@@ -26,6 +26,18 @@ from app.storage.models import IdempotencyKeyRow, MessageRow, ToolPartRow
 
 
 @dataclass(frozen=True)
+class Writer:
+    """What a write of messages needs: the transaction, the tenant, the counter that completes
+    the counts of what is stored, the catalog of providers and the write's time."""
+
+    db: AsyncSession
+    tenant: TenantId
+    counter: TokenCounter
+    catalog: Catalog
+    now: datetime
+
+
+@dataclass(frozen=True)
 class Idempotency:
     """An Idempotency-Key, the fingerprint of its request, and how long it is remembered."""
 
@@ -107,14 +119,7 @@ def check_marks(messages: list[Message], lead: int) -> None:
 
 
 async def append_messages(
-    db: AsyncSession,
-    counter: TokenCounter,
-    tenant: TenantId,
-    session_id: str,
-    batch: Batch,
-    idempotency: Idempotency | None,
-    now: datetime,
-    catalog: Catalog,
+    w: Writer, session_id: str, batch: Batch, idempotency: Idempotency | None
 ) -> Appended:
     """Store a batch with consecutive seqs in one transaction.
 
@@ -122,50 +127,69 @@ async def append_messages(
     nothing; keys expire after ``idempotency.ttl`` (a retry after it is a new request; the
     retention sweep deletes them) and vanish with their session.
     """
-    messages, counts = await cpu.run_sync(prepare, counter, batch)
-    row = await require_session(db, tenant, session_id)
+    db = w.db
+    messages, counts = await cpu.run_sync(prepare, w.counter, batch)
+    row = await require_session(db, w.tenant, session_id)
     if idempotency is not None:
-        replay = await _replay(db, tenant, idempotency, now)
+        replay = await _replay(db, w.tenant, idempotency, w.now)
         if replay is not None:
             return Appended(replay, counts, replayed=True)
     pk = SessionPk(row.pk)
-    seqs = await insert_messages(db, pk, batch.section, messages, counts, now)
+    seqs = await insert_messages(db, pk, batch.section, messages, counts, w.now)
     if seqs is None:
         raise NotFound("session", session_id)
+    encoding = session_profile(row, w.catalog).encoding
+    answer = _answer(session_id, batch.section, seqs, counts, encoding)
+    if idempotency is not None:
+        await _remember(w, pk, idempotency, answer)
+    try:
+        await db.commit()
+    except IntegrityError:
+        # A concurrent request with the same key won the race: answer as its retry would.
+        await db.rollback()
+        replay = await _replay(db, w.tenant, idempotency, w.now) if idempotency else None
+        if replay is None:
+            raise
+        return Appended(replay, counts, replayed=True)
+    return Appended(answer, counts, replayed=False)
+
+
+def _answer(
+    session_id: str,
+    section: str,
+    seqs: tuple[int, int],
+    counts: Sequence[dict[str, int]],
+    encoding: str,
+) -> dict[str, Any]:
+    """What an append answers (and its key replays): the seqs stored and their tokens."""
     first, last = seqs
-    encoding = session_profile(row, catalog).encoding
-    answer = {
+    return {
         "session_id": session_id,
-        "section": batch.section,
+        "section": section,
         "first_seq": first,
         "last_seq": last,
         "encoding": encoding,
         "messages": [{"seq": first + i, "tokens": c[encoding]} for i, c in enumerate(counts)],
         "tokens": sum(c[encoding] for c in counts),
     }
-    if idempotency is not None:
-        await queries.forget_idempotency_key(db, tenant, idempotency.key, now - idempotency.ttl)
-        db.add(
-            IdempotencyKeyRow(
-                tenant_id=tenant,
-                key=idempotency.key,
-                session_pk=pk,
-                fingerprint=idempotency.fingerprint,
-                status=201,
-                response=answer,
-                created_at=now,
-            )
+
+
+async def _remember(
+    w: Writer, pk: SessionPk, idempotency: Idempotency, answer: dict[str, Any]
+) -> None:
+    """The key kept with the answer it replays (its expired self deleted first)."""
+    await queries.forget_idempotency_key(w.db, w.tenant, idempotency.key, w.now - idempotency.ttl)
+    w.db.add(
+        IdempotencyKeyRow(
+            tenant_id=w.tenant,
+            key=idempotency.key,
+            session_pk=pk,
+            fingerprint=idempotency.fingerprint,
+            status=201,
+            response=answer,
+            created_at=w.now,
         )
-    try:
-        await db.commit()
-    except IntegrityError:
-        # A concurrent request with the same key won the race: answer as its retry would.
-        await db.rollback()
-        replay = await _replay(db, tenant, idempotency, now) if idempotency else None
-        if replay is None:
-            raise
-        return Appended(replay, counts, replayed=True)
-    return Appended(answer, counts, replayed=False)
+    )
 
 
 async def insert_messages(

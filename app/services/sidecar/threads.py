@@ -53,13 +53,12 @@ from app.domain.messages import (
     ToolResultPart,
     result_text,
 )
-from app.domain.models import Catalog
-from app.domain.sessions import SessionPk, TenantId
+from app.domain.sessions import SessionPk
 from app.domain.tokens import TokenCounter, count_message
 from app.services.compiling import item_of
-from app.services.sessions import add_session
+from app.services.sessions import Stamp, add_session
 from app.services.sessions.cache import Entry, canonical_json
-from app.services.sessions.messages import insert_messages
+from app.services.sessions.messages import Writer, insert_messages
 from app.services.tenancy import cpu
 from app.storage import compiles, queries
 from app.storage.models import ProxyThreadRow, SessionRow
@@ -89,18 +88,6 @@ INLINE_ITEMS = 1_000
 IGNORED: Final = frozenset({"cache_control"})
 VOLATILE_SYSTEM: Final = ("x-anthropic-billing-header:",)
 ESSENTIAL_FORMATS: Final = frozenset({"anthropic", "openai"})
-
-
-@dataclass(frozen=True)
-class Writer:
-    """What a turn's writes need: the transaction, the tenant, the counter that completes the
-    counts of what is stored, the catalog of providers and the turn's time."""
-
-    db: AsyncSession
-    tenant: TenantId
-    counter: TokenCounter
-    catalog: Catalog
-    now: datetime
 
 
 @dataclass(frozen=True)
@@ -355,7 +342,7 @@ async def fork(
     if thread is not None:
         thread.family = None
     await w.db.flush()
-    new = await add_session(w.db, w.tenant, session_id, _fields(row), w.now, w.now, 0, w.catalog)
+    new = await add_session(w.db, w.tenant, session_id, _fields(row), Stamp.new(w.now), w.catalog)
     entries = history.entries
     pk = SessionPk(new.pk)
     await store(w, pk, [m for m, _ in entries], [c for _, c in entries])

@@ -19,11 +19,12 @@ from sqlalchemy.ext.asyncio import AsyncSession
 from app.domain.errors import Conflict, NotFound
 from app.domain.messages import Message
 from app.domain.sessions import SessionPk, TenantId
-from app.services.sessions import add_session
+from app.services.sessions import Stamp, add_session
 from app.services.sessions.cache import Entry
 from app.services.sessions.calibration import learn
+from app.services.sessions.messages import Writer
 from app.services.sidecar import threads
-from app.services.sidecar.threads import History, Sent, Writer
+from app.services.sidecar.threads import History, Sent
 from app.storage import queries
 from app.storage.models import ProxyThreadRow, SessionRow
 
@@ -93,9 +94,8 @@ async def _extending(
 async def _made(w: Writer, session_id: str, fields: Fields) -> SessionRow:
     """The session ``session_id``, made with ``fields``, or made by a racing request since."""
     try:
-        return await add_session(
-            w.db, w.tenant, session_id, await fields(), w.now, w.now, 0, w.catalog
-        )
+        made = await fields()
+        return await add_session(w.db, w.tenant, session_id, made, Stamp.new(w.now), w.catalog)
     except Conflict:
         row = await queries.session_row(w.db, w.tenant, session_id)
         if row is None:

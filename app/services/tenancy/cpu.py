@@ -13,10 +13,17 @@ The registry holds a limiter only while some work of its tenant holds or waits f
 created for a tenant is dropped when its last user leaves. So it never holds more limiters than
 there is work in flight, however many tenants there are, and a tenant's count is never split
 between two limiters.
+
+Background work (digests and compactions made after the requests that asked for them) takes no
+tenant's slot: it runs in one ``Lane`` of its own, a step at a time, and after each step the lane
+rests so that it takes at most ``share`` of one thread's time. A worker thread running Python holds
+the GIL a switch interval at a time: a foreground request beside a busy background thread waits
+for it at every step, so the background's share of the time is what bounds their latency.
 """
 
 from __future__ import annotations
 
+import time
 from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
 from contextvars import ContextVar
@@ -72,3 +79,24 @@ async def run_sync(work: Callable[[*Ts], T], *args: *Ts) -> T:
     limiters, tenant = current
     async with limiters.slot(tenant):
         return await anyio.to_thread.run_sync(work, *args)
+
+
+BACKGROUND_SHARE = 0.25
+
+
+class Lane:
+    """Background CPU work: one step at a time process-wide, at most ``share`` of the time."""
+
+    def __init__(self, share: float = BACKGROUND_SHARE) -> None:
+        self.share = share
+        self._lock: anyio.Lock | None = None  # made in the event loop that uses it
+
+    async def run_sync(self, work: Callable[[*Ts], T], *args: *Ts) -> T:
+        """``work(*args)`` on a worker thread when the lane is free; the lane then rests
+        ``(1 / share - 1)`` times as long as the work took."""
+        self._lock = self._lock or anyio.Lock()
+        async with self._lock:
+            start = time.perf_counter()
+            done = await anyio.to_thread.run_sync(work, *args)
+            await anyio.sleep((time.perf_counter() - start) * (1 / self.share - 1))
+            return done

@@ -27,7 +27,7 @@ from app.domain.messages import Message
 from app.domain.models import Catalog
 from app.domain.sessions import SessionPk, TenantId
 from app.domain.tokens import TokenCounter
-from app.services.sessions import SessionView, add_session, require_session, view
+from app.services.sessions import SessionView, Stamp, add_session, require_session, view
 from app.services.sessions.messages import tool_parts
 from app.services.tenancy import cpu
 from app.services.transfer.ledger import Ledger, refuse, written_by_compaction
@@ -109,8 +109,19 @@ async def export_records(
     await store.snapshot(db)
     row = await require_session(db, tenant, session_id)
     start = datetime.now(UTC)
-    pk, last_seq = SessionPk(row.pk), row.last_seq
+    pk = SessionPk(row.pk)
     yield {"format": V2, "session": session_fields(row)}
+    for part in (
+        _messages(db, pk, row.last_seq),
+        _compactions(db, pk, start),
+        _payloads(db, pk),
+        _compiles(db, pk),
+    ):
+        async for record in part:
+            yield record
+
+
+async def _messages(db: AsyncSession, pk: SessionPk, last_seq: int) -> AsyncIterator[Record]:
     after = 0  # messages appended since the header (SQLite) have seqs beyond its last_seq
     while after < last_seq and (page := await store.message_page(db, pk, after, last_seq, PAGE)):
         for m in page:
@@ -122,11 +133,17 @@ async def export_records(
                 "message": _canonical(m),
             }
         after = page[-1].seq
+
+
+async def _compactions(db: AsyncSession, pk: SessionPk, start: datetime) -> AsyncIterator[Record]:
     for cid in await store.compaction_ids(db, pk, start):
         found = await queries.compaction_row(db, pk, cid)
         if found is not None:
             yield {"type": "compaction"} | {k: getattr(found, k) for k in COMPACTION_FIELDS}
             db.expunge(found)
+
+
+async def _payloads(db: AsyncSession, pk: SessionPk) -> AsyncIterator[Record]:
     sha = ""
     while payloads := await store.payload_page(db, pk, sha, PAGE):
         for p in payloads:
@@ -139,6 +156,9 @@ async def export_records(
             }
         sha = payloads[-1].sha256
         db.expunge_all()
+
+
+async def _compiles(db: AsyncSession, pk: SessionPk) -> AsyncIterator[Record]:
     cursor: tuple[datetime, str] | None = None
     while compiles := await store.compile_page(db, pk, cursor, PAGE):
         for c in compiles:
@@ -196,15 +216,9 @@ class Importer:
             raise refuse((*where, "cursor_seq"), f"beyond last_seq {last_seq}")
         self.ledger, self.session_where = Ledger(last_seq, strict), where
         columns = {k: v for k, v in fields.items() if k not in ("id", "created_at", "updated_at")}
+        stamp = Stamp(fields["created_at"], fields["updated_at"], last_seq)
         self.row = await add_session(
-            self.db,
-            self.tenant,
-            fields["id"],
-            columns,
-            fields["created_at"],
-            fields["updated_at"],
-            last_seq,
-            self.catalog,
+            self.db, self.tenant, fields["id"], columns, stamp, self.catalog
         )
         self.row.cursor_seq, self.row.provider_session_id = cursor, provider_session
         self.pk = SessionPk(self.row.pk)
