@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Sequence
+from dataclasses import dataclass
 from typing import Annotated
 
 from pydantic import Field
@@ -32,7 +33,14 @@ from app.domain.compilers.base import (
     opening_task,
 )
 from app.domain.compilers.newest import fit_newest
-from app.domain.compilers.reduced import Trim, reduce_boundary
+from app.domain.compilers.priorities import first_kept
+from app.domain.compilers.reduced import (
+    Trim,
+    first_warning,
+    fit_first,
+    reduce_boundary,
+    swap_round,
+)
 from app.domain.errors import DomainError, InvalidInput
 from app.domain.validity.anthropic_turns import CONTINUATION, opens_with_assistant
 
@@ -120,12 +128,13 @@ def trim_rounds(
     budget: int,
     claimed: int = 0,
     low_water: float | None = None,
-    task: int | None = None,
+    firsts: Sequence[int] = (),
     of: str = "",
     elided: Elided | None = None,
 ) -> Trim:
     """The rounds kept within ``budget`` (``claimed`` tokens are already spent): those always
-    kept, the newest, the ``task`` round where it fits beside them, then the newest that fit.
+    kept, the newest, the ``firsts`` rounds in order while each fits whole beside them (from the
+    first that does not, none: ``Trim.first_left_out``), then the newest that fit.
     ``elided``: older rounds of the view not given, which must be dropped (``_Walk``)."""
     free = _free(rounds)
     keep = set(range(len(rounds))) - set(free)
@@ -140,30 +149,92 @@ def trim_rounds(
     needed = used + (_tokens([rounds[newest]]) if newest is not None else 0)
     if needed > budget:
         raise BudgetTooSmall(needed, budget, _needs(rounds, keep, newest, claimed), of)
-    task_left_out = _set_aside(free, task, newest)
-    if task_left_out is not None and needed + _tokens([rounds[task_left_out]]) <= budget:
-        keep.add(task_left_out)
-        used += _tokens([rounds[task_left_out]])
-        task_left_out = None
+    left_first, room = None, 0
+    for n in [n for n in firsts if _set_aside(free, n, newest) is not None]:
+        cost = _tokens([rounds[n]])
+        if left_first is None and needed + cost <= budget:
+            keep.add(n)
+            used, needed = used + cost, needed + cost
+        elif left_first is None:
+            left_first, room = n, budget - needed
     target = trim_target(total, budget, low_water)
     for n in free:
         walk.visit(n)
         cost = _tokens([rounds[n]])
         if used + cost > target and n != newest:
-            return Trim(keep, task_left_out, n, target - used)
+            return Trim(keep, left_first, room, n, target - used)
         keep.add(n)
         used += cost
     walk.done()
-    return Trim(keep, task_left_out)
+    return Trim(keep, left_first, room)
 
 
 def _set_aside(free: list[int], task: int | None, newest: int | None) -> int | None:
-    """Take the opening task's round out of ``free`` (the rounds trimmed newest first), unless
-    it is kept anyway or is the ``newest`` round: the round set aside, or None."""
+    """Take a round kept first (the opening task's, say) out of ``free`` (the rounds trimmed
+    newest first), unless it is kept anyway or is the ``newest`` round: the round set aside, or
+    None."""
     if task is None or task not in free or task == newest:
         return None
     free.remove(task)
     return task
+
+
+@dataclass(frozen=True)
+class _Limits:
+    """What token_limit trims to: ``trim_rounds``'s arguments but the rounds."""
+
+    budget: int
+    claimed: int
+    low_water: float | None
+    of: str
+    elided: Elided | None
+
+    def trim(self, rounds: Sequence[Round], firsts: Sequence[int]) -> Trim:
+        return trim_rounds(
+            rounds, self.budget, self.claimed, self.low_water, firsts, self.of, self.elided
+        )
+
+
+def _trim_first(
+    snapshot: Snapshot, compiled: Compiled, limits: _Limits, keep_task: bool
+) -> tuple[Compiled, list[Round], Trim, list[int]]:
+    """``compiled`` trimmed with the rounds kept first (``priorities.first_kept``): one that does
+    not fit whole is sent reduced to the room left for it (``reduced.fit_first``), else left out
+    (the rounds left out so are returned last)."""
+    rounds, firsts = first_kept(snapshot.rounds(compiled.items), keep_task, limits.elided)
+    dropped: list[int] = []
+    for _ in range(2 * len(firsts)):
+        trim = limits.trim(rounds, firsts)
+        n = trim.first_left_out
+        if n is None:
+            break
+        fitted = fit_first(snapshot, rounds[n], trim.first_room)
+        if fitted is None:
+            firsts.remove(n)
+            dropped.append(n)
+            continue
+        warning = first_warning(rounds[n], trim.first_room, fitted[1])
+        compiled, rounds = swap_round(compiled, rounds, n, fitted, warning)
+    return compiled, rounds, limits.trim(rounds, firsts), dropped
+
+
+def _dropped_warnings(
+    rounds: Sequence[Round], dropped: Sequence[int], keep_task: bool
+) -> list[str]:
+    task = opening_task(rounds) if keep_task else None
+    return [
+        _task_warning("token_limit", rounds[n]) if n == task else _prompt_warning(rounds[n])
+        for n in dropped
+    ]
+
+
+def _prompt_warning(round_: Round) -> str:
+    seq = next(i.seq for i in round_ if is_prompt(i))
+    return (
+        f"token_limit: the prompt the newest round answers (seq {seq}, {_tokens([round_])} "
+        "tokens with its round) does not fit beside the messages that must be sent, even cut "
+        "to head and tail; it was left out"
+    )
 
 
 def _task_warning(name: str, round_: Round) -> str:
@@ -260,21 +331,17 @@ def token_limit(
         if snapshot.claimed + opening + compiled.tokens <= budget and elided is None:
             return compiled  # the common case: no need to group rounds
         rounds = snapshot.rounds(compiled.items)
-        task = opening_task(rounds) if keep_task else None
-        claimed = snapshot.claimed + lead
+        limits = _Limits(budget, snapshot.claimed + lead, low_water, of, elided)
         try:
-            trim = trim_rounds(rounds, budget, claimed, low_water, task, of, elided)
+            compiled, rounds, trim, dropped = _trim_first(snapshot, compiled, limits, keep_task)
         except BudgetTooSmall as err:  # the turn being answered: preview its results to fit
             fitted = fit_newest(snapshot, compiled, rounds, err.needed - err.budget)
             if fitted is None:
                 raise
-            compiled = fitted
-            rounds = snapshot.rounds(compiled.items)
-            trim = trim_rounds(rounds, budget, claimed, low_water, task, of, elided)
+            compiled, rounds, trim, dropped = _trim_first(snapshot, fitted, limits, keep_task)
         if reduce:
             compiled, rounds, trim = reduce_boundary(snapshot, compiled, rounds, trim)
-        left_task = trim.task_left_out
-        warnings = [] if left_task is None else [_task_warning("token_limit", rounds[left_task])]
+        warnings = _dropped_warnings(rounds, dropped, keep_task)
         kept, left = _select(rounds, trim.keep, "token_limit", elided)
         return compiled.then(kept, left, warnings=warnings, pending=None)
 
