@@ -3,11 +3,13 @@
 Both work on API rounds (see ``api_rounds``) and keep or drop a round whole. Some rounds are
 always kept and never count against a window: a round holding a system message (the system
 prompt a history carries), a pinned message (``metadata.pinned`` truthy), a ``summary`` message,
-or an injected message (ephemeral documents and context providers, seq 0). Next comes the
-opening task (``opening_task``), kept with ``keep_task`` (the default) where the budget allows.
-Of the other rounds both keep an order-preserving suffix: walking back from the newest, they
-stop at the first round that does not fit, never skipping a big round to keep older small ones
-(``token_limit`` may send that round with its tool results previewed: ``reduced``).
+or an injected message (ephemeral documents and context providers, seq 0). ``token_limit`` then
+keeps the newest round, the user message it answers and the opening task (``priorities``),
+each cut to head and tail where it does not fit whole; ``window`` keeps the opening task
+besides (``keep_task``, the default). Of the other rounds both keep an order-preserving
+suffix: walking back from the newest, they stop at the first round that does not fit, never
+skipping a big round to keep older small ones (``token_limit`` may send that round with its tool
+results previewed: ``reduced``).
 Output keeps the inner compiler's order.
 """
 
@@ -311,9 +313,10 @@ def token_limit(
     Everything in the inner view counts, injected messages included, plus ``snapshot.claimed``
     and the turn the target adds when the view opens with an assistant turn (claimed whenever
     trimming, since which round ends up first is not known in advance). System, pinned, summary
-    and injected messages are always kept; with ``keep_task``, so is the opening task where it
-    fits beside them and the newest round. When the newest round does not fit beside what must
-    be sent, its tool results are previewed (``newest.fit_newest``) rather than failing. With
+    and injected messages are always kept; then the newest round, the user message it answers
+    and (with ``keep_task``) the opening task, each of the last two cut to head and tail where
+    it does not fit whole (``priorities``, ``reduced.fit_first``). When the newest round does not
+    fit beside what must be sent, its tool results are previewed (``newest.fit_newest``). With
     ``reduce``, the older round the walk stops at is sent with its tool results previewed where
     that makes it fit the room left (``reduced.reduce_boundary``), rather than dropped.
     """
