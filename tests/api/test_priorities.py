@@ -44,7 +44,7 @@ def pasted_log(lines: int) -> str:
 
 
 def huge_task_history() -> list[dict[str, Any]]:
-    task = "Find why the worker stalls. Here is the log:\n" + pasted_log(2_000) + "\nEND OF LOG"
+    task = "Find why the worker stalls. Here is the log:\n" + pasted_log(600) + "\nEND OF LOG"
     call = {"id": "c1", "type": "function", "function": {"name": "grep", "arguments": "{}"}}
     return [
         {"role": "user", "content": task},
@@ -83,3 +83,9 @@ def test_prompt_too_long_with_a_huge_opening_task_sheds_it_and_keeps_the_origina
     assert kept["seq"] == 1 and kept["message"]["content"][0]["text"] == history[0]["content"]
     assert second["messages"][1:] == history[1:]
     assert compile_it(client, sid)["compactions"] == []  # that report was acted on
+    # The cut session is exported and imported back as it is, its original with it.
+    exported = client.get(f"/v1/sessions/{sid}/export").json()
+    assert client.delete(f"/v1/sessions/{sid}").status_code == 204
+    imported = client.post("/v1/sessions/import", json=exported)
+    assert imported.status_code == 201, imported.text
+    assert client.get(f"/v1/sessions/{sid}/export").json() == exported
