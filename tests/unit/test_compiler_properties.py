@@ -219,6 +219,7 @@ def test_as_a_conversation_grows_what_was_trimmed_stays_trimmed(
     )
     dropped: set[int] = set()
     answered_before: set[int] = set()
+    whole_before = True
     for n in range(1, len(stored) + 1):
         try:
             compiled = compiler(snapshot(stored[:n]))
@@ -231,8 +232,12 @@ def test_as_a_conversation_grows_what_was_trimmed_stays_trimmed(
         grouped, firsts = first_kept(api_rounds(stored[:n]), keep_task=False)
         answered = {i.seq for f in firsts for i in grouped[f]}
         now_dropped = set(range(1, n + 1)) - set(seqs_of(compiled.items))
-        assert dropped - answered - answered_before <= now_dropped
-        answered_before = answered
+        # While it is the same and kept whole: when it changes, or is cut or left out, the room
+        # left to the rest changes.
+        whole = not any(w.startswith("token_limit: the prompt") for w in compiled.warnings)
+        if whole and whole_before and answered == answered_before:
+            assert dropped <= now_dropped
+        answered_before, whole_before = answered, whole
         dropped = now_dropped
 
 

@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Annotated
 
 from pydantic import Field
@@ -133,11 +133,13 @@ def trim_rounds(
     firsts: Sequence[int] = (),
     of: str = "",
     elided: Elided | None = None,
+    rest: bool = True,
 ) -> Trim:
     """The rounds kept within ``budget`` (``claimed`` tokens are already spent): those always
     kept, the newest, the ``firsts`` rounds in order while each fits whole beside them (from the
     first that does not, none: ``Trim.first_left_out``), then the newest that fit.
-    ``elided``: older rounds of the view not given, which must be dropped (``_Walk``)."""
+    ``elided``: older rounds of the view not given, which must be dropped (``_Walk``); without
+    ``rest``, no other round is kept (one kept first was cut to fit: they come after it)."""
     free = _free(rounds)
     keep = set(range(len(rounds))) - set(free)
     walk = _Walk(rounds, elided)
@@ -159,6 +161,8 @@ def trim_rounds(
             used, needed = used + cost, needed + cost
         elif left_first is None:
             left_first, room = n, budget - needed
+    if not rest:
+        return Trim(keep | ({newest} if newest is not None else set()), left_first, room)
     target = trim_target(total, budget, low_water)
     for n in free:
         walk.visit(n)
@@ -190,10 +194,18 @@ class _Limits:
     low_water: float | None
     of: str
     elided: Elided | None
+    rest: bool = True  # False once a round kept first was cut: nothing after it is kept
 
     def trim(self, rounds: Sequence[Round], firsts: Sequence[int]) -> Trim:
         return trim_rounds(
-            rounds, self.budget, self.claimed, self.low_water, firsts, self.of, self.elided
+            rounds,
+            self.budget,
+            self.claimed,
+            self.low_water,
+            firsts,
+            self.of,
+            self.elided,
+            self.rest,
         )
 
 
@@ -209,7 +221,7 @@ def _trim_first(
         trim = limits.trim(rounds, firsts)
         n = trim.first_left_out
         if n is None:
-            break
+            return compiled, rounds, trim, dropped
         fitted = fit_first(snapshot, rounds[n], trim.first_room)
         if fitted is None:
             firsts.remove(n)
@@ -217,6 +229,7 @@ def _trim_first(
             continue
         warning = first_warning(rounds[n], trim.first_room, fitted[1])
         compiled, rounds = swap_round(compiled, rounds, n, fitted, warning)
+        limits = replace(limits, rest=False)
     return compiled, rounds, limits.trim(rounds, firsts), dropped
 
 
