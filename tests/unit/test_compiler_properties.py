@@ -13,11 +13,12 @@ from app.domain.compilers.base import (
     Compiler,
     Item,
     api_rounds,
+    is_prompt,
     kept_always,
-    opening_task,
 )
 from app.domain.compilers.builtins import all_sections, current_tool_trace
 from app.domain.compilers.decorators import BudgetTooSmall, token_limit
+from app.domain.compilers.priorities import first_kept, split_answered
 from app.domain.compilers.registry import build
 from app.domain.compilers.spec import parse_spec
 from app.domain.messages import Message
@@ -103,7 +104,8 @@ def check_view(compiled: Compiled, base_view: Compiled) -> None:
     """Order preserved, no round split, newest round kept, pinned and summary kept."""
     kept = set(seqs_of(compiled.items))
     assert is_subsequence(seqs_of(compiled.items), seqs_of(base_view.items))
-    grouped = api_rounds([i for i in base_view.items if not i.injected])
+    # The prompt the newest round answers may be kept without the older turn it closes.
+    grouped, _ = split_answered(api_rounds([i for i in base_view.items if not i.injected]))
     for round_ in grouped:
         assert {i.seq in kept for i in round_} in ({True}, {False})
         if kept_always(round_):
@@ -173,24 +175,36 @@ def test_token_limit_keeps_the_newest_suffix_that_fits_or_says_the_budget_is_too
         assert claimed + must_keep_and_newest(grouped) > budget
         return
     check_view(compiled, view)
-    task = opening_task(grouped)
+    check_priorities(compiled, grouped, budget - claimed - must_keep_and_newest(grouped))
+
+
+def check_priorities(compiled: Compiled, rounds_: list[list[Item]], room: int) -> None:
+    """Beside what must be sent (``room`` tokens left): the prompt the newest round answers,
+    then the opening task, each kept whole where it fits, else cut where that fits (never
+    dropped while a lower one is kept); then the rest, a suffix, newest first."""
+    grouped, firsts = first_kept(rounds_, keep_task=True)
+    if not grouped:
+        return
     sent = set(seqs_of(compiled.items))
-    if task is not None and not kept_always(grouped[task]) and task != len(grouped) - 1:
-        # The opening task is kept exactly when it fits beside what must be sent.
-        fits = claimed + must_keep_and_newest(grouped) + sum(i.tokens for i in grouped[task])
-        assert (grouped[task][0].seq in sent) == (fits <= budget)
-    free = [r for n, r in enumerate(grouped) if not kept_always(r) and n != task]
+    cut = reduced_by_token_limit(compiled)
+    kept_first = [grouped[n][0].seq in sent for n in firsts]
+    for n in firsts:
+        size = sum(i.tokens for i in grouped[n])
+        if size <= room:  # it fits whole beside what must be sent and those before it
+            assert grouped[n][0].seq in sent and not cut & {i.seq for i in grouped[n]}
+        room -= size if grouped[n][0].seq in sent else 0
+    free = [r for n, r in enumerate(grouped[:-1]) if not kept_always(r) and n not in firsts]
     flags = [r[0].seq in sent for r in free]
     assert flags == sorted(flags)  # dropped rounds are all older than kept ones: a suffix
-    reduced = reduced_by_token_limit(compiled)
-    if reduced:  # only the oldest round sent, which did not fit whole
+    # One kept first is sent, or it did not fit even cut and says so; and before the rest.
+    for n, kept in zip(firsts, kept_first, strict=True):
+        seq = next(i.seq for i in grouped[n] if is_prompt(i))
+        assert kept or any(f"(seq {seq}," in w and "left out" in w for w in compiled.warnings)
+    firsts_seqs = {i.seq for n in firsts for i in grouped[n]}
+    newest = {i.seq for i in grouped[-1]}
+    if cut - firsts_seqs - newest:  # only the oldest round sent, which did not fit whole
         oldest = free[flags.index(True)]
-        assert reduced <= {i.seq for i in oldest}
-        saved = sum(s.tokens_saved for s in compiled.steps if s.name == "token_limit")
-        assert low_water is not None or compiled.tokens + claimed + saved > budget
-    elif low_water is None and False in flags:
-        next_older = free[flags.index(True) - 1] if True in flags else free[-1]
-        assert compiled.tokens + claimed + sum(i.tokens for i in next_older) > budget
+        assert cut - firsts_seqs - newest <= {i.seq for i in oldest}
 
 
 @settings(max_examples=150, deadline=None)
@@ -204,6 +218,8 @@ def test_as_a_conversation_grows_what_was_trimmed_stays_trimmed(
         all_sections("seq"), max_tokens=budget, low_water=low_water, keep_task=False
     )
     dropped: set[int] = set()
+    answered_before: set[int] = set()
+    whole_before = True
     for n in range(1, len(stored) + 1):
         try:
             compiled = compiler(snapshot(stored[:n]))
@@ -211,8 +227,17 @@ def test_as_a_conversation_grows_what_was_trimmed_stays_trimmed(
             continue
         if previewed_newest(compiled, api_rounds(compiled.items)):  # it did not fit: it is sent
             continue
+        # The prompt the newest round answers is kept first where it fits (like the task, it
+        # comes and goes with the room the newest round leaves).
+        grouped, firsts = first_kept(api_rounds(stored[:n]), keep_task=False)
+        answered = {i.seq for f in firsts for i in grouped[f]}
         now_dropped = set(range(1, n + 1)) - set(seqs_of(compiled.items))
-        assert dropped <= now_dropped
+        # While it is the same and kept whole: when it changes, or is cut or left out, the room
+        # left to the rest changes.
+        whole = not any(w.startswith("token_limit: the prompt") for w in compiled.warnings)
+        if whole and whole_before and answered == answered_before:
+            assert dropped <= now_dropped
+        answered_before, whole_before = answered, whole
         dropped = now_dropped
 
 

@@ -3,11 +3,13 @@
 Both work on API rounds (see ``api_rounds``) and keep or drop a round whole. Some rounds are
 always kept and never count against a window: a round holding a system message (the system
 prompt a history carries), a pinned message (``metadata.pinned`` truthy), a ``summary`` message,
-or an injected message (ephemeral documents and context providers, seq 0). Next comes the
-opening task (``opening_task``), kept with ``keep_task`` (the default) where the budget allows.
-Of the other rounds both keep an order-preserving suffix: walking back from the newest, they
-stop at the first round that does not fit, never skipping a big round to keep older small ones
-(``token_limit`` may send that round with its tool results previewed: ``reduced``).
+or an injected message (ephemeral documents and context providers, seq 0). ``token_limit`` then
+keeps the newest round, the user message it answers and the opening task (``priorities``),
+each cut to head and tail where it does not fit whole; ``window`` keeps the opening task
+besides (``keep_task``, the default). Of the other rounds both keep an order-preserving
+suffix: walking back from the newest, they stop at the first round that does not fit, never
+skipping a big round to keep older small ones (``token_limit`` may send that round with its tool
+results previewed: ``reduced``).
 Output keeps the inner compiler's order.
 """
 
@@ -15,6 +17,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Sequence
+from dataclasses import dataclass, replace
 from typing import Annotated
 
 from pydantic import Field
@@ -32,7 +35,14 @@ from app.domain.compilers.base import (
     opening_task,
 )
 from app.domain.compilers.newest import fit_newest
-from app.domain.compilers.reduced import Trim, reduce_boundary
+from app.domain.compilers.priorities import first_kept
+from app.domain.compilers.reduced import (
+    Trim,
+    first_warning,
+    fit_first,
+    reduce_boundary,
+    swap_round,
+)
 from app.domain.errors import DomainError, InvalidInput
 from app.domain.validity.anthropic_turns import CONTINUATION, opens_with_assistant
 
@@ -120,13 +130,16 @@ def trim_rounds(
     budget: int,
     claimed: int = 0,
     low_water: float | None = None,
-    task: int | None = None,
+    firsts: Sequence[int] = (),
     of: str = "",
     elided: Elided | None = None,
+    rest: bool = True,
 ) -> Trim:
     """The rounds kept within ``budget`` (``claimed`` tokens are already spent): those always
-    kept, the newest, the ``task`` round where it fits beside them, then the newest that fit.
-    ``elided``: older rounds of the view not given, which must be dropped (``_Walk``)."""
+    kept, the newest, the ``firsts`` rounds in order while each fits whole beside them (from the
+    first that does not, none: ``Trim.first_left_out``), then the newest that fit.
+    ``elided``: older rounds of the view not given, which must be dropped (``_Walk``); without
+    ``rest``, no other round is kept (one kept first was cut to fit: they come after it)."""
     free = _free(rounds)
     keep = set(range(len(rounds))) - set(free)
     walk = _Walk(rounds, elided)
@@ -140,30 +153,103 @@ def trim_rounds(
     needed = used + (_tokens([rounds[newest]]) if newest is not None else 0)
     if needed > budget:
         raise BudgetTooSmall(needed, budget, _needs(rounds, keep, newest, claimed), of)
-    task_left_out = _set_aside(free, task, newest)
-    if task_left_out is not None and needed + _tokens([rounds[task_left_out]]) <= budget:
-        keep.add(task_left_out)
-        used += _tokens([rounds[task_left_out]])
-        task_left_out = None
+    left_first, room = None, 0
+    for n in [n for n in firsts if _set_aside(free, n, newest) is not None]:
+        cost = _tokens([rounds[n]])
+        if left_first is None and needed + cost <= budget:
+            keep.add(n)
+            used, needed = used + cost, needed + cost
+        elif left_first is None:
+            left_first, room = n, budget - needed
+    if not rest:
+        return Trim(keep | ({newest} if newest is not None else set()), left_first, room)
     target = trim_target(total, budget, low_water)
     for n in free:
         walk.visit(n)
         cost = _tokens([rounds[n]])
         if used + cost > target and n != newest:
-            return Trim(keep, task_left_out, n, target - used)
+            return Trim(keep, left_first, room, n, target - used)
         keep.add(n)
         used += cost
     walk.done()
-    return Trim(keep, task_left_out)
+    return Trim(keep, left_first, room)
 
 
 def _set_aside(free: list[int], task: int | None, newest: int | None) -> int | None:
-    """Take the opening task's round out of ``free`` (the rounds trimmed newest first), unless
-    it is kept anyway or is the ``newest`` round: the round set aside, or None."""
+    """Take a round kept first (the opening task's, say) out of ``free`` (the rounds trimmed
+    newest first), unless it is kept anyway or is the ``newest`` round: the round set aside, or
+    None."""
     if task is None or task not in free or task == newest:
         return None
     free.remove(task)
     return task
+
+
+@dataclass(frozen=True)
+class _Limits:
+    """What token_limit trims to: ``trim_rounds``'s arguments but the rounds."""
+
+    budget: int
+    claimed: int
+    low_water: float | None
+    of: str
+    elided: Elided | None
+    rest: bool = True  # False once a round kept first was cut: nothing after it is kept
+
+    def trim(self, rounds: Sequence[Round], firsts: Sequence[int]) -> Trim:
+        return trim_rounds(
+            rounds,
+            self.budget,
+            self.claimed,
+            self.low_water,
+            firsts,
+            self.of,
+            self.elided,
+            self.rest,
+        )
+
+
+def _trim_first(
+    snapshot: Snapshot, compiled: Compiled, limits: _Limits, keep_task: bool
+) -> tuple[Compiled, list[Round], Trim, list[int]]:
+    """``compiled`` trimmed with the rounds kept first (``priorities.first_kept``): one that does
+    not fit whole is sent reduced to the room left for it (``reduced.fit_first``), else left out
+    (the rounds left out so are returned last)."""
+    rounds, firsts = first_kept(snapshot.rounds(compiled.items), keep_task, limits.elided)
+    dropped: list[int] = []
+    for _ in range(2 * len(firsts)):
+        trim = limits.trim(rounds, firsts)
+        n = trim.first_left_out
+        if n is None:
+            return compiled, rounds, trim, dropped
+        fitted = fit_first(snapshot, rounds[n], trim.first_room)
+        if fitted is None:
+            firsts.remove(n)
+            dropped.append(n)
+            continue
+        warning = first_warning(rounds[n], trim.first_room, fitted[1])
+        compiled, rounds = swap_round(compiled, rounds, n, fitted, warning)
+        limits = replace(limits, rest=False)
+    return compiled, rounds, limits.trim(rounds, firsts), dropped
+
+
+def _dropped_warnings(
+    rounds: Sequence[Round], dropped: Sequence[int], keep_task: bool
+) -> list[str]:
+    task = opening_task(rounds) if keep_task else None
+    return [
+        _task_warning("token_limit", rounds[n]) if n == task else _prompt_warning(rounds[n])
+        for n in dropped
+    ]
+
+
+def _prompt_warning(round_: Round) -> str:
+    seq = next(i.seq for i in round_ if is_prompt(i))
+    return (
+        f"token_limit: the prompt the newest round answers (seq {seq}, {_tokens([round_])} "
+        "tokens with its round) does not fit beside the messages that must be sent, even cut "
+        "to head and tail; it was left out"
+    )
 
 
 def _task_warning(name: str, round_: Round) -> str:
@@ -240,9 +326,10 @@ def token_limit(
     Everything in the inner view counts, injected messages included, plus ``snapshot.claimed``
     and the turn the target adds when the view opens with an assistant turn (claimed whenever
     trimming, since which round ends up first is not known in advance). System, pinned, summary
-    and injected messages are always kept; with ``keep_task``, so is the opening task where it
-    fits beside them and the newest round. When the newest round does not fit beside what must
-    be sent, its tool results are previewed (``newest.fit_newest``) rather than failing. With
+    and injected messages are always kept; then the newest round, the user message it answers
+    and (with ``keep_task``) the opening task, each of the last two cut to head and tail where
+    it does not fit whole (``priorities``, ``reduced.fit_first``). When the newest round does not
+    fit beside what must be sent, its tool results are previewed (``newest.fit_newest``). With
     ``reduce``, the older round the walk stops at is sent with its tool results previewed where
     that makes it fit the room left (``reduced.reduce_boundary``), rather than dropped.
     """
@@ -260,21 +347,17 @@ def token_limit(
         if snapshot.claimed + opening + compiled.tokens <= budget and elided is None:
             return compiled  # the common case: no need to group rounds
         rounds = snapshot.rounds(compiled.items)
-        task = opening_task(rounds) if keep_task else None
-        claimed = snapshot.claimed + lead
+        limits = _Limits(budget, snapshot.claimed + lead, low_water, of, elided)
         try:
-            trim = trim_rounds(rounds, budget, claimed, low_water, task, of, elided)
+            compiled, rounds, trim, dropped = _trim_first(snapshot, compiled, limits, keep_task)
         except BudgetTooSmall as err:  # the turn being answered: preview its results to fit
             fitted = fit_newest(snapshot, compiled, rounds, err.needed - err.budget)
             if fitted is None:
                 raise
-            compiled = fitted
-            rounds = snapshot.rounds(compiled.items)
-            trim = trim_rounds(rounds, budget, claimed, low_water, task, of, elided)
+            compiled, rounds, trim, dropped = _trim_first(snapshot, fitted, limits, keep_task)
         if reduce:
             compiled, rounds, trim = reduce_boundary(snapshot, compiled, rounds, trim)
-        left_task = trim.task_left_out
-        warnings = [] if left_task is None else [_task_warning("token_limit", rounds[left_task])]
+        warnings = _dropped_warnings(rounds, dropped, keep_task)
         kept, left = _select(rounds, trim.keep, "token_limit", elided)
         return compiled.then(kept, left, warnings=warnings, pending=None)
 

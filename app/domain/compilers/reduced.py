@@ -23,7 +23,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
 from urllib.parse import quote
 
-from app.domain.compilers.base import Compiled, Item, Snapshot, StepReport, Touched
+from app.domain.compilers.base import Compiled, Item, Snapshot, StepReport, Touched, is_prompt
 from app.domain.compilers.newest import capped, previewed
 from app.domain.messages import Message, Part, TextPart
 from app.domain.recall import pointer_text
@@ -35,10 +35,13 @@ Fitted = tuple[list[Item], list[Touched]]
 
 @dataclass(frozen=True)
 class Trim:
-    """What ``trim_rounds`` kept, and whether it had to leave out the opening task."""
+    """What ``trim_rounds`` kept, and which round kept first it had to leave out."""
 
     keep: set[int]
-    task_left_out: int | None = None  # the task's round, when it did not fit
+    # The first of the rounds kept first (``priorities``) that did not fit whole, and the room
+    # left for it beside what must be sent and the rounds kept before it.
+    first_left_out: int | None = None
+    first_room: int = 0
     # The round the walk stopped at (it did not fit) and the tokens left for it below the target.
     boundary: int | None = None
     room: int = 0
@@ -70,8 +73,8 @@ def _cut(snapshot: Snapshot, item: Item, cap: int, counted: dict[str, int]) -> I
             if part.text not in counted:
                 counted[part.text] = snapshot.count(Message(role="assistant", content=(part,)))
             tokens = counted[part.text]
-            if tokens > cap:
-                text = preview(part.text, tokens, capped(cap), pointer)
+            text = preview(part.text, tokens, capped(cap), pointer) if tokens > cap else ""
+            if 0 < len(text) < len(part.text):  # a short text is never made longer
                 part = part.model_copy(update={"text": text})
         parts.append(part)
     if parts == list(item.message.content):
@@ -86,15 +89,15 @@ def _results(snapshot: Snapshot, round_: Sequence[Item], cap: int) -> Fitted:
 Reduce = Callable[[Snapshot, Sequence[Item], int], Fitted]
 
 
-def _and_texts() -> Reduce:
-    """The results previewed and the assistant's text cut, each to the cap (the texts counted
-    once for every try)."""
+def _and_texts(roles: frozenset[str] = frozenset({"assistant"})) -> Reduce:
+    """The results previewed and the texts of messages of ``roles`` cut, each to the cap (the
+    texts counted once for every try)."""
     counted: dict[str, int] = {}
 
     def reduce(snapshot: Snapshot, round_: Sequence[Item], cap: int) -> Fitted:
         out, touched = _results(snapshot, round_, cap)
         for n, item in enumerate(out):
-            if item.message.role != "assistant":
+            if item.message.role not in roles:
                 continue
             cut = _cut(snapshot, item, cap, counted)
             if cut.tokens < item.tokens:
@@ -158,6 +161,44 @@ def fit_boundary(snapshot: Snapshot, round_: Sequence[Item], room: int) -> Fitte
     return None
 
 
+def fit_first(snapshot: Snapshot, round_: Sequence[Item], room: int) -> Fitted | None:
+    """A round kept first (``priorities``: the prompt the newest round answers, the opening
+    task) reduced to fit ``room`` tokens: its tool results previewed and its texts cut to head
+    and tail, the user's words included, each around a pointer to the whole message. None when
+    that does not fit either."""
+    if room <= 0 or not round_:
+        return None
+    return _largest(_and_texts(frozenset({"assistant", "user"})), snapshot, round_, room)
+
+
+def first_warning(round_: Sequence[Item], room: int, touched: Sequence[Touched]) -> str:
+    """What token_limit says of a round kept first that it sent reduced."""
+    seq = next(i.seq for i in round_ if is_prompt(i))
+    return (
+        f"token_limit: the prompt at seq {seq} ({sum(i.tokens for i in round_)} tokens with its "
+        f"round) did not fit the {room} tokens left beside what must be sent; it is sent cut to "
+        f"head and tail ({sum(t.tokens_saved for t in touched)} tokens saved)"
+    )
+
+
+def swap_round(
+    compiled: Compiled, rounds: list[list[Item]], n: int, fitted: Fitted, warning: str
+) -> tuple[Compiled, list[list[Item]]]:
+    """``compiled`` and its ``rounds`` with round ``n`` replaced by its reduction ``fitted``,
+    reported as a token_limit step with ``warning``."""
+    reduced, touched = fitted
+    start = sum(len(r) for r in rounds[:n])  # the rounds are the items, in order
+    items = compiled.items
+    assert items[start] is rounds[n][0]
+    done = replace(
+        compiled,
+        items=(*items[:start], *reduced, *items[start + len(rounds[n]) :]),
+        warnings=(*compiled.warnings, warning),
+        steps=_report(compiled.steps, touched),
+    )
+    return done, [*rounds[:n], reduced, *rounds[n + 1 :]]
+
+
 def _report(steps: Sequence[StepReport], touched: Sequence[Touched]) -> tuple[StepReport, ...]:
     """``steps`` with ``touched`` reported under token_limit, in one entry with the newest
     round's previews when those were made by this token_limit (the step before)."""
@@ -193,15 +234,6 @@ def reduce_boundary(
     fitted = fit_boundary(snapshot, round_, trim.room)
     if fitted is None:
         return compiled, rounds, trim
-    reduced, touched = fitted
-    regrouped = [*rounds[: trim.boundary], reduced, *rounds[trim.boundary + 1 :]]
-    start = sum(len(r) for r in rounds[: trim.boundary])  # the rounds are the items, in order
-    items = compiled.items
-    assert items[start] is round_[0]
-    done = replace(
-        compiled,
-        items=(*items[:start], *reduced, *items[start + len(round_) :]),
-        warnings=(*compiled.warnings, _warning(round_, trim.room, touched)),
-        steps=_report(compiled.steps, touched),
-    )
+    warning = _warning(round_, trim.room, fitted[1])
+    done, regrouped = swap_round(compiled, rounds, trim.boundary, fitted, warning)
     return done, regrouped, replace(trim, keep=trim.keep | {trim.boundary}, boundary=None)

@@ -39,6 +39,7 @@ from app.services.compaction.preparing import Prepared, Preparer
 from app.services.compaction.refusals import ConstraintLost, LeaseLost, NotCompacted, Refused
 from app.services.compaction.reports import Report, reported
 from app.services.compaction.summarising import summarized_under
+from app.services.compaction.task_cut import cut_bulky_task
 from app.services.sessions import events
 from app.services.tenancy import cpu
 from app.storage import queries
@@ -237,6 +238,9 @@ class Compactor:
             done += found
             removed = found[0].row.tokens_before - found[0].row.tokens_after
             prompt, too_long = max(0, (prompt or 0) - removed), False
+        if report is not None and report.too_long and policy.enabled:  # the task may be the bulk
+            cut = await cut_bulky_task(self.db, self.counter, session, policy, where, now())
+            done += [] if cut is None else [self.compacted(cut)]
         return done
 
     async def _boundary(
