@@ -244,6 +244,28 @@ def test_a_compaction_that_sheds_too_little_is_not_applied(api: Api) -> None:
         assert client.get(f"/v1/sessions/{sid}/compactions").json()["items"] == []
 
 
+def test_an_inline_compaction_whose_summary_sheds_too_little_is_not_summarised_every_compile(
+    api: Api,
+) -> None:
+    with webhook(delay=0) as hook, served(api, hook) as client:
+        probe, _ = session_past_the_mark(client, background=False, min_shed_pct=0)
+        grow(client, probe)
+        [done] = compile_it(client, probe)["compactions"]
+        assert hook.calls == 1
+        shed = done["tokens_before"] - done["tokens_after"]
+        # Enough were the summary nothing, too little with the webhook's.
+        least = round(100 * (shed + done["summary_tokens"] / 2) / done["tokens_before"], 2)
+        sid, _ = session_past_the_mark(client, background=False, min_shed_pct=least)
+        grow(client, sid)
+        for _ in range(4):  # over the trigger each time: summarised once, refused, not again
+            assert compile_it(client, sid)["compactions"] == []
+        assert hook.calls == 2
+        assert client.get(f"/v1/sessions/{sid}/compactions").json()["items"] == []
+        grow(client, sid, rounds=12)  # grown by more than a tenth: summarised again
+        compile_it(client, sid)
+        assert hook.calls == 3
+
+
 @pytest.mark.parametrize(("turns", "applied"), [(1, False), (1_000, True)])
 def test_the_cache_gate_weighs_what_a_compaction_sheds_against_the_cache_it_rewrites(
     api: Api, turns: int, applied: bool

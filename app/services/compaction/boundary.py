@@ -180,7 +180,7 @@ def _fresh_pays(gate: Gate, items: list[Item], policy: CompactionPolicy) -> bool
     return True
 
 
-def _job(
+def job(
     compactor: Compactor, session: SessionRow, policy: CompactionPolicy, where: Where, count: int
 ) -> Preparation:
     summarizer = compactor.summarizer_for(policy.summarizer)
@@ -199,9 +199,7 @@ def _schedule(
     compactor: Compactor, session: SessionRow, policy: CompactionPolicy, where: Where, count: int
 ) -> bool:
     preparer = compactor.preparer
-    return preparer is not None and preparer.schedule(
-        _job(compactor, session, policy, where, count)
-    )
+    return preparer is not None and preparer.schedule(job(compactor, session, policy, where, count))
 
 
 def _refusal(
@@ -212,7 +210,7 @@ def _refusal(
     preparer = compactor.preparer
     if preparer is None:
         return None
-    return preparer.refusal(_job(compactor, session, policy, where, count)) or None
+    return preparer.refusal(job(compactor, session, policy, where, count)) or None
 
 
 def _preparing(compactor: Compactor, pk: SessionPk) -> bool:

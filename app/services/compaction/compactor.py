@@ -264,7 +264,17 @@ class Compactor:
         if plan is None:
             return []
         gate = Gate.of(policy, where, items, forced=total > where.context_window)
-        return await self.attempt(session, plan, where, policy.summarizer, gate)
+        job = boundary.job(self, session, policy, where, count)
+        if self.preparer is not None and self.preparer.refusal(job) is not None:
+            return []  # its summary shed too little: not summarised again until it grows
+        try:
+            return [await self.run(session, plan, where, policy.summarizer, gate)]
+        except Refused as err:
+            if err.too_little and self.preparer is not None:
+                self.preparer.futile(job)
+            return self._without(err)
+        except NotCompacted as err:
+            return self._without(err)
 
     async def items(self, pk: SessionPk, where: Where) -> list[Item]:
         """The session's stored history as compiler items counted in the session's encoding."""
@@ -282,17 +292,19 @@ class Compactor:
         """``run``, where a compaction that wrote nothing is no error (the compile goes on)."""
         try:
             return [await self.run(session, plan, where, choice, gate)]
-        except Busy:
+        except NotCompacted as err:
+            return self._without(err)
+
+    def _without(self, err: NotCompacted) -> list[Done]:
+        """No compaction: the compile goes on, with a note when it is the client's to know."""
+        if isinstance(err, Busy):
             self.notes.append(
                 "a compaction of this session is running in another request: "
                 "compiled without waiting for it"
             )
-            return []
-        except ConstraintLost as err:
+        elif isinstance(err, ConstraintLost):
             self.notes.append(f"compaction {err}; compiled without it")
-            return []
-        except NotCompacted:
-            return []
+        return []
 
 
 def _before(plan: Plan) -> dict[str, Any]:

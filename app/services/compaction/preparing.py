@@ -169,6 +169,11 @@ class Preparer:
             return None
         return futile.refused or ""
 
+    def futile(self, job: Preparation) -> None:
+        """Remember that ``job``'s history sheds too little: an inline compaction summarised it
+        and refused the summary, so neither summarises it again until it grows."""
+        self._futile[job.pk] = Futile(job.version, job.count, job.policy, None)
+
     async def _run(self, job: Preparation) -> None:
         outcome: Outcome = "failed"
         refused: str | None = None
