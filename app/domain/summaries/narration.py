@@ -64,8 +64,19 @@ LOOKING = frozenset(
 )
 
 
+CHOICES = ("instead", "decided", "chose", "because", "rather", "root cause")
+
+
 def is_narration(text: str) -> bool:
-    """``text`` opens with a narrating phrase (``OPENERS``, after fillers) and a looking verb."""
+    """``text``, or its last sentence when no other says a choice (``CHOICES``), opens with a
+    narrating phrase (``OPENERS``, after fillers) and a looking verb."""
+    last = text.rstrip(". ").rpartition(". ")[2]
+    if last != text and not any(c in text.lower() for c in CHOICES) and _narrates(last):
+        return True
+    return _narrates(text)
+
+
+def _narrates(text: str) -> bool:
     tokens = [t.strip(".,:;!-").lower().replace("\u2019", "'") for t in text.split()[:12]]
     tokens = [t for t in tokens if t]
     while tokens and tokens[0] in FILLERS:
