@@ -14,12 +14,31 @@ import httpx
 from app.adapters.summarizers import summarizer_from_settings
 from app.adapters.summarizers.webhook import Webhook, sign
 from app.domain.messages import Message
+from app.domain.summaries.work_block import work_block
 from app.settings import Settings
-from tests.adapters.helpers import COUNTER, POLICY, ledger, resilient, summarize
+from tests.adapters.helpers import COUNT, COUNTER, POLICY, ledger, resilient, summarize
 from tests.adapters.stubs import Answer, Handler, Received, StubServer
 from tests.unit.test_extractive_summary import build_failure
 
 HISTORY = build_failure()
+
+
+def work(budget: int) -> str:
+    """The work block a remote summary of ``HISTORY`` within ``budget`` opens with."""
+    return work_block(HISTORY, budget, COUNT) + "\n\n"
+
+
+def asked(budget: int) -> int:
+    """What the model is asked for: the budget less the work block."""
+    return budget - COUNT(work(budget))
+
+
+def prose(text: str) -> str:
+    """A remote summary's text after the work block that opens it (the history's tool calls)."""
+    assert text.startswith("Tool calls and files:\n")
+    return text.split("\n\n", 1)[1]
+
+
 SECRET = b"operator-secret"
 TOLERANCE_SECONDS = 300
 
@@ -45,7 +64,7 @@ def test_the_anthropic_messages_api_writes_the_summary() -> None:
             summarizer_api_key="sk-ant",
         )
         summary = summarize(summarizer_from_settings(settings, COUNTER), HISTORY, "reactive_micro")
-    assert (summary.text, summary.backend, summary.requests) == (
+    assert (prose(summary.text), summary.backend, summary.requests) == (
         ledger("Port default fixed."),
         "anthropic",
         1,
@@ -56,7 +75,10 @@ def test_the_anthropic_messages_api_writes_the_summary() -> None:
     assert request.headers["x-api-key"] == "sk-ant"
     assert request.headers["anthropic-version"] == "2023-06-01"
     body = request.json()
-    assert (body["model"], body["max_tokens"]) == ("claude-x", settings.summarizer_max_tokens)
+    assert (body["model"], body["max_tokens"]) == (
+        "claude-x",
+        asked(settings.summarizer_max_tokens),
+    )
     assert "oldest few rounds" in body["system"]
     [turn] = body["messages"]
     assert turn["role"] == "user" and "src/app.py" in turn["content"]
@@ -97,7 +119,7 @@ def test_a_signed_webhook_receives_the_canonical_messages_and_answers_the_summar
         )
         summary = summarize(summarizer_from_settings(settings, COUNTER), HISTORY, "reactive_full")
     assert refusals == []
-    assert (summary.text, summary.backend, summary.requests) == (
+    assert (prose(summary.text), summary.backend, summary.requests) == (
         ledger("6 messages summarised"),
         "webhook",
         1,
@@ -105,7 +127,11 @@ def test_a_signed_webhook_receives_the_canonical_messages_and_answers_the_summar
     [request] = stub.requests
     assert request.path == "/hooks/summarize"
     body = request.json()
-    assert (body["reason"], body["part"], body["max_tokens"]) == ("reactive_full", None, 2_000)
+    assert (body["reason"], body["part"], body["max_tokens"]) == (
+        "reactive_full",
+        None,
+        asked(2_000),
+    )
     assert "context window is nearly full" in body["instructions"]
     assert [Message.model_validate(m) for m in body["messages"]] == HISTORY
 

@@ -11,6 +11,7 @@ import httpx
 from app.adapters.summarizers import summarizer_from_settings
 from app.adapters.summarizers.openai import OpenAIChat
 from app.domain.summaries.extractive import summarize_extractive
+from app.domain.summaries.work_block import work_block
 from app.settings import Settings
 from tests.adapters.helpers import (
     COUNT,
@@ -29,6 +30,22 @@ from tests.unit.test_extractive_summary import build_failure
 HISTORY = build_failure()
 
 
+def work(budget: int) -> str:
+    """The work block a remote summary of ``HISTORY`` within ``budget`` opens with."""
+    return work_block(HISTORY, budget, COUNT) + "\n\n"
+
+
+def asked(budget: int) -> int:
+    """What the model is asked for: the budget less the work block."""
+    return budget - COUNT(work(budget))
+
+
+def prose(text: str) -> str:
+    """A remote summary's text after the work block that opens it (the history's tool calls)."""
+    assert text.startswith("Tool calls and files:\n")
+    return text.split("\n\n", 1)[1]
+
+
 def openai(url: str, key: str | None = "sk-test") -> OpenAIChat:
     return OpenAIChat(httpx.AsyncClient(), f"{url}/v1", "small-model", key)
 
@@ -44,7 +61,7 @@ def test_the_endpoint_configured_in_the_settings_writes_the_summary() -> None:
             summarizer_api_key="sk-test",
         )
         summary = summarize(summarizer_from_settings(settings, COUNTER), HISTORY)
-    assert (summary.text, summary.backend, summary.fallback_reason) == (
+    assert (prose(summary.text), summary.backend, summary.fallback_reason) == (
         ledger("Fixed the port default."),
         "openai",
         None,
@@ -53,7 +70,10 @@ def test_the_endpoint_configured_in_the_settings_writes_the_summary() -> None:
     assert request.path == "/v1/chat/completions"
     assert request.headers["authorization"] == "Bearer sk-test"
     body = request.json()
-    assert (body["model"], body["max_tokens"]) == ("small-model", settings.summarizer_max_tokens)
+    assert (body["model"], body["max_tokens"]) == (
+        "small-model",
+        asked(settings.summarizer_max_tokens),
+    )
     system, prompt = body["messages"]
     assert system["role"] == "system" and "older part" in system["content"]
     assert prompt["role"] == "user"
@@ -66,10 +86,10 @@ def test_a_summary_over_its_budget_is_refused_for_the_extractive_one_within_it()
     wordy = ledger(" ".join(f"finding_{n} holds." for n in range(400)))
     with StubServer(lambda _: chat_completion(wordy)) as stub:
         summary = summarize(resilient(openai(stub.url)), HISTORY, "reactive_full", 120)
-    assert stub.requests[0].json()["max_tokens"] == 120
+    assert stub.requests[0].json()["max_tokens"] == asked(120)
     assert summary.backend == "extractive"
     assert summary.fallback_reason == (
-        f"openai: the summary has {COUNT(wordy)} tokens, over its budget of 120"
+        f"openai: the summary has {COUNT(work(120) + wordy)} tokens, over its budget of 120"
     )
     assert summary.text == summarize_extractive(HISTORY, "reactive_full", 120, COUNT)
     assert COUNT(summary.text) <= 120
@@ -79,7 +99,7 @@ def test_a_budget_over_the_configured_max_tokens_asks_for_that_much() -> None:
     with StubServer(lambda _: chat_completion(ledger("short"))) as stub:
         summary = summarize(resilient(openai(stub.url)), HISTORY, "reactive_full", 5_000)
     assert stub.requests[0].json()["max_tokens"] == POLICY.max_tokens
-    assert (summary.text, summary.backend) == (ledger("short"), "openai")
+    assert (prose(summary.text), summary.backend) == (ledger("short"), "openai")
 
 
 def test_without_a_key_no_authorization_header_is_sent() -> None:
@@ -111,7 +131,11 @@ def test_a_500_then_an_answer_is_a_summary_after_one_retry() -> None:
 
     with StubServer(flaky) as stub:
         summary = summarize(resilient(openai(stub.url)), HISTORY)
-    assert (summary.text, summary.backend, summary.requests) == (ledger("second try"), "openai", 2)
+    assert (prose(summary.text), summary.backend, summary.requests) == (
+        ledger("second try"),
+        "openai",
+        2,
+    )
 
 
 def test_a_429_and_a_408_are_retried_honouring_retry_after() -> None:
@@ -178,7 +202,7 @@ def test_a_history_over_the_window_is_summarised_in_parts_then_merged() -> None:
     prompts = [r.json()["messages"][1]["content"] for r in stub.requests]
     n = len(prompts) - 1  # the last request merges the partial summaries
     assert n > 2
-    assert summary.text == ledger(f"summary {n + 1}") and summary.requests == n + 1
+    assert prose(summary.text) == ledger(f"summary {n + 1}") and summary.requests == n + 1
     assert all(p.startswith(f"This is part {k} of {n} ") for k, p in enumerate(prompts[:n], 1))
     assert all(COUNT(p) <= budget + 64 for p in prompts)
     assert "[Summary of part 1 of" in prompts[-1] and f"summary {n}" in prompts[-1]

@@ -202,6 +202,7 @@ def test_a_model_that_ignores_the_budget_cannot_wedge_the_session(database_url: 
     for record, request in zip(records, stub.requests, strict=True):
         assert record["summary_tokens"] <= 1_000
         asked = request.json()["max_tokens"]
-        assert 900 < asked < 1_000  # the budget less the summary's header
         assert record["summarizer"].startswith("ledger (fallback: openai: the summary has ")
-        assert record["summarizer"].endswith(f"over its budget of {asked})")
+        budget = int(record["summarizer"].rpartition(" ")[2].rstrip(")"))
+        assert 900 < budget < 1_000  # the budget less the summary's header
+        assert budget // 2 <= asked < budget  # less the work block, at most half of it

@@ -164,8 +164,8 @@ def test_tool_calls_and_failed_results_are_entries() -> None:
     history = [Message(role="assistant", content=(call,)), Message(role="tool", content=(failed,))]
     entries, _ = gather(history, (4, 5))
     assert [(e.kind, e.text, e.seqs) for e in entries] == [
-        ("file", "read_file(path=src/app.py)", (4,)),
-        ("error", "call_1: FileNotFoundError: src/app.py", (5,)),
+        ("file", "src/app.py: read_file -> error: FileNotFoundError: src/app.py [read_file]", (4,)),
+        ("error", "src/app.py: error: FileNotFoundError: src/app.py", (5,)),
     ]
 
 

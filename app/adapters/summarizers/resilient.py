@@ -19,6 +19,9 @@
 - A history sent in one request is sent with its ``Source`` (the backend may then send it as
   the conversation's own cached prefix, with the messages kept after it too when the whole
   prompt fits the window); chunks and partial summaries are not.
+- The history's work (files with their latest action, commands with their outcome, open
+  errors: ``domain.summaries.work_block``) is kept ahead of the model's prose, deterministic,
+  in at most half the budget; the model is asked for what is left.
 - When anything fails, the summary is the fallback's (within the same budget): the ledger
   one, or another profile's (itself falling back in turn), and ``fallback_reason`` says why.
   The history is only read, so nothing is lost; the caller keeps the originals.
@@ -49,6 +52,7 @@ from app.domain.summaries.extractive import CountText
 from app.domain.summaries.prompts import instructions
 from app.domain.summaries.sections import Unstructured, check_sections
 from app.domain.summaries.transcript import SEPARATOR, render_message
+from app.domain.summaries.work_block import work_block
 
 log = logging.getLogger("ctxc.summarizer")
 
@@ -144,9 +148,15 @@ class Resilient:
         if not history:
             return await self._fallback.summarize(history, reason, budget, source)
         tally = _Tally(source=source)
+        seqs = source.seqs if source is not None else ()
         try:
             with anyio.fail_after(self._policy.deadline):
-                text = await self._summarize(history, reason, 1, tally, budget)
+                block = await anyio.to_thread.run_sync(
+                    work_block, history, budget, self._count, seqs
+                )
+                block = block and block + "\n\n"
+                room = max(1, budget - self._count(block)) if block else budget
+                text = block + await self._summarize(history, reason, 1, tally, room)
                 size = await anyio.to_thread.run_sync(self._count, text)
             if size > budget:
                 raise BackendError(

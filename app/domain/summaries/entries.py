@@ -14,10 +14,18 @@ from __future__ import annotations
 
 import json
 import re
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, replace
 
-from app.domain.messages import Message, TextPart, ToolCallPart, ToolResultPart, result_text
+from app.domain.messages import (
+    Message,
+    Part,
+    TextPart,
+    ToolCallPart,
+    ToolResultPart,
+    result_text,
+)
+from app.domain.summaries.narration import is_narration
 from app.domain.summaries.subjects import (
     is_reference,
     is_value,
@@ -27,8 +35,10 @@ from app.domain.summaries.subjects import (
     subject_of,
     words,
 )
+from app.domain.summaries.work_slots import work_slot
 
-KINDS = ("rule", "goal", "fact", "preference", "error", "decision", "file", "note")
+WorkEntries = Callable[[Part, tuple[int, ...]], Iterable["Entry"]]
+KINDS = ("rule", "goal", "fact", "preference", "file", "error", "decision", "note")
 TITLES = {
     "rule": "Rules",
     "goal": "Goals",
@@ -125,7 +135,8 @@ def make_entry(kind: str, text: str, seqs: tuple[int, ...]) -> Entry:
     """An entry of ``kind`` saying ``text``, what it is about computed from it."""
     tokens = text.split()
     values = sum(map(is_value, tokens)) + names_in(tokens)
-    return Entry(kind, text, seqs, subject_of(text), slot_of(text), values)
+    slot = (work_slot(text) if kind == "file" else None) or slot_of(text)
+    return Entry(kind, text, seqs, subject_of(text), slot, values)
 
 
 def statement_entry(text: str, seqs: tuple[int, ...]) -> Entry | None:
@@ -149,9 +160,11 @@ def statement_entry(text: str, seqs: tuple[int, ...]) -> Entry | None:
 def classify(text: str, valued: bool) -> str:
     """The kind of an unlabelled statement, by its cues (``valued``: it carries values)."""
     kind = _cued(text)
+    if kind in (None, "decision", "fact") and is_narration(text):
+        return "note"
     if kind is not None:
         return kind
-    if valued or slot_of(text) is not None:
+    if (valued and not is_narration(text)) or slot_of(text) is not None:
         return "fact"
     return "file" if any(map(is_reference, text.split())) else "note"
 
@@ -177,11 +190,16 @@ def _cued(text: str) -> str | None:
     return None
 
 
-def message_entries(message: Message, seq: int | None) -> Iterator[Entry]:
-    """The entries one message gives, in order."""
+def message_entries(
+    message: Message, seq: int | None, work: WorkEntries | None = None
+) -> Iterator[Entry]:
+    """The entries one message gives, in order (its tool calls and results by ``work`` when
+    given: ``work.Work.entries``)."""
     seqs = () if seq is None else (seq,)
     for part in message.content:
-        if isinstance(part, TextPart):
+        if work is not None and isinstance(part, ToolCallPart | ToolResultPart):
+            yield from work(part, seqs)
+        elif isinstance(part, TextPart):
             for statement in statements(part.text):
                 entry = statement_entry(statement, seqs)
                 if entry is not None:

@@ -41,6 +41,7 @@ from app.domain.summaries.ledger_text import (
     spans_of,
 )
 from app.domain.summaries.loss import Loss, LossEntry
+from app.domain.summaries.work import Work
 
 CountText = Callable[[str], int]
 MAX_POINTERS = 3  # an entry's pointers: its latest sources
@@ -85,6 +86,7 @@ def gather(messages: Sequence[Message], seqs: Sequence[int] = ()) -> tuple[list[
     spans a previous summary's note pointed at."""
     out: list[Entry] = []
     spans: list[Span] = []
+    work = Work.of(messages)
     for n, message in enumerate(messages):
         seq = seqs[n] if n < len(seqs) else None
         if _is_summary(message):
@@ -92,7 +94,7 @@ def gather(messages: Sequence[Message], seqs: Sequence[int] = ()) -> tuple[list[
             out += read.entries
             spans += read.spans
         else:
-            out += message_entries(message, seq)
+            out += message_entries(message, seq, work.entries)
     return out, spans
 
 
