@@ -12,7 +12,6 @@ its latest). ``measure`` is what tests/unit/test_coding_summary.py asserts.
 from __future__ import annotations
 
 import json
-import sys
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -28,7 +27,7 @@ from app.domain.summaries.references import find_references
 from app.domain.summaries.work import read_call
 from app.domain.tokens import count_message
 
-TRANSCRIPTS = Path(__file__).resolve().parents[3] / "shared" / "transcripts"
+TRANSCRIPTS = Path(__file__).resolve().parents[2] / "shared" / "transcripts"
 CODING = (
     "openai/openhands-ponylang__ponyc-4588.json",
     "openai/sweagent-fc-ab7432-marshmallow-code__marshmallow-1867.json",
@@ -121,9 +120,11 @@ def _latest_actions(messages: Sequence[Message]) -> dict[str, str]:
     return latest
 
 
-def main() -> None:
+def run() -> None:
+    """Print, per real coding transcript, what the default ledger summary keeps of it."""
     if not TRANSCRIPTS.is_dir():
-        sys.exit(f"no transcripts at {TRANSCRIPTS}")
+        print(f"bench.coding_summary: no transcripts at {TRANSCRIPTS}")
+        return
     print(f"{'transcript':58} {'taken':>5} {'paths kept':>11} {'calls kept':>11} stale tokens")
     for path in CODING:
         c = measure(path)
@@ -134,4 +135,4 @@ def main() -> None:
 
 
 if __name__ == "__main__":
-    main()
+    run()
