@@ -293,6 +293,22 @@ def _record(
     )
 
 
+def in_place_event(record: CompactionRow, messages: int, pct: float) -> dict[str, Any]:
+    """What the ``compaction`` event says of a compaction that rewrote stored messages in place
+    (as many after as before; ``pct``: the budget the history uses after)."""
+    return {
+        "kind": record.kind,
+        "reason": record.reason,
+        "compaction_id": record.id,
+        "tokens_before": record.tokens_before,
+        "tokens_after": record.tokens_after,
+        "messages_before": messages,
+        "messages_after": messages,
+        "budget_used_pct": pct,
+        "resets_provider_session": record.resets_provider_session,
+    }
+
+
 def rewrite_tokens(plan: Plan, summary_tokens: int) -> int:
     """What a prompt cache writes again after ``plan``: it holds the prompt up to the first
     change, so the summary and all kept after it."""

@@ -22,7 +22,14 @@ from app.domain.compilers.spec import parse_spec
 from app.domain.errors import Conflict, InvalidInput, NotFound, Path
 from app.domain.sessions import SessionPk, TenantId
 from app.domain.tokens import count_message
-from app.services.compaction import Done, Where, archived, stored_counts, stored_items
+from app.services.compaction import (
+    Done,
+    Where,
+    archived,
+    in_place_event,
+    stored_counts,
+    stored_items,
+)
 from app.services.compaction.compactor import Compactor
 from app.services.sessions import events, require_session, session_profile
 from app.services.sessions.originals import keep_originals
@@ -99,7 +106,7 @@ async def compact_payloads_now(
     record.resets_provider_session = resets
     db.add(record)
     pct = Where.of(session, profile).pct(record.tokens_after)
-    await events.emit(db, pk, events.COMPACTION, _event(record, len(items), pct), now)
+    await events.emit(db, pk, events.COMPACTION, in_place_event(record, len(items), pct), now)
     await db.commit()
     return compactor.compacted(Done(record, len(items), len(items)))
 
@@ -150,18 +157,3 @@ def _record(
         summarizer=None,
         created_at=now,
     )
-
-
-def _event(record: CompactionRow, messages: int, pct: float) -> dict[str, Any]:
-    """What the ``compaction`` event says of it (``pct``: the budget it uses after)."""
-    return {
-        "kind": KIND,
-        "reason": KIND,
-        "compaction_id": record.id,
-        "tokens_before": record.tokens_before,
-        "tokens_after": record.tokens_after,
-        "messages_before": messages,
-        "messages_after": messages,
-        "budget_used_pct": pct,
-        "resets_provider_session": record.resets_provider_session,
-    }
