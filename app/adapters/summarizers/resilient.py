@@ -148,20 +148,9 @@ class Resilient:
         if not history:
             return await self._fallback.summarize(history, reason, budget, source)
         tally = _Tally(source=source)
-        seqs = source.seqs if source is not None else ()
         try:
             with anyio.fail_after(self._policy.deadline):
-                block = await anyio.to_thread.run_sync(
-                    work_block, history, budget, self._count, seqs
-                )
-                block = block and block + "\n\n"
-                room = max(1, budget - self._count(block)) if block else budget
-                text = block + await self._summarize(history, reason, 1, tally, room)
-                size = await anyio.to_thread.run_sync(self._count, text)
-            if size > budget:
-                raise BackendError(
-                    f"the summary has {size} tokens, over its budget of {budget}", retryable=False
-                )
+                text = await self._within(history, reason, budget, tally)
             return Summary(
                 text,
                 self.name,
@@ -179,7 +168,30 @@ class Resilient:
             log.exception("summariser %s failed unexpectedly", self.name)
             why = f"unexpected {type(exc).__name__}"
         log.warning("summariser %s failed (%s); using its fallback", self.name, why)
-        summary = await self._fallback.summarize(history, reason, budget, source)
+        return await self._fallen_back(history, reason, budget, tally, why)
+
+    async def _within(
+        self, history: tuple[Message, ...], reason: Reason, budget: int, tally: _Tally
+    ) -> str:
+        """The summary's text: the history's work (``work_block``) first, then the backend's
+        prose in the room left; a ``BackendError`` when it is over ``budget``."""
+        seqs = tally.source.seqs if tally.source is not None else ()
+        block = await anyio.to_thread.run_sync(work_block, history, budget, self._count, seqs)
+        block = block and block + "\n\n"
+        room = max(1, budget - self._count(block)) if block else budget
+        text = block + await self._summarize(history, reason, 1, tally, room)
+        size = await anyio.to_thread.run_sync(self._count, text)
+        if size > budget:
+            raise BackendError(
+                f"the summary has {size} tokens, over its budget of {budget}", retryable=False
+            )
+        return text
+
+    async def _fallen_back(
+        self, history: tuple[Message, ...], reason: Reason, budget: int, tally: _Tally, why: str
+    ) -> Summary:
+        """The fallback's summary, saying why the backend's is not there."""
+        summary = await self._fallback.summarize(history, reason, budget, tally.source)
         reason_ = f"{self.name}: {why}"
         if summary.fallback_reason is not None:  # the fallback profile failed too
             reason_ = f"{reason_}; then {summary.fallback_reason}"
