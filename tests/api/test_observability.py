@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import json
 import logging
+import time
 import uuid
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -216,6 +217,13 @@ def test_error_answers_carry_the_request_id(client: httpx.Client) -> None:
 def test_the_access_log_line_carries_the_request_id(client: httpx.Client) -> None:
     with log_lines() as logs:
         client.get("/v1/providers", headers={"X-Request-ID": "req-access"})
+        # The server (a thread of this process) writes the line once the answer is sent: the
+        # client may read the answer first.
+        deadline = time.monotonic() + 10
+        while time.monotonic() < deadline and not any(
+            x.get("request_id") == "req-access" for x in logs.lines
+        ):
+            time.sleep(0.01)
     [line] = [x for x in logs.lines if x.get("request_id") == "req-access"]
     assert line["logger"] == "ctxc.access" and line["route"] == "/v1/providers"
 
