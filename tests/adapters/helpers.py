@@ -13,10 +13,14 @@ from app.adapters.summarizers.resilient import Policy, Resilient
 from app.adapters.tokenizers import load_counter
 from app.domain.messages import Message
 from app.domain.summaries import Reason
+from app.domain.summaries.work_block import work_block
 from tests.adapters.stubs import Answer
+from tests.unit.test_extractive_summary import build_failure
 
 COUNTER = load_counter()
 COUNT = COUNTER.encoder("o200k_base").count
+# The history the remote summariser tests send: a failure being fixed, with tool calls.
+HISTORY = build_failure()
 # Short limits keep the tests fast; the backoff is short too, never zero.
 POLICY = Policy(
     timeout=2.0,
@@ -68,3 +72,19 @@ def chat_completion(text: str) -> Answer:
         "usage": {"prompt_tokens": 10, "completion_tokens": 3, "total_tokens": 13},
     }
     return Answer(200, body)
+
+
+def work(budget: int) -> str:
+    """The work block a remote summary of ``HISTORY`` within ``budget`` opens with."""
+    return work_block(HISTORY, budget, COUNT) + "\n\n"
+
+
+def asked(budget: int) -> int:
+    """What the model is asked for: the budget less the work block."""
+    return budget - COUNT(work(budget))
+
+
+def prose(text: str) -> str:
+    """A remote summary's text after the work block that opens it (the history's tool calls)."""
+    assert text.startswith("Tool calls and files:\n")
+    return text.split("\n\n", 1)[1]

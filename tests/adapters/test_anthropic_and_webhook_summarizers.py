@@ -14,30 +14,18 @@ import httpx
 from app.adapters.summarizers import summarizer_from_settings
 from app.adapters.summarizers.webhook import Webhook, sign
 from app.domain.messages import Message
-from app.domain.summaries.work_block import work_block
 from app.settings import Settings
-from tests.adapters.helpers import COUNT, COUNTER, POLICY, ledger, resilient, summarize
+from tests.adapters.helpers import (
+    COUNTER,
+    HISTORY,
+    POLICY,
+    asked,
+    ledger,
+    prose,
+    resilient,
+    summarize,
+)
 from tests.adapters.stubs import Answer, Handler, Received, StubServer
-from tests.unit.test_extractive_summary import build_failure
-
-HISTORY = build_failure()
-
-
-def work(budget: int) -> str:
-    """The work block a remote summary of ``HISTORY`` within ``budget`` opens with."""
-    return work_block(HISTORY, budget, COUNT) + "\n\n"
-
-
-def asked(budget: int) -> int:
-    """What the model is asked for: the budget less the work block."""
-    return budget - COUNT(work(budget))
-
-
-def prose(text: str) -> str:
-    """A remote summary's text after the work block that opens it (the history's tool calls)."""
-    assert text.startswith("Tool calls and files:\n")
-    return text.split("\n\n", 1)[1]
-
 
 SECRET = b"operator-secret"
 TOLERANCE_SECONDS = 300

@@ -11,39 +11,23 @@ import httpx
 from app.adapters.summarizers import summarizer_from_settings
 from app.adapters.summarizers.openai import OpenAIChat
 from app.domain.summaries.extractive import summarize_extractive
-from app.domain.summaries.work_block import work_block
 from app.settings import Settings
 from tests.adapters.helpers import (
     COUNT,
     COUNTER,
+    HISTORY,
     POLICY,
+    asked,
     chat_completion,
     ledger,
+    prose,
     resilient,
     summarize,
+    work,
 )
 from tests.adapters.stubs import Answer, Received, StubServer
 from tests.conftest import free_port
 from tests.unit.compiler_builders import user
-from tests.unit.test_extractive_summary import build_failure
-
-HISTORY = build_failure()
-
-
-def work(budget: int) -> str:
-    """The work block a remote summary of ``HISTORY`` within ``budget`` opens with."""
-    return work_block(HISTORY, budget, COUNT) + "\n\n"
-
-
-def asked(budget: int) -> int:
-    """What the model is asked for: the budget less the work block."""
-    return budget - COUNT(work(budget))
-
-
-def prose(text: str) -> str:
-    """A remote summary's text after the work block that opens it (the history's tool calls)."""
-    assert text.startswith("Tool calls and files:\n")
-    return text.split("\n\n", 1)[1]
 
 
 def openai(url: str, key: str | None = "sk-test") -> OpenAIChat:

@@ -106,11 +106,10 @@ class Plan:
 
 @dataclass(frozen=True)
 class Compiled:
-    """The compiled output, the items it was compiled from, and the rows read for them."""
+    """The compiled output, the items it was compiled from, and the tail it read."""
 
     output: Output
     items: tuple[Item, ...]
-    rows: Sequence[Row[Any]]
     tail: Tail | None
     read: Read
 
@@ -247,7 +246,7 @@ async def compile_view(ctx: Context, loaded: Loaded, plan: Plan, options: Option
         if plan.tail is not None:
             try:
                 output, items = await _run(ctx, loaded, plan, options, plan.tail.rows, plan.tail)
-                return Compiled(output, items, plan.tail.rows, plan.tail, "tail")
+                return Compiled(output, items, plan.tail, "tail")
             except NeedsHistory:  # the tail was not enough: the whole history, as without one
                 pass
         return await _whole(ctx, loaded, plan, options)
@@ -265,7 +264,7 @@ async def _whole(ctx: Context, loaded: Loaded, plan: Plan, options: Options) -> 
         encoding = loaded.profile.encoding
         rows = await compiles.rows_after(ctx.session, loaded.pk, plan.cursor or 0, encoding)
         output, items = await _run(ctx, loaded, plan, options, rows, None)
-    return Compiled(output, items, rows, None, "delta" if plan.cursor is not None else "whole")
+    return Compiled(output, items, None, "delta" if plan.cursor is not None else "whole")
 
 
 async def _run(
