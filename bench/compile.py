@@ -8,7 +8,8 @@ database, and trim_messages(strategy="last") counting every message with o200k_b
 Then the first stateless compile (histories the server has never seen) of 1,000 and 10,000
 messages against its floor: tiktoken counting the same text in this process, on one thread
 (``encode_ordinary`` of every text a message is counted by: role, name, content, tool call names
-and arguments).
+and arguments). Measured twice: on a server that has answered other compiles before, and as the
+very first request of a freshly started server (cold: nothing warmed, nothing collected yet).
 """
 
 from __future__ import annotations
@@ -28,6 +29,7 @@ from bench.common import database, describe, server
 
 SIZES = (100, 1_000, 10_000)
 FIRST = {1_000: 7, 10_000: 3}  # distinct histories per size, each compiled once
+COLD = 5  # freshly started servers, each sent one 1,000-message history first
 REPEATS = {100: 30, 1_000: 15, 10_000: 5}
 ENCODING = load_encoding("o200k_base")
 JSON = {"content-type": "application/json"}
@@ -69,30 +71,44 @@ def texts(message: dict[str, Any]) -> list[str]:
     return [t for t in out if t]
 
 
+def unseen(client: Any, size: int, seed: int) -> tuple[float, float]:
+    """A compile of a history new to the server, and its floor: tiktoken counting its text."""
+    messages = history(size, seed=seed)
+    body = {
+        "messages": messages,
+        "compiler": {"decorators": ["token_limit"]},
+        "context_window": 100_000,
+    }
+    raw = json.dumps(body).encode()
+    every = [t for m in messages for t in texts(m)]
+    floor = timed(lambda: [ENCODING.encode_ordinary(t) for t in every], 1)[0]
+    call = partial(client.post, "/v1/compile", content=raw, headers=JSON)
+    return timed(lambda: call().raise_for_status(), 1)[0], floor
+
+
+def report_first(label: str, pairs: list[tuple[float, float]]) -> None:
+    first = statistics.median(p[0] for p in pairs)
+    floor = statistics.median(p[1] for p in pairs)
+    print(
+        f"  {label}: median {first * 1000:7.1f} ms | tiktoken counting its text, one thread:"
+        f" median {floor * 1000:7.1f} ms | ratio {first / floor:4.2f}x"
+    )
+
+
 def first_compiles(client: Any) -> None:
     """First compiles of unseen histories against tiktoken counting their text (the floor)."""
     for size, count in FIRST.items():
-        compiles, floors = [], []
-        for k in range(count):
-            messages = history(size, seed=1_000 * size + k)  # new to the server: nothing known
-            body = {
-                "messages": messages,
-                "compiler": {"decorators": ["token_limit"]},
-                "context_window": 100_000,
-            }
-            raw = json.dumps(body).encode()
-            every = [t for m in messages for t in texts(m)]
-            floors.append(
-                timed(lambda every=every: [ENCODING.encode_ordinary(t) for t in every], 1)[0]
-            )
-            call = partial(client.post, "/v1/compile", content=raw, headers=JSON)
-            compiles.append(timed(lambda call=call: call().raise_for_status(), 1)[0])
-        first, floor = statistics.median(compiles), statistics.median(floors)
-        print(
-            f"  first stateless compile, {size:>6,} msgs: median {first * 1000:7.1f} ms | tiktoken"
-            f" counting its text, one thread: median {floor * 1000:7.1f} ms"
-            f" | ratio {first / floor:4.2f}x"
-        )
+        pairs = [unseen(client, size, 1_000 * size + k) for k in range(count)]
+        report_first(f"first stateless compile, {size:>6,} msgs", pairs)
+
+
+def cold_compiles() -> None:
+    """The first request of a freshly started server: a 1,000-message history, each time."""
+    pairs = []
+    for k in range(COLD):
+        with database("sqlite") as url, server(url) as client:
+            pairs.append(unseen(client, 1_000, 7_000 + k))
+    report_first(f"first request of a fresh server, 1,000 msgs ({COLD} servers)", pairs)
 
 
 def run() -> None:
@@ -157,6 +173,7 @@ def run() -> None:
             )
     with database("sqlite") as url, server(url) as client:
         first_compiles(client)
+    cold_compiles()
 
 
 if __name__ == "__main__":
