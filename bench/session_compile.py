@@ -53,6 +53,8 @@ BUDGET_S = 20.0  # ... within about this long, at least MIN_REPEATS
 MIN_REPEATS = 3
 SETTLE_S = 300.0  # the longest wait for a digest job after the first compile
 DIGESTS = "ctxc_digests_total"
+TAIL_READS = 'ctxc_session_compile_reads_total{read="tail"}'
+MOVE_S = 5.0  # the wait for a digest moved after a compile that read a tail: often none is due
 ROUNDS = 20  # delta rounds per size
 TURN = 10  # messages appended per delta round
 FLOOR_SAMPLES = 3  # no-ops and raw reads after each compile
@@ -240,13 +242,14 @@ def acknowledge(client: httpx.Client, sid: str, answer: dict[str, Any], **fields
     client.post(f"/v1/sessions/{sid}/cursor", json=body).raise_for_status()
 
 
-def settle(client: httpx.Client, jobs: float) -> None:
+def settle(client: httpx.Client, jobs: float, patience: float = SETTLE_S) -> None:
     """Wait for the digest the first compile after growing has made or moved in the
     background (``jobs``: digest jobs finished before it), as an agent's next turn would."""
-    deadline = time.monotonic() + SETTLE_S
+    deadline = time.monotonic() + patience
     while metric(client, DIGESTS) <= jobs:
         if time.monotonic() > deadline:
-            print(f"  (no digest job finished within {SETTLE_S:.0f} s)")
+            if patience == SETTLE_S:
+                print(f"  (no digest job finished within {SETTLE_S:.0f} s)")
             return
         time.sleep(0.2)
 
@@ -254,9 +257,10 @@ def settle(client: httpx.Client, jobs: float) -> None:
 def full(kind: str, url: str, client: httpx.Client, sid: str, size: int) -> Row:
     """Full-mode compiles of the session as it stands, and their floor: the first compile
     after growing (which reads what the digest does not cover yet) apart, then turns."""
-    jobs = metric(client, DIGESTS)
+    jobs, tails = metric(client, DIGESTS), metric(client, TAIL_READS)
     _, first = compile_once(client, sid, {})
-    settle(client, jobs)
+    # A compile that read a tail found the digest the appends made; one may still be moving.
+    settle(client, jobs, MOVE_S if metric(client, TAIL_READS) > tails else SETTLE_S)
     times: list[float] = []
     began = time.perf_counter()
     with floor(kind, url, sid, client) as base:

@@ -4,6 +4,7 @@ the session's other writes."""
 
 from __future__ import annotations
 
+import functools
 import uuid
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
@@ -12,7 +13,10 @@ from typing import Any
 
 from sqlalchemy import (
     BindParameter,
+    ColumnElement,
+    Executable,
     Row,
+    Select,
     String,
     any_,
     bindparam,
@@ -36,6 +40,24 @@ from app.storage.models import DigestIdRow, DigestRow, MessageRow, SessionRow
 CHUNK = 500
 _IDS = DigestIdRow.__table__.c
 _ASKED: BindParameter[Any] = bindparam("asked", type_=postgresql.ARRAY(String))
+# On SQLite: one parameter expanded into the list when the statement runs (a statement built
+# once and cached, not one bound parameter object per id).
+_ASKED_LIST: BindParameter[Any] = bindparam("asked", expanding=True)
+
+
+def _among(asked: ColumnElement[bool]) -> Select[Any]:
+    """The ids of a digest's older part among those asked about, with their kind."""
+    return select(_IDS.kind, _IDS.call_id).where(
+        _IDS.session_pk == bindparam("pk"),
+        _IDS.view_key == bindparam("view"),
+        _IDS.generation == bindparam("generation"),
+        _IDS.upto <= bindparam("upto"),
+        asked,
+    )
+
+
+_AMONG_ARRAY = _among(_IDS.call_id == any_(_ASKED))
+_AMONG_LIST = _among(_IDS.call_id.in_(_ASKED_LIST))
 _MESSAGES = MessageRow.__table__.c
 
 
@@ -66,15 +88,27 @@ async def rows_from(
     order, as ``compiles.rows_after`` gives them: one primary-key range scan each (an OR of
     the ranges can make SQLite, which keeps no statistics here, scan the whole session)."""
     wanted = [(first, last) for first, last in needed if first < upto]
+    params: dict[str, Any] = {"pk": pk, "upto": upto}
+    for n, (first, last) in enumerate(wanted):
+        params |= {f"first_{n}": first, f"last_{n}": last}
+    return (await db.execute(_rows_from(encoding, len(wanted)), params)).all()
+
+
+@functools.lru_cache(maxsize=64)
+def _rows_from(encoding: str, ranges: int) -> Executable:
+    """``rows_from``'s statement for ``ranges`` needed ranges, built once (and so compiled once
+    and kept in SQLAlchemy's cache, its values bound as parameters)."""
+    columns, pk = ROW_COLUMNS[encoding], bindparam("pk", type_=_MESSAGES.session_pk.type)
     scans = [
-        select(*ROW_COLUMNS[encoding]).where(
-            _MESSAGES.session_pk == pk, _MESSAGES.seq >= first, _MESSAGES.seq <= last
+        select(*columns).where(
+            _MESSAGES.session_pk == pk,
+            _MESSAGES.seq >= bindparam(f"first_{n}"),
+            _MESSAGES.seq <= bindparam(f"last_{n}"),
         )
-        for first, last in wanted
+        for n in range(ranges)
     ]
-    newest = select(*ROW_COLUMNS[encoding]).where(_MESSAGES.session_pk == pk, _MESSAGES.seq >= upto)
-    query = union_all(*scans, newest).order_by("seq") if scans else newest.order_by("seq")
-    return (await db.execute(query)).all()
+    newest = select(*columns).where(_MESSAGES.session_pk == pk, _MESSAGES.seq >= bindparam("upto"))
+    return union_all(*scans, newest).order_by("seq") if scans else newest.order_by("seq")
 
 
 async def tail_tokens(db: AsyncSession, pk: SessionPk, upto: int, encoding: str) -> int:
@@ -97,18 +131,13 @@ async def ids_among(
     asked = sorted(asked)
     postgres = db.get_bind().dialect.name == "postgresql"
     chunks = [asked] if postgres else [asked[n : n + CHUNK] for n in range(0, len(asked), CHUNK)]
+    query = _AMONG_ARRAY if postgres else _AMONG_LIST
+    place = {"pk": pk, "view": view_key, "generation": stored.generation}
     for chunk in chunks:
         if not chunk:
             continue
-        among = _IDS.call_id == any_(_ASKED) if postgres else _IDS.call_id.in_(chunk)
-        query = select(_IDS.kind, _IDS.call_id).where(
-            _IDS.session_pk == pk,
-            _IDS.view_key == view_key,
-            _IDS.generation == stored.generation,
-            _IDS.upto <= stored.digest.upto,
-            among,
-        )
-        for kind, call_id in (await db.execute(query, {"asked": chunk} if postgres else {})).all():
+        params = place | {"upto": stored.digest.upto, "asked": chunk}
+        for kind, call_id in (await db.execute(query, params)).all():
             held.add(call_id)
             if kind == "call":
                 calls.add(call_id)

@@ -8,6 +8,7 @@ from typing import Any
 from app.domain.formats.anthropic import System as AnthropicSystem
 from app.domain.formats.openai import openai_messages
 from app.domain.formats.targets import Target
+from app.domain.memo import per_value
 from app.domain.messages import JSONObject, Message
 from app.domain.validity.anthropic_turns import anthropic_request
 from app.domain.validity.gemini_turns import gemini_request
@@ -47,7 +48,15 @@ def shape(
         return gemini_request(entries, warnings)
     if target == "responses":
         return responses_request(entries, warnings)
-    return None, [_tidy(out) for _, m in entries for out in openai_messages(m)]
+    return None, [dict(out) for _, m in entries for out in _openai_shaped(m, target)]
+
+
+@per_value
+def _openai_shaped(message: Message, _: Target) -> tuple[JSONObject, ...]:
+    """The Chat Completions messages of one repaired message, made once while it lives (a
+    session's stored messages come back as the same objects every compile): each compile gets
+    its own copies of them."""
+    return tuple(_tidy(out) for out in openai_messages(message))
 
 
 def _tidy(message: JSONObject) -> JSONObject:
