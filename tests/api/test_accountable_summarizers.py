@@ -83,6 +83,43 @@ def _ended(client: httpx.Client, sid: str, count: int) -> list[dict[str, Any]]:
     return out
 
 
+def _sessions(
+    clients: list[httpx.Client],
+) -> tuple[dict[str, tuple[bool, bool]], dict[str, list[httpx.Client]]]:
+    """``SESSIONS``, inline and background, with their histories: each session's kind (its
+    webhook call fails, its policy names ``spare``) and the replicas that compile it."""
+    kinds: dict[str, tuple[bool, bool]] = {}
+    routes: dict[str, list[httpx.Client]] = {}
+    for background in (False, True):
+        for failing, spare, last in SESSIONS:
+            policy: dict[str, Any] = POLICY | {"background": background}
+            if spare:
+                policy |= {"summarizer": {"profile": "spare"}}
+            sid = new_session(clients[0], provider="gpt-4o", compaction=policy)
+            posted = clients[0].post(
+                f"/v1/sessions/{sid}/messages", json={"messages": _history(failing)}
+            )
+            assert posted.status_code == 201, posted.text
+            kinds[sid] = (failing, spare)
+            routes[sid] = clients[-1:] if last else clients
+    return kinds, routes
+
+
+def _says(record: dict[str, Any], failing: bool, spare: bool) -> None:
+    """The record says who wrote its summary, and why not the named summariser if not."""
+    said = (record["summarizer"], record["summarizer_reason"])
+    if failing:
+        assert said[1] == "fallback", said
+        assert said[0].startswith("ledger (fallback: webhook: "), said
+    elif spare and said[1] is None:  # by the replica that has the profile
+        assert said[0] == "webhook [profile spare]"
+    elif spare:  # by one that does not: its default webhook, saying so
+        assert said[1] == "summarizer_unavailable", said
+        assert said[0].startswith("webhook (fallback: no summariser profile 'spare'")
+    else:
+        assert said == ("webhook", None)
+
+
 @pytest.mark.slow
 def test_every_compaction_is_the_named_summarisers_or_says_why_not(api: Api) -> None:
     replicas = 2 if api.database_url.startswith("postgresql") else 1
@@ -93,40 +130,18 @@ def test_every_compaction_is_the_named_summarisers_or_says_why_not(api: Api) -> 
         clients = [
             stack.enter_context(httpx.Client(base_url=u, headers=headers, timeout=60)) for u in urls
         ]
-        kinds: dict[str, tuple[bool, bool]] = {}  # session: (failing, spare)
-        routes: dict[str, list[httpx.Client]] = {}  # session: the replicas compiling it
-        for background in (False, True):
-            for failing, spare, last in SESSIONS:
-                policy: dict[str, Any] = POLICY | {"background": background}
-                if spare:
-                    policy |= {"summarizer": {"profile": "spare"}}
-                sid = new_session(clients[0], provider="gpt-4o", compaction=policy)
-                posted = clients[0].post(
-                    f"/v1/sessions/{sid}/messages", json={"messages": _history(failing)}
-                )
-                assert posted.status_code == 201, posted.text
-                kinds[sid] = (failing, spare)
-                routes[sid] = clients[-1:] if last else clients
+        kinds, routes = _sessions(clients)
         _compile_until_compacted(routes)
         records = {sid: _compactions(clients[0], sid) for sid in kinds}
         ended = {sid: _ended(clients[0], sid, len(records[sid])) for sid in kinds}
-    by_webhook = [r for rs in records.values() for r in rs if r["summarizer"].startswith("webhook")]
-    fell_back = [r for rs in records.values() for r in rs if r["summarizer_reason"] == "fallback"]
+    every = [r for rs in records.values() for r in rs]
+    by_webhook = [r for r in every if r["summarizer"].startswith("webhook")]
     assert hook.calls == len(by_webhook) + hook.failed
-    assert hook.failed == len(fell_back) > 0
+    assert hook.failed == len([r for r in every if r["summarizer_reason"] == "fallback"]) > 0
+    assert all(r["summarizer_reason"] in SUMMARIZER_REASONS for r in every if r not in by_webhook)
     for sid, (failing, spare) in kinds.items():
         assert [r["id"] for r in records[sid]] == [e["compaction_id"] for e in ended[sid]]
         for record, event in zip(records[sid], ended[sid], strict=True):
             said = (record["summarizer"], record["summarizer_reason"])
             assert (event["summarizer"], event["summarizer_reason"]) == said
-            assert record["summarizer_reason"] in (None, *SUMMARIZER_REASONS)
-            if failing:
-                assert said[1] == "fallback", said
-                assert said[0].startswith("ledger (fallback: webhook: "), said
-            elif spare and said[1] is None:  # by the replica that has the profile
-                assert said[0] == "webhook [profile spare]"
-            elif spare:  # by one that does not: its default webhook, saying so
-                assert said[1] == "summarizer_unavailable", said
-                assert said[0].startswith("webhook (fallback: no summariser profile 'spare'")
-            else:
-                assert said == ("webhook", None)
+            _says(record, failing, spare)
