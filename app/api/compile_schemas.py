@@ -10,6 +10,7 @@ from pydantic import BaseModel, Field, field_validator
 from app.api.schemas import INSTRUCTIONS, NO_NUL, SYSTEM, Body, JSONObject, SystemPrompt
 from app.domain.formats.convert import Format
 from app.domain.formats.targets import Target
+from app.domain.summaries import SummarizerReason
 
 
 class _CompileOptions(Body):
@@ -224,7 +225,18 @@ class CompactionRead(BaseModel):
     resets_provider_session: bool = Field(
         description="A session-stateful provider starts a new session: the next compile is full."
     )
-    summarizer: str | None
+    summarizer: str | None = Field(
+        description="The summariser that wrote the summary: backend, model, profile, and why "
+        "it fell back when it did (null: no summary was written)."
+    )
+    summarizer_reason: SummarizerReason | None = Field(
+        None,
+        description="Why the summariser the policy names did not write the summary (null: it "
+        "did): `fallback` (it failed; its fallback wrote it, `summarizer` says why), "
+        "`summarizer_unavailable` (this deployment has no such profile; the default one wrote "
+        "it), `nothing_to_summarize`, `not_summarized` (tool payloads or the opening task "
+        "rewritten in place: no summariser is called).",
+    )
     created_at: datetime
     prepared_at: datetime | None = Field(
         None,

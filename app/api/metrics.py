@@ -198,6 +198,9 @@ class MeteredSummarizers:
         kind = self.summarizers.kind(choice)
         return MeteredSummarizer(self.summarizers.choose(choice), kind, self.metrics)
 
+    def writer(self, choice: SummarizerChoice | None) -> dict[str, Any]:
+        return self.summarizers.writer(choice)
+
 
 def metered_compactor(
     db: AsyncSession, now: datetime, deployment: Deployment, metrics: Metrics, trigger: Trigger

@@ -17,6 +17,7 @@ from pydantic import BaseModel, ConfigDict, Field, TypeAdapter
 from app.api.archive_schemas import LossRead
 from app.api.schemas import ExportedMessage, ExportedSession, JSONObject, SessionExport
 from app.api.timestamps import StorableTime
+from app.domain.summaries import SummarizerReason
 
 V1, V2 = "ctxc.session/v1", "ctxc.session/v2"
 NDJSON = "application/x-ndjson"
@@ -71,6 +72,7 @@ class ExportedCompaction(_Body):
     cache_rewrite_tokens: int = Field(ge=0, le=2**31 - 1)
     resets_provider_session: bool = False
     summarizer: str | None = Field(None, max_length=128, pattern=r"^[^\x00]*$")
+    summarizer_reason: SummarizerReason | None = None
     created_at: StorableTime
     archived: list[ArchivedEntry] = Field(min_length=1)
     loss: LossRead | None = None

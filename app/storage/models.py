@@ -302,6 +302,8 @@ class CompactionRow(Base):
     cache_rewrite_tokens: Mapped[int] = mapped_column(Integer)
     resets_provider_session: Mapped[bool] = mapped_column(Boolean, default=False)
     summarizer: Mapped[str | None] = mapped_column(String(128))  # which one wrote the summary
+    # Why not the one its policy names (app.domain.summaries.SUMMARIZER_REASONS; None: it did).
+    summarizer_reason: Mapped[str | None] = mapped_column(String(32), nullable=True)
     loss: Mapped[dict[str, Any] | None] = mapped_column(Json, nullable=True)  # Loss.as_json()
     created_at: Mapped[datetime] = mapped_column(UTCDateTime())
     # When its summary was made in the background (None: by the request that applied it).

@@ -134,7 +134,7 @@ def test_a_receiver_with_another_secret_refuses_and_the_extractive_summary_is_us
     with StubServer(handle) as stub:
         summary = summarize(resilient(webhook(stub.url)), HISTORY)
     assert refusals == ["signature"]  # a 401 is not retried
-    assert summary.backend == "extractive"
+    assert (summary.backend, summary.summarizer_reason) == ("extractive", "fallback")
     assert summary.fallback_reason == 'webhook: HTTP 401: {"error": "bad signature"} (1 attempt)'
     assert "tests/test_app.py" in summary.text
 
@@ -151,3 +151,17 @@ def test_a_webhook_answer_without_a_summary_falls_back() -> None:
     with StubServer(lambda _: Answer(200, ["not", "an", "object"])) as stub:
         summary = summarize(resilient(webhook(stub.url), replace(POLICY, retries=0)), HISTORY)
     assert summary.fallback_reason == "webhook: unexpected answer: not a JSON object (1 attempt)"
+
+
+def test_an_empty_history_is_not_sent_and_its_summary_says_so() -> None:
+    calls: list[Received] = []
+
+    def answer(request: Received) -> Answer:
+        calls.append(request)
+        return Answer(200, {"summary": ledger("x")})
+
+    with StubServer(answer) as stub:
+        summary = summarize(resilient(webhook(stub.url)), [])
+    assert calls == []
+    assert (summary.backend, summary.summarizer_reason) == ("extractive", "nothing_to_summarize")
+    assert summary.fallback_reason is None  # nothing failed

@@ -199,3 +199,31 @@ def test_a_sessions_time_limit_replaces_the_profiles() -> None:
         "ledger",
         "openai: no answer within 0.3 s (1 attempt)",
     )
+
+
+def test_a_profile_the_deployment_does_not_have_is_the_default_saying_so() -> None:
+    """A stored policy naming a profile removed since (or one another replica has): the
+    default writes the summary, and it says why it stands in."""
+    built = summarizers_from_settings(_profiles(), COUNTER)
+    chosen = built.choose(SummarizerChoice(profile="removed-since"))
+    named = built.choose(SummarizerChoice(profile="ledger"))
+
+    async def run() -> tuple[Summary, Summary]:
+        history = build_failure()
+        return (
+            await chosen.summarize(history, "session_compaction", 300),
+            await named.summarize(history, "session_compaction", 300),
+        )
+
+    stood_in, wrote = asyncio.run(run())
+    assert (stood_in.backend, stood_in.summarizer_reason) == ("ledger", "summarizer_unavailable")
+    assert stood_in.fallback_reason == "no summariser profile 'removed-since' in this deployment"
+    assert stood_in.text == wrote.text
+    assert (wrote.summarizer_reason, wrote.fallback_reason) == (None, None)
+    writer = built.writer(SummarizerChoice(profile="removed-since"))
+    assert writer == {
+        "profile": "default",
+        "kind": "ledger",
+        "choice": {"profile": "removed-since"},
+        "available": False,
+    }

@@ -486,3 +486,44 @@ def test_a_refused_preparation_is_replaced_when_one_planned_on_the_history_now_w
         assert done["prepared_at"] is not None and done["economics"]["applied"] is True
         assert done["economics"]["shed_tokens"] > end.data["economics"]["shed_tokens"]
         assert done["economics"]["rewrite_tokens"] < end.data["economics"]["rewrite_tokens"]
+
+
+def test_a_preparation_by_another_summariser_than_the_policy_names_now_is_not_swapped_in(
+    api: Api,
+) -> None:
+    with webhook(delay=0) as hook, served(api, hook) as client:
+        sid, _ = session_past_the_mark(client)
+        compile_it(client, sid)
+        wait_prepared(api.database_url, sid)  # by the webhook, the default
+        grow(client, sid)
+        ledger = {"summarizer": {"profile": "ledger"}}
+        answer = compile_it(client, sid, compaction=ledger)
+        assert answer["compactions"] == []  # discarded, and one prepared by the ledger
+        assert any(PREPARING in w for w in answer["warnings"])
+        wait_prepared(api.database_url, sid)
+        with stream(client, sid, after=0) as events:
+            [done] = compile_it(client, sid, compaction=ledger)["compactions"]
+            _, end = events.read(2)
+        assert hook.calls == 1
+        assert (done["summarizer"], done["summarizer_reason"]) == ("ledger", None)
+        assert (end.data["summarizer"], end.data["summarizer_reason"]) == ("ledger", None)
+
+
+def test_a_preparation_made_before_the_deployment_changed_its_summariser_is_not_swapped_in(
+    api: Api,
+) -> None:
+    with webhook(delay=0) as hook:
+        with served(api, hook) as client:
+            sid, _ = session_past_the_mark(client)
+            compile_it(client, sid)
+            wait_prepared(api.database_url, sid)  # by the webhook
+        with LiveServer(Settings(database_url=api.database_url, auth="keys")) as server:
+            client = api.client()
+            client.base_url = httpx.URL(server.url)
+            with client:
+                grow(client, sid)
+                assert compile_it(client, sid)["compactions"] == []  # discarded
+                wait_prepared(api.database_url, sid)  # by the ledger, the default now
+                [done] = compile_it(client, sid)["compactions"]
+    assert hook.calls == 1
+    assert (done["summarizer"], done["summarizer_reason"]) == ("ledger", None)

@@ -19,11 +19,14 @@ SECRET = "webhook-secret"
 
 @dataclass
 class Webhook:
-    """Answers each summary after ``delay`` seconds (a call stays open while ``hold`` is set)."""
+    """Answers each summary after ``delay`` seconds (a call stays open while ``hold`` is set);
+    a call whose body holds ``fail_on`` (when set) is answered 500 and counted in ``failed``."""
 
     delay: float
     url: str = ""
     calls: int = 0
+    failed: int = 0
+    fail_on: str = ""
     called: threading.Event = field(default_factory=threading.Event)
     hold: threading.Event = field(default_factory=threading.Event)
     closing: threading.Event = field(default_factory=threading.Event)
@@ -37,9 +40,12 @@ def webhook(delay: float) -> Iterator[Webhook]:
 
     class Handler(BaseHTTPRequestHandler):
         def do_POST(self) -> None:
-            body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
+            raw = self.rfile.read(int(self.headers["Content-Length"]))
+            body = json.loads(raw)
+            failing = bool(hook.fail_on) and hook.fail_on.encode() in raw
             with hook.lock:
                 hook.calls += 1
+                hook.failed += failing
             hook.called.set()
             hook.closing.wait(hook.delay)
             while hook.hold.is_set() and not hook.closing.wait(0.05):
@@ -49,7 +55,7 @@ def webhook(delay: float) -> Iterator[Webhook]:
                 {"summary": f"Decisions:\n- {count} messages about src/app.py"}
             ).encode()
             try:
-                self.send_response(200)
+                self.send_response(500 if failing else 200)
                 self.send_header("Content-Type", "application/json")
                 self.send_header("Content-Length", str(len(answer)))
                 self.end_headers()

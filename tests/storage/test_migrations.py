@@ -196,3 +196,47 @@ def test_thread_roots_are_filled_from_the_metadata_they_were_noted_in(
     }
     downgrade(url, "0011")
     upgrade(url)
+
+
+def _seed_compactions(conn: Connection) -> None:
+    """At 0013: a session's compactions by the named summariser, by its fallback, and one that
+    called none (tool payloads rewritten in place)."""
+    now = "2026-11-28 00:00:00"
+    conn.exec_driver_sql(f"INSERT INTO tenants VALUES ('t', 't', '{now}')")
+    conn.exec_driver_sql(
+        "INSERT INTO sessions (pk, tenant_id, id, metadata, system_prompt, provider, "
+        f"last_seq, created_at, updated_at) VALUES ('s', 't', 's', '{{}}', '[]', "
+        f"'openai', 0, '{now}', '{now}')"
+    )
+    for cid, kind, summarizer in (
+        ("named", "session", "'webhook'"),
+        ("fell", "session", "'ledger (fallback: webhook: HTTP 500 (1 attempt))'"),
+        ("none", "tool_payloads", "NULL"),
+    ):
+        conn.exec_driver_sql(
+            "INSERT INTO compactions (id, session_pk, kind, reason, archived, tokens_before, "
+            "tokens_after, summary_tokens, cache_rewrite_tokens, resets_provider_session, "
+            f"summarizer, created_at) VALUES ('{cid}', 's', '{kind}', 'x', '[]', 9, 5, 1, 5, "
+            f"false, {summarizer}, '{now}')"
+        )
+    conn.commit()
+
+
+def _summarizer_reasons(conn: Connection) -> dict[str, str | None]:
+    rows = conn.exec_driver_sql("SELECT id, summarizer_reason FROM compactions")
+    return {cid: reason for cid, reason in rows}
+
+
+@pytest.mark.parametrize("kind", ["sqlite", "postgres"])
+def test_compactions_written_before_say_why_not_the_named_summariser_as_their_summariser_did(
+    kind: str, tmp_path: Path, request: pytest.FixtureRequest
+) -> None:
+    url = fresh_database(kind, tmp_path, request)
+    upgrade(url, "0013")
+    _inspect(url, _seed_compactions)
+    upgrade(url, "0014")
+    expected = {"named": None, "fell": "fallback", "none": "not_summarized"}
+    assert _inspect(url, _summarizer_reasons) == expected
+    downgrade(url, "0013")
+    upgrade(url)
+    assert _inspect(url, _summarizer_reasons) == expected

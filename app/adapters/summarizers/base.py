@@ -7,7 +7,7 @@ from dataclasses import dataclass
 from typing import Protocol
 
 from app.domain.messages import Message
-from app.domain.summaries import Reason
+from app.domain.summaries import Reason, SummarizerReason
 from app.domain.summaries.loss import Loss
 
 
@@ -52,8 +52,10 @@ class Summary:
     requests went to the configured backend for it, whether it was cut to its budget, the
     model and deployment profile that wrote it (when not the built-in summariser), what it
     kept and lost (``loss``, when the summariser knows: a ledger summary), the checksums of the
-    constraints its opening block carries (app/domain/summaries/constraints.py) and what the
-    remote summariser's requests cost (``usage``, when it reported it)."""
+    constraints its opening block carries (app/domain/summaries/constraints.py), what the
+    remote summariser's requests cost (``usage``, when it reported it), and why a summariser
+    other than the one asked for wrote it (``summarizer_reason``, one of
+    ``SUMMARIZER_REASONS``; None: the one asked for did)."""
 
     text: str
     backend: str
@@ -65,6 +67,7 @@ class Summary:
     loss: Loss | None = None
     constraints: tuple[str, ...] = ()
     usage: Usage | None = None
+    summarizer_reason: SummarizerReason | None = None
 
 
 @dataclass(frozen=True)

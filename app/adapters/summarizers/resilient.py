@@ -23,7 +23,9 @@
   errors: ``domain.summaries.work_block``) is kept ahead of the model's prose, deterministic,
   in at most half the budget; the model is asked for what is left.
 - When anything fails, the summary is the fallback's (within the same budget): the ledger
-  one, or another profile's (itself falling back in turn), and ``fallback_reason`` says why.
+  one, or another profile's (itself falling back in turn), and ``fallback_reason`` says why
+  (``summarizer_reason``: ``fallback``; ``nothing_to_summarize`` for an empty history, which is
+  never sent).
   The history is only read, so nothing is lost; the caller keeps the originals.
 """
 
@@ -145,8 +147,9 @@ class Resilient:
         saying why not."""
         history = tuple(messages)
         budget = self._policy.max_tokens if max_tokens is None else max_tokens
-        if not history:
-            return await self._fallback.summarize(history, reason, budget, source)
+        if not history:  # nothing to send: the fallback's (empty) summary, saying so
+            summary = await self._fallback.summarize(history, reason, budget, source)
+            return replace(summary, summarizer_reason="nothing_to_summarize")
         tally = _Tally(source=source)
         try:
             with anyio.fail_after(self._policy.deadline):
@@ -196,7 +199,13 @@ class Resilient:
         if summary.fallback_reason is not None:  # the fallback profile failed too
             reason_ = f"{reason_}; then {summary.fallback_reason}"
         requests = tally.requests + summary.requests
-        return replace(summary, fallback_reason=reason_, requests=requests, usage=tally.usage)
+        return replace(
+            summary,
+            fallback_reason=reason_,
+            requests=requests,
+            usage=tally.usage,
+            summarizer_reason="fallback",
+        )
 
     async def aclose(self) -> None:
         await self._backend.aclose()

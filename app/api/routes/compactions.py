@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from datetime import UTC, datetime
-from typing import Annotated, Any
+from typing import Annotated, Any, cast
 
 from fastapi import APIRouter, Path, Query, status
 
@@ -21,6 +21,7 @@ from app.api.problems import FieldError, check_body, invalid, responses
 from app.domain.formats.convert import Format
 from app.domain.formats.documents import Provider, provider_document
 from app.domain.messages import JSONObject, Message
+from app.domain.summaries import SummarizerReason
 from app.services import compaction as service
 from app.services.compaction import tool_payloads as persisted_steps
 from app.services.compaction.compacting import compact_now
@@ -46,6 +47,7 @@ def compaction_read(row: CompactionRow) -> CompactionRead:
         cache_rewrite_tokens=row.cache_rewrite_tokens,
         resets_provider_session=row.resets_provider_session,
         summarizer=row.summarizer,
+        summarizer_reason=cast(SummarizerReason | None, row.summarizer_reason),
         created_at=row.created_at,
         prepared_at=row.prepared_at,
         economics=None if row.economics is None else CompactionEconomics(**row.economics),

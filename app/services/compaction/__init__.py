@@ -286,6 +286,7 @@ def _record(
         cache_rewrite_tokens=rewrite,
         resets_provider_session=False,
         summarizer=written_by(summary),
+        summarizer_reason=summary.summarizer_reason,
         created_at=now(),
         loss=summary.loss.as_json() if summary.loss is not None else None,
         prepared_at=change.prepared_at,
@@ -306,6 +307,8 @@ def in_place_event(record: CompactionRow, messages: int, pct: float) -> dict[str
         "messages_after": messages,
         "budget_used_pct": pct,
         "resets_provider_session": record.resets_provider_session,
+        "summarizer": record.summarizer,
+        "summarizer_reason": record.summarizer_reason,
     }
 
 

@@ -3,7 +3,8 @@
 Past the early mark (``prepare_pct`` of ``trigger_tokens``) with nothing prepared, a compile
 schedules a preparation (app/services/compaction/preparing.py) and goes on. Over the trigger,
 it swaps in the prepared one, in one transaction, if the messages it takes are all still stored and
-unchanged (else it is discarded and another prepared), and if the gate lets it through. A
+unchanged and the summariser the policy names now wrote it (else it is discarded and another
+prepared), and if the gate lets it through. A
 refused one stays for a later compile, when more turns may make it pay, unless one planned on
 the history now would pass: then it is discarded and that one prepared. With nothing to swap
 in, it schedules one and compiles without compacting (a warning says so, or says why the
@@ -15,7 +16,7 @@ overridden.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Protocol
+from typing import Any, Protocol
 
 from sqlalchemy.ext.asyncio import AsyncSession
 
@@ -31,6 +32,7 @@ from app.services.compaction.preparing import (
     Prepared,
     Preparer,
     content_digest,
+    same_writer,
     summary_of,
 )
 from app.services.compaction.refusals import NotCompacted, Refused
@@ -50,6 +52,8 @@ class Compactor(Protocol):
     preparer: Preparer | None
 
     def summarizer_for(self, choice: SummarizerChoice | None) -> Summarizer: ...
+
+    def writer(self, choice: SummarizerChoice | None) -> dict[str, Any]: ...
 
     async def run(
         self,
@@ -100,7 +104,9 @@ async def due(
     rows = await queries.all_messages(db, pk)
     items = await cpu.run_sync(stored_items, rows, where.encoding)
     if found is not None:
-        plan = await cpu.run_sync(_still_valid, found, rows, items, policy)
+        plan = None
+        if same_writer(found.summary, compactor.writer(policy.summarizer)):
+            plan = await cpu.run_sync(_still_valid, found, rows, items, policy)
         if plan is not None:
             swapped = await _swap(compactor, session, plan, found, policy, where, items, exceeded)
             if swapped is not None:
@@ -192,6 +198,7 @@ def job(
         compactor.counter,
         session.history_version,
         count,
+        compactor.writer(policy.summarizer),
     )
 
 

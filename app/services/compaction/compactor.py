@@ -53,6 +53,8 @@ class Chooser(Protocol):
 
     def choose(self, choice: SummarizerChoice | None) -> Summarizer: ...
 
+    def writer(self, choice: SummarizerChoice | None) -> dict[str, Any]: ...
+
 
 @dataclass(frozen=True)
 class Deployment:
@@ -105,6 +107,14 @@ class Compactor:
         if self.summarizers is None:
             return self.summarizer
         return self.summarizers.choose(choice)
+
+    def writer(self, choice: SummarizerChoice | None) -> dict[str, Any]:
+        """What names the summariser a policy's ``choice`` asks for (a prepared summary is
+        swapped in only under a policy naming the same)."""
+        if self.summarizers is None:
+            changes = None if choice is None else choice.model_dump(mode="json")
+            return {"choice": changes, "profile": None, "kind": None, "available": True}
+        return self.summarizers.writer(choice)
 
     async def run(
         self,
@@ -341,6 +351,8 @@ def _outcome(done: Done, where: Where) -> dict[str, Any]:
     usage = summary.usage if summary is not None else None
     out = {
         "compaction_id": row.id,
+        "summarizer": row.summarizer,
+        "summarizer_reason": row.summarizer_reason,
         "tokens_after": row.tokens_after,
         "summary_tokens": row.summary_tokens,
         "messages_after": done.messages_after,

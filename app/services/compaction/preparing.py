@@ -16,7 +16,9 @@ tried again until the history has grown by a tenth of its messages (at least two
 rewritten, or the policy changed: a compile past the mark would otherwise plan it, and call
 the summariser, anew. Shutdown cancels them all. A process that stops mid-way leaves at most an
 expired lease (taken over as usual) and nothing stored, or a stored preparation a later compile
-checks.
+checks. A stored preparation says which summariser made it (its profile here, its backend kind
+and the policy's changes): a compile whose policy names another, or after the deployment's
+profile changed, discards it, so every compaction's summary is its named summariser's.
 """
 
 from __future__ import annotations
@@ -37,7 +39,7 @@ from sqlalchemy.ext.asyncio import AsyncEngine, AsyncSession, async_sessionmaker
 from app.adapters.summarizers import Summarizer, Summary
 from app.adapters.summarizers.base import Usage
 from app.domain.compaction.economics import sheds_enough
-from app.domain.compaction.planning import CompactionPolicy, plan_session
+from app.domain.compaction.planning import CompactionPolicy, Plan, plan_session
 from app.domain.errors import NotFound
 from app.domain.sessions import SessionPk
 from app.domain.summaries.loss import OUTCOMES, Loss, LossEntry
@@ -53,6 +55,7 @@ from app.storage.models import MessageRow
 
 log = logging.getLogger(__name__)
 MAX_WAITING = 1024
+WRITER_KEY = "writer"  # a stored summary's: what names the summariser its policy chose
 FUTILE_KEPT = 4096
 Outcome = Literal["prepared", "busy", "exists", "none", "refused", "stale", "gone", "failed"]
 
@@ -85,7 +88,7 @@ class Prepared:
 @dataclass(frozen=True)
 class Preparation:
     """A compaction to prepare: the session, its policy and where it is measured, and the
-    summariser its policy chose."""
+    summariser its policy chose (``writer``: what names it, stored with the summary)."""
 
     pk: SessionPk
     policy: CompactionPolicy
@@ -94,6 +97,7 @@ class Preparation:
     counter: TokenCounter
     version: int = 0  # the history's, and how many messages it had, when the compile read it
     count: int = 0
+    writer: dict[str, Any] | None = None
 
 
 def content_digest(rows: Sequence[MessageRow]) -> str:
@@ -105,11 +109,28 @@ def content_digest(rows: Sequence[MessageRow]) -> str:
     return hashed.hexdigest()
 
 
-def summary_json(summary: Summary) -> dict[str, Any]:
-    """A summary as stored with its preparation."""
+def summary_json(summary: Summary, writer: dict[str, Any] | None = None) -> dict[str, Any]:
+    """A summary as stored with its preparation, with what names the summariser its policy
+    chose (``writer``: one prepared by another is not swapped in, see
+    app/services/compaction/boundary.py)."""
     out = asdict(summary)
     out["loss"] = None if summary.loss is None else summary.loss.as_json()
+    out[WRITER_KEY] = writer
     return out
+
+
+def same_writer(stored: dict[str, Any], now: dict[str, Any]) -> bool:
+    """Whether a summary stored with ``stored`` (its ``WRITER_KEY``) is one the summariser
+    ``now`` names would stand by: asked for the same, by the same profile and backend kind.
+    When one of the replicas lacks the profile named, its summary says so
+    (``summarizer_unavailable``) or is the named one's: either is accountable, and taken
+    rather than summarised again."""
+    if stored.get(WRITER_KEY) is None or stored[WRITER_KEY].get("choice") != now["choice"]:
+        return False
+    then = stored[WRITER_KEY]
+    if not (then.get("available") and now["available"]):
+        return True
+    return bool((then.get("profile"), then.get("kind")) == (now["profile"], now["kind"]))
 
 
 def summary_of(stored: dict[str, Any]) -> Summary:
@@ -208,22 +229,11 @@ class Preparer:
 
     async def _under(self, db: AsyncSession, job: Preparation, lease: leases.Lease) -> Outcome:
         """Plan, summarise and store, holding ``lease`` (given back in the last transaction)."""
-        if await store.load(db, job.pk) is not None:
+        planned = await self._plan(db, job)
+        if isinstance(planned, str):
             await _give_back(db, lease)
-            return "exists"
-        rows = await queries.all_messages(db, job.pk)
-        items = await self.lane.run_sync(stored_items, rows, job.where.encoding)
-        plan = await self.lane.run_sync(
-            partial(plan_session, now=True, ahead=True), items, job.policy
-        )
-        if plan is None or not sheds_enough(
-            plan.tokens_taken, plan.tokens_before, job.policy.min_shed_pct
-        ):
-            await _give_back(db, lease)
-            return "none"
-        seqs = [i.seq for i in plan.taken]
-        digest = content_digest([r for r in rows if r.seq in set(seqs)])
-        del rows, items
+            return planned
+        plan, seqs, digest = planned
         await db.commit()  # no transaction (nor connection) is held while it summarises
         encoder = job.counter.encoder(job.where.encoding)
         summary = await summarized_under(
@@ -241,10 +251,34 @@ class Preparer:
         if content_digest(await queries.messages_at(db, job.pk, seqs)) != digest:
             await _give_back(db, lease)
             return "stale"
-        await store.save(db, job.pk, seqs, digest, summary_json(summary), datetime.now(UTC))
+        stored = summary_json(summary, job.writer)
+        await store.save(db, job.pk, seqs, digest, stored, datetime.now(UTC))
         await leases.release(db, lease)
         await db.commit()
         return "prepared"
+
+    async def _plan(
+        self, db: AsyncSession, job: Preparation
+    ) -> tuple[Plan, list[int], str] | Outcome:
+        """The compaction to prepare, the seqs it takes and their digest; else why none:
+        ``exists`` (one is stored), ``stale`` (the history was compacted since the compile that
+        scheduled it: it is under the early mark) or ``none`` (nothing that sheds enough)."""
+        if await store.load(db, job.pk) is not None:
+            return "exists"
+        _, totals = await queries.stored_totals(db, job.pk)
+        if totals[job.where.encoding] <= job.policy.prepare_tokens:
+            return "stale"
+        rows = await queries.all_messages(db, job.pk)
+        items = await self.lane.run_sync(stored_items, rows, job.where.encoding)
+        plan = await self.lane.run_sync(
+            partial(plan_session, now=True, ahead=True), items, job.policy
+        )
+        if plan is None or not sheds_enough(
+            plan.tokens_taken, plan.tokens_before, job.policy.min_shed_pct
+        ):
+            return "none"
+        seqs = [i.seq for i in plan.taken]
+        return plan, seqs, content_digest([r for r in rows if r.seq in set(seqs)])
 
     async def idle(self) -> None:
         """Wait for the preparations running now (tests; shutdown)."""

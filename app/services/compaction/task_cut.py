@@ -139,5 +139,6 @@ def _record(
         cache_rewrite_tokens=after,
         resets_provider_session=False,
         summarizer=None,
+        summarizer_reason="not_summarized",
         created_at=at,
     )

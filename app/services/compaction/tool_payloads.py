@@ -155,5 +155,6 @@ def _record(
         cache_rewrite_tokens=sum(i.tokens for i in after if i.seq >= touched[0]),
         resets_provider_session=False,
         summarizer=None,
+        summarizer_reason="not_summarized",
         created_at=now,
     )

@@ -58,6 +58,7 @@ COMPACTION_FIELDS = (
     "cache_rewrite_tokens",
     "resets_provider_session",
     "summarizer",
+    "summarizer_reason",
     "created_at",
     "archived",
     "loss",
