@@ -5,8 +5,10 @@ same machine.
 - stateful (`claude-code`, session resumption): append a turn, compile, acknowledge the compile
   (the cursor), so after its first full compile each one is a delta;
 - stateless (`openai`): append a turn, compile (full, trimmed to the window).
-Printed per configuration: loops/s, compile p50/p99, errors, connections closed under a
-request, and the server's peak RSS (VmHWM of its serving processes, summed over workers).
+Printed per configuration: loops/s, compile p50/p99 (the p99 also as a ratio of the compile
+median of one session looping alone on the same server for 3 s first, the unloaded floor),
+errors, connections closed under a request, and the server's peak RSS (VmHWM of its serving
+processes, summed over workers).
 
 Configurations, side by side in one run: the baseline (one worker with uvicorn's former 5 s
 keep-alive, as `ctxc serve` ran before `--workers`), then one and two workers as `ctxc serve`
@@ -44,6 +46,7 @@ GENERATORS = 2
 BIG_SESSIONS = int(os.environ.get("LOAD_BIG_SESSIONS", "8"))
 BIG_STORED = 100_000
 PROFILES = {"stateful": "claude-code", "stateless": "openai"}
+ALONE_SECONDS = 3.0  # one session looping alone on the same server first: the unloaded compile
 CLOSED = (httpx.RemoteProtocolError, httpx.ReadError, httpx.WriteError)
 
 
@@ -53,6 +56,7 @@ class Tally:
     compiles: list[float] = field(default_factory=list)
     errors: list[str] = field(default_factory=list)
     closed: int = 0
+    alone: float = 0.0  # the compile median of one session looping alone, seconds
 
     def add(self, other: Tally) -> None:
         self.loops += other.loops
@@ -210,10 +214,12 @@ def measure(
             shares = [sids[i::GENERATORS] for i in range(GENERATORS)]
             context = multiprocessing.get_context("spawn")
             with context.Pool(GENERATORS) as pool:
+                lone = (base, key, sids[:1], kind == "stateful", ALONE_SECONDS)
+                alone = pool.apply(_generate, lone)
                 tallies = pool.starmap(
                     _generate, [(base, key, share, kind == "stateful", seconds) for share in shares]
                 )
-            total = Tally()
+            total = Tally(alone=percentile(alone.compiles or [0.0], 50))
             for tally in tallies:
                 total.add(tally)
             out[kind] = (total, _peak_rss_kib(pid, config.workers))
@@ -224,9 +230,12 @@ def report(name: str, tally: Tally, rss_kib: int, seconds: float, floor: float |
     rate = tally.loops / seconds
     ms = [c * 1000 for c in tally.compiles] or [0.0]
     ratio = f"{rate / floor:5.2f}x" if floor else "  1.00x"
+    alone = tally.alone * 1000
+    p99 = percentile(ms, 99)
     print(
         f"  {name:<38} {rate:8.1f} loops/s ({ratio})  compile p50 {percentile(ms, 50):7.1f} ms"
-        f"  p99 {percentile(ms, 99):7.1f} ms  errors {len(tally.errors):3d}"
+        f"  p99 {p99:7.1f} ms ({p99 / alone if alone else 0:5.1f}x one session alone:"
+        f" {alone:5.1f} ms)  errors {len(tally.errors):3d}"
         f"  closed {tally.closed:2d}  RSS {rss_kib / 1024:6.0f} MiB"
     )
     for error in sorted(set(tally.errors))[:3]:
