@@ -175,6 +175,9 @@ class Compaction(Model):
     cache_rewrite_tokens: int
     resets_provider_session: bool
     summarizer: str | None
+    # Why the summariser the policy names did not write it: fallback, summarizer_unavailable,
+    # nothing_to_summarize, not_summarized (None: it did).
+    summarizer_reason: str | None = None
     created_at: datetime
     prepared_at: datetime | None = None  # prepared in the background, then swapped in
     economics: dict[str, Any] | None = None  # the cache-economic gate's figures
