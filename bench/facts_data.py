@@ -509,7 +509,7 @@ def _facts(rng: _Fresh, who: str, sessions: int, phrasing: str) -> list[_Said]:
 
     pet, pet_name = rng.choice(PETS), rng.pick(PET_NAMES)
     say("pet", f"What is the name of {who}'s {pet}?", pet_name, pet=pet, name=pet_name)
-    for rel in rng.sample(RELATIVES, 2):
+    for rel in rng.sample(RELATIVES, 3):
         name = rng.pick(KIN_NAMES)
         say("relative", f"What is the name of {who}'s {rel}?", name, rel=rel, name=name)
     partner, partner_name = rng.choice(PARTNERS), rng.pick(KIN_NAMES)
@@ -539,7 +539,7 @@ def _facts(rng: _Fresh, who: str, sessions: int, phrasing: str) -> list[_Said]:
     place = rng.pick(PLACES)
     date = f"{rng.choice(MONTHS)} {rng.randint(2, 28)}"
     say("trip", f"When is {who} leaving for {place}?", date, place=place, date=date)
-    for did, do in rng.sample(EVENTS, 2):
+    for did, do in rng.sample(EVENTS, 4):
         say("event", f"When did {who} {do}?", "@date", did=did)
     return out
 
