@@ -60,5 +60,6 @@ def test_benchmarks_still_import() -> None:
         "bench.proxy",
         "bench.prefix_cache",
         "bench.compaction_latency",
+        "bench.facts",
     ):
         importlib.import_module(module)

@@ -29,6 +29,7 @@ from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 
 from app.domain.messages import Message
+from app.domain.summaries.chat import chat_entries, chat_of, split_turn
 from app.domain.summaries.entries import RANK, TITLES, Entry, message_entries
 from app.domain.summaries.ledger_text import (
     NOTE_HEAD,
@@ -87,12 +88,17 @@ def gather(messages: Sequence[Message], seqs: Sequence[int] = ()) -> tuple[list[
     out: list[Entry] = []
     spans: list[Span] = []
     work = Work.of(messages)
+    summaries = [m.text for m in messages if _is_summary(m)]
+    lines = [line for text in summaries for line in text.splitlines()]
+    chat = chat_of([m for m in messages if not _is_summary(m)], lines)
     for n, message in enumerate(messages):
         seq = seqs[n] if n < len(seqs) else None
         if _is_summary(message):
             read = read_summary(message.text, seq)
             out += read.entries
             spans += read.spans
+        elif chat is not None and split_turn(message.text)[1]:
+            out += chat_entries(message, seq, chat)
         else:
             out += message_entries(message, seq, work.entries)
     return out, spans

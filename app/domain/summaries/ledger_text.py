@@ -26,6 +26,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
+from app.domain.summaries.chat import read_back
 from app.domain.summaries.constraints import BLOCK_TITLE
 from app.domain.summaries.entries import KINDS, TITLES, Entry, make_entry, statement_entry
 
@@ -93,7 +94,7 @@ def read_summary(text: str, seq: int | None) -> Read:
             kind = _KIND_OF[stripped]
         elif kind is not None and stripped:
             text_part, seqs = _pointer(stripped)
-            read.entries.append(make_entry(kind, text_part, seqs).with_carried(True))
+            read.entries.append(read_back(make_entry(kind, text_part, seqs)).with_carried(True))
         elif stripped and not _bracketed(stripped):
             entry = statement_entry(stripped, () if seq is None else (seq,))
             if entry is not None:
