@@ -10,7 +10,7 @@ from app.adapters.summarizers.base import Source, Summarizer, Summary
 from app.adapters.summarizers.resilient import Resilient
 from app.domain.messages import Message
 from app.domain.summaries import Reason
-from app.domain.summaries.profiles import DEFAULT_PROFILE, SummarizerChoice
+from app.domain.summaries.profiles import DEFAULT_PROFILE, SummarizerChoice, writer_of
 
 
 class Summarizers:
@@ -34,14 +34,9 @@ class Summarizers:
         """What names the summariser ``choice`` asks for: the changes asked (as JSON), the
         profile it resolves to here and its backend kind, and whether this deployment has the
         profile named (``available``)."""
-        changes = None if choice is None else choice.model_dump(mode="json", exclude_none=True)
         named = choice.profile if choice is not None else None
-        return {
-            "choice": changes,
-            "profile": self._profile(choice),
-            "kind": self.kind(choice),
-            "available": named is None or named in self._built,
-        }
+        available = named is None or named in self._built
+        return writer_of(choice, self._profile(choice), self.kind(choice), available)
 
     def choose(self, choice: SummarizerChoice | None) -> Summarizer:
         """The summariser ``choice`` asks for: its profile with its changes. A profile the

@@ -10,7 +10,7 @@ fall back to: never a URL or a credential.
 
 from __future__ import annotations
 
-from typing import Literal
+from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, SecretStr
 
@@ -81,6 +81,17 @@ class SummarizerChoice(BaseModel):
     def names(self) -> list[tuple[str, str]]:
         """The (field, profile name) pairs this choice refers to."""
         return [(f, n) for f, n in (("profile", self.profile), ("fallback", self.fallback)) if n]
+
+
+def writer_of(
+    choice: SummarizerChoice | None, profile: str | None, kind: str | None, available: bool
+) -> dict[str, Any]:
+    """What names the summariser ``choice`` asks for, as a prepared summary stores it: the
+    changes asked (as JSON), the profile it resolves to and its backend kind, and whether the
+    deployment has the profile named (a prepared summary is swapped in only under a policy
+    naming the same)."""
+    changes = None if choice is None else choice.model_dump(mode="json", exclude_none=True)
+    return {"choice": changes, "profile": profile, "kind": kind, "available": available}
 
 
 def fallback_chain_problem(specs: dict[str, ProfileSpec]) -> str | None:

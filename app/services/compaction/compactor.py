@@ -22,7 +22,7 @@ from app.domain.compaction.planning import (
 from app.domain.compilers.base import Item
 from app.domain.models import Catalog
 from app.domain.sessions import SessionPk
-from app.domain.summaries.profiles import SummarizerChoice
+from app.domain.summaries.profiles import SummarizerChoice, writer_of
 from app.domain.tokens import TokenCounter
 from app.services.compaction import (
     Change,
@@ -112,8 +112,7 @@ class Compactor:
         """What names the summariser a policy's ``choice`` asks for (a prepared summary is
         swapped in only under a policy naming the same)."""
         if self.summarizers is None:
-            changes = None if choice is None else choice.model_dump(mode="json")
-            return {"choice": changes, "profile": None, "kind": None, "available": True}
+            return writer_of(choice, None, None, True)
         return self.summarizers.writer(choice)
 
     async def run(
