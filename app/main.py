@@ -136,10 +136,17 @@ async def _open_state(settings: Settings, metrics: Metrics, stack: AsyncExitStac
     summarizer = summarizers_from_settings(settings, counter)
     stack.push_async_callback(summarizer.aclose)
     cache = MessageCache(
-        counter, settings.compile_cache_bytes, stored_bytes=settings.stored_cache_bytes
+        counter,
+        settings.compile_cache_bytes,
+        stored_bytes=settings.stored_cache_bytes,
+        view_bytes=settings.view_cache_bytes,
     )
     answers: Lru[bytes, bytes] = Lru(settings.answer_cache_bytes)
-    _collect(metrics, stack, CacheCollector({"messages": cache.entries, "answers": answers}))
+    _collect(
+        metrics,
+        stack,
+        CacheCollector({"messages": cache.entries, "answers": answers, "views": cache.views}),
+    )
     upstreams, digester, preparer = await _background(settings, metrics, maker, stack)
     return AppState(
         settings=settings,

@@ -131,6 +131,13 @@ class Settings(BaseSettings):
         description="Stored messages kept parsed for session compiles, by session and seq "
         "(LRU, estimated bytes; 0 turns it off).",
     )
+    view_cache_bytes: int = Field(
+        64 * 1024 * 1024,
+        ge=0,
+        description="Session compiles kept by session, history version and last seq, and what "
+        "else they depend on, for compilers that are repeatable (LRU, estimated bytes; 0 turns "
+        "it off).",
+    )
     answer_cache_bytes: int = Field(
         64 * 1024 * 1024,
         ge=0,

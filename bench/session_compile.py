@@ -1,4 +1,5 @@
-"""Session compiles, full and delta, at 1,000 / 10,000 / 100,000 stored messages, against floors.
+"""Session compiles (full, full after a new turn, delta) at 1,000 / 10,000 / 100,000 stored
+messages, against floors.
 
 `python -m bench.session_compile` (`--quick`, or `CTXC_BENCH_QUICK=1`: 1,000 and 10,000 only).
 On Postgres and on SQLite, one `ctxc serve` each, one session of agent turns
@@ -8,7 +9,11 @@ On Postgres and on SQLite, one `ctxc serve` each, one session of agent turns
   128k window, and the default compiler). The first compile after growing reads what the
   session's digest does not cover yet (all of it, the first time) and is shown apart
   (`first`); the digest it has made or moved in the background is waited for, as an agent's
-  next turn would find it, then the compiles are timed;
+  next turn would find it, then the compiles are timed. The session does not change between
+  them, so each is answered with the output the first one made (``remembered``): what a retry,
+  or a compile that finds nothing new, costs;
+- after a new turn: rounds of one appended turn (10 messages) and a full compile, which finds
+  new messages and so compiles the view again (reading only the new rows' messages anew);
 - delta: the same session compiled for `codex-cli` (session-stateful) with an active provider
   session: the cursor reset, a compile acknowledged with a `provider_session_id` (the full
   start), then rounds of one appended turn (10 messages), a compile (timed, delta mode) and its
@@ -276,6 +281,22 @@ def full(kind: str, url: str, client: httpx.Client, sid: str, size: int) -> Row:
     return replace(row, first=first)
 
 
+def turns(kind: str, url: str, client: httpx.Client, sid: str, size: int) -> Row:
+    """Full-mode compiles right after one appended turn each: what an agent's next turn costs
+    when it finds new messages (a compile of the session as it was compiled before is
+    remembered, and costs what the first table shows)."""
+    times: list[float] = []
+    with floor(kind, url, sid, client) as base:
+        for n in range(ROUNDS):
+            start = size + n * TURN
+            append(client, sid, agent_batch(random.Random(start), start))
+            answer, took = compile_once(client, sid, {})
+            times.append(took)
+            ranges = sent_ranges(answer)
+            base.sample(ranges)
+    return Row(kind, size, Sample(times), Sample(base.noop), Sample(base.read), _count(ranges))
+
+
 def delta(kind: str, url: str, client: httpx.Client, sid: str, size: int) -> Row:
     """Delta compiles, one appended turn each, for a session-stateful profile; their floor."""
     body = {"provider": DELTA_PROFILE}
@@ -298,8 +319,8 @@ def delta(kind: str, url: str, client: httpx.Client, sid: str, size: int) -> Row
     return Row(kind, size, Sample(times), Sample(base.noop), Sample(base.read), rows)
 
 
-def measure(kind: str, sizes: tuple[int, ...]) -> tuple[list[Row], list[Row]]:
-    fulls, deltas = [], []
+def measure(kind: str, sizes: tuple[int, ...]) -> tuple[list[Row], list[Row], list[Row]]:
+    fulls, news, deltas = [], [], []
     with database(kind) as url, served(url, max_body_bytes=1 << 28, timeout=600) as (client, _):
         sid = client.post("/v1/sessions", json={}).json()["id"]
         stored = 0
@@ -311,9 +332,10 @@ def measure(kind: str, sizes: tuple[int, ...]) -> tuple[list[Row], list[Row]]:
                 flush=True,
             )
             fulls.append(full(kind, url, client, sid, size))
-            deltas.append(delta(kind, url, client, sid, size))
-            stored = size + ROUNDS * TURN
-    return fulls, deltas
+            news.append(turns(kind, url, client, sid, size))
+            deltas.append(delta(kind, url, client, sid, size + ROUNDS * TURN))
+            stored = size + 2 * ROUNDS * TURN
+    return fulls, news, deltas
 
 
 def _ms(seconds: float) -> str:
@@ -362,10 +384,13 @@ def run(quick: bool | None = None) -> None:
     )
     print(f"  floor = authenticated no-op (GET {NOOP}) + raw read of the rows sent + orjson")
     results = {kind: measure(kind, sizes) for kind in ("postgres", "sqlite")}
-    fulls = [r for f, _ in results.values() for r in f]
-    deltas = [r for _, d in results.values() for r in d]
+    fulls = [r for f, _, _ in results.values() for r in f]
+    news = [r for _, n, _ in results.values() for r in n]
+    deltas = [r for _, _, d in results.values() for r in d]
     table("full compile (openai, 128k window, default compiler; times in ms)", fulls)
     targets(fulls, flat=1.3, near=3)
+    table(f"full compile after a new {TURN}-message turn (nothing to reuse whole)", news)
+    targets(news, flat=1.3, near=3)
     table(
         f"delta compile ({DELTA_PROFILE}, active provider session, one {TURN}-message turn)", deltas
     )

@@ -12,6 +12,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
+from typing import Any
 
 import asyncpg
 import httpx
@@ -161,15 +162,22 @@ def make_key(url: str, tenant: str) -> str:
 @pytest.fixture(scope="session")
 def api(database_url: str) -> Iterator[Api]:
     """A server in keys mode on each database, with tenants A and B."""
-    settings = Settings(
+    yield from serve_api(database_url)
+
+
+def serve_api(database_url: str, **settings: Any) -> Iterator[Api]:
+    """A server in keys mode on ``database_url`` (``settings`` over the defaults), with tenants
+    A and B."""
+    served = Settings(
         database_url=database_url,
         auth="keys",
         max_body_bytes=256 * 1024,
         metrics_token=METRICS_TOKEN,
+        **settings,
     )
     key_a = make_key(database_url, f"tenant-a-{uuid.uuid4().hex[:6]}")
     key_b = make_key(database_url, f"tenant-b-{uuid.uuid4().hex[:6]}")
-    with LiveServer(settings) as server:
+    with LiveServer(served) as server:
         yield Api(server.url, database_url, key_a, key_b)
 
 

@@ -6,11 +6,19 @@ a compile reading the whole history gives."""
 from __future__ import annotations
 
 import uuid
+from collections.abc import Iterator
 
 import httpx
+import pytest
 
 from tests.api.test_tail_compile import WINDOW, append, compiled, digest_upto, reads, turn, whole
-from tests.conftest import Api, new_session
+from tests.conftest import Api, new_session, serve_api
+
+
+@pytest.fixture(scope="module")
+def api(database_url: str) -> Iterator[Api]:
+    """The server without remembered session compiles (what a compile reads is under test)."""
+    yield from serve_api(database_url, view_cache_bytes=0)
 
 
 def test_appends_in_batches_leave_a_digest_the_first_compile_reads(

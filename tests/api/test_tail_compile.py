@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import asyncio
 import time
+from collections.abc import Iterator
 from typing import Any
 
 import httpx
@@ -15,9 +16,16 @@ from sqlalchemy import text
 
 from app.storage.db import create_engine
 from tests.api.test_compile import valid
-from tests.conftest import Api, new_session, scrape
+from tests.conftest import Api, new_session, scrape, serve_api
 
 WINDOW = 2_000  # a digest keeps 2,200 tokens of rounds; a tail of 3,300 moves it forward
+
+
+@pytest.fixture(scope="module")
+def api(database_url: str) -> Iterator[Api]:
+    """The server without remembered session compiles: these tests are about what a compile
+    reads, and a compile of a session as it was compiled before reads nothing."""
+    yield from serve_api(database_url, view_cache_bytes=0)
 
 
 def turn(n: int, call_id: str | None = None, trace: str | None = None) -> list[dict[str, Any]]:

@@ -73,9 +73,9 @@ class Options:
 
 
 Mode = Literal["full", "delta"]
-# What a session compile read: the tail with a digest of the rest, the whole history, or the
-# messages after the cursor (a delta).
-Read = Literal["tail", "whole", "delta"]
+# What a session compile read: the tail with a digest of the rest, the whole history, the
+# messages after the cursor (a delta), or nothing (the output it made before: ``remembered``).
+Read = Literal["tail", "whole", "delta", "remembered"]
 
 
 @dataclass(frozen=True)

@@ -39,6 +39,7 @@ from app.domain.tokens import Encoder
 from app.services.compaction import Done
 from app.services.compaction.compacting import compact_due, compact_sent
 from app.services.compaction.reports import Report
+from app.services.compiling import remembered
 from app.services.compiling.digesting import (
     Tail,
     View,
@@ -49,6 +50,7 @@ from app.services.compiling.digesting import (
     read_tail,
     view_of,
 )
+from app.services.compiling.remembered import ViewKey
 from app.services.compiling.request import (
     Caller,
     Compilation,
@@ -97,7 +99,7 @@ class Plan:
     notes: tuple[str, ...]
     long: bool  # long enough for a digest
     view: View | None  # the digest's view, when the compile may read a tail
-    tail: Tail | None
+    key: ViewKey | None  # what the output is kept by, when it may be kept
 
     @property
     def mode(self) -> Mode:
@@ -214,17 +216,30 @@ async def plan_for(ctx: Context, loaded: Loaded, options: Options) -> Plan:
     long = long_history(row, profile.encoding, target.context_window)
     view = view_of(spec, ctx.registry, profile) if cursor is None and ctx.digester else None
     view = view if long else None
-    tail = None
-    if view is not None:
-        execution = options.execution_id
-        tail = await read_tail(ctx.session, row, view, execution, profile, ctx.cache)
     if cursor is not None:
         prior = await compiles.open_calls(ctx.session, loaded.pk, cursor)
         dynamic = [f for f in fragments if f.lifecycle == "dynamic"]
         context = context_messages(dynamic)
         target = replace(target, fragments=(), context=context, prior_call_ids=prior)
     compiler = build(spec, ctx.registry)
-    return Plan(spec, compiler, encoder, target, cursor, notes, long, view, tail)
+    own = bool(options.pending or options.ephemeral)  # messages of the compile's own
+    keeps = ctx.cache.views.max_bytes > 0 and remembered.keeps(spec, ctx.registry, own)
+    key = view_key(ctx, loaded, spec, target, cursor, options) if keeps else None
+    return Plan(spec, compiler, encoder, target, cursor, notes, long, view, key)
+
+
+def view_key(
+    ctx: Context,
+    loaded: Loaded,
+    spec: CompilerSpec,
+    target: Target,
+    cursor: int | None,
+    options: Options,
+) -> ViewKey:
+    """What the compile's output is kept by (``remembered``)."""
+    execution = options.execution_id
+    tenant, name = ctx.tenant, loaded.tenant_name
+    return remembered.view_key(tenant, name, loaded.row, spec, target, cursor, execution)
 
 
 def _cursor(row: SessionRow, profile: ProviderProfile) -> tuple[int | None, tuple[str, ...]]:
@@ -240,18 +255,35 @@ def _cursor(row: SessionRow, profile: ProviderProfile) -> tuple[int | None, tupl
 
 
 async def compile_view(ctx: Context, loaded: Loaded, plan: Plan, options: Options) -> Compiled:
+    """The output a compile of the session as it stands made before (``remembered``), else a
+    compile of what it reads."""
+    views = ctx.cache.views
+    kept = None if plan.key is None else views.get(plan.key)
+    if kept is not None:
+        return Compiled(kept, (), None, "remembered")
+    compiled = await _read_and_compile(ctx, loaded, plan, options)
+    if plan.key is not None:
+        views.put(plan.key, compiled.output, remembered.size_of(compiled.output))
+    return compiled
+
+
+async def _read_and_compile(ctx: Context, loaded: Loaded, plan: Plan, options: Options) -> Compiled:
     """Read and compile: the tail with its digest when there is one and it is enough, else
     what the plan reads whole."""
+    tail = None
+    if plan.view is not None:
+        row, profile, execution = loaded.row, loaded.profile, options.execution_id
+        tail = await read_tail(ctx.session, row, plan.view, execution, profile, ctx.cache)
     try:
-        if plan.tail is not None:
+        if tail is not None:
             try:
-                output, items = await _run(ctx, loaded, plan, options, plan.tail.rows, plan.tail)
-                return Compiled(output, items, plan.tail, "tail")
+                output, items = await _run(ctx, loaded, plan, options, tail.rows, tail)
+                return Compiled(output, items, tail, "tail")
             except NeedsHistory:  # the tail was not enough: the whole history, as without one
                 pass
         return await _whole(ctx, loaded, plan, options)
     except NothingToSend:  # also what a session deleted between the reads above looks like
-        read = plan.tail.rows if plan.tail else ()
+        read = tail.rows if tail else ()
         if not read and not await compiles.session_exists(ctx.session, loaded.pk):
             raise NotFound("session", loaded.session_id) from None
         raise
@@ -351,7 +383,7 @@ def _digest_after(
     ctx: Context, loaded: Loaded, plan: Plan, compiled: Compiled, options: Options
 ) -> None:
     """Schedule the digest this compile's view would read next time, when it needs one."""
-    if plan.view is None or ctx.digester is None:
+    if plan.view is None or ctx.digester is None or compiled.read == "remembered":
         return
     items = compiled.items
     stored = items[: len(items) - len(options.pending)]  # a digest is of stored messages

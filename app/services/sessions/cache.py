@@ -104,6 +104,7 @@ class MessageCache:
         max_bytes: int,
         threads: int = COUNT_THREADS,
         stored_bytes: int = 0,
+        view_bytes: int = 0,
     ) -> None:
         self.counter = counter
         self.entries: Lru[bytes, Entry] = Lru(max_bytes)
@@ -111,6 +112,9 @@ class MessageCache:
         # and the time the row was written (app/services/compiling/stored.py); a session's keys
         # are its own (bounded by ``stored_bytes``).
         self.stored: Lru[tuple[str, int, int, Any], Message] = Lru(stored_bytes)
+        # Session compiles' outputs, by tenant, session and a hash of the history's version and
+        # last seq and all else the output depends on (app/services/compiling/remembered.py).
+        self.views: Lru[tuple[str, str, bytes], Any] = Lru(view_bytes)
         self.threads = threads
         self._pool: ThreadPoolExecutor | None = None
         self._pool_lock = threading.Lock()
