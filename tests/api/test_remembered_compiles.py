@@ -8,7 +8,10 @@ window, compiler, metadata, profile), compactions, a fork (an exported copy impo
 session), acknowledgements that move the cursor or calibrate the counts, and restarts (a replica
 stopped and started, its memory gone). After every step each replica compiles the session with
 a request drawn from a set (twice: the second finds what the first kept) and its answers, but
-the compile id, equal the fresh server's.
+the compile id, equal the fresh server's. Windows are set below the history's tokens, so the
+view is trimmed, but above what makes a history long enough for a digest: every compile that is
+not remembered reads the whole history (that a tail with its digest compiles as the whole does
+is test_tail_compile's subject).
 """
 
 from __future__ import annotations
@@ -27,11 +30,12 @@ from tests.conftest import METRICS_TOKEN, LiveServer, make_key, new_session, scr
 
 SEEDS = range(4)
 STEPS = 24
+SMALL = -1  # a window set below the history's tokens (``_window``)
 BODIES: list[dict[str, Any]] = [
     {},
-    {"context_window": 1_500},
+    {"context_window": SMALL},
     {"provider": "anthropic"},
-    {"provider": "openai-responses", "context_window": 3_000},
+    {"provider": "openai-responses", "context_window": SMALL},
     {"provider": "gemini"},
     {"provider": "codex-cli"},
     {"fragments": [{"name": "now", "text": "The build is green."}]},
@@ -129,7 +133,7 @@ def _patch(run: Run) -> None:
     change = run.rng.choice(
         [
             {"system_prompt": [{"name": "role", "text": f"You are agent {run.turns}."}]},
-            {"context_window": run.rng.choice([1_000, 2_500, 128_000])},
+            {"context_window": run.rng.choice([SMALL, 128_000])},
             {"compiler": {"decorators": ["compact_tool_results", "token_limit"]}},
             {"compiler": None},
             {"metadata": {"team": run.rng.choice(["a", "b"])}},
@@ -137,8 +141,18 @@ def _patch(run: Run) -> None:
         ]
     )
     with run.via() as c:
-        answer = c.patch(f"/v1/sessions/{run.sid}", json=change)
+        answer = c.patch(f"/v1/sessions/{run.sid}", json=_windowed(run, change))
         assert answer.status_code == 200, answer.text
+
+
+def _windowed(run: Run, body: dict[str, Any]) -> dict[str, Any]:
+    """``body`` with a ``SMALL`` window made 80% of the history's tokens: trimmed, and short of
+    the 1.65 windows that make a history long enough for a digest."""
+    if body.get("context_window") != SMALL:
+        return body
+    with run.via() as c:
+        tokens = c.get(f"/v1/sessions/{run.sid}").json()["tokens"]
+    return body | {"context_window": max(1_000, tokens * 4 // 5)}
 
 
 def _compact(run: Run) -> None:
@@ -219,7 +233,7 @@ def _compiled(client: httpx.Client, sid: str, body: dict[str, Any]) -> dict[str,
 
 def _check(run: Run) -> None:
     """Every replica, twice, answers what the server that remembers nothing answers."""
-    body = run.rng.choice(BODIES)
+    body = _windowed(run, run.rng.choice(BODIES))
     with run.servers.fresh.client(run.servers.key) as c:
         expected = _compiled(c, run.sid, body)
     for n, replica in enumerate(run.servers.replicas):
@@ -238,7 +252,7 @@ def _check(run: Run) -> None:
 def test_a_remembered_compile_is_the_compile_made_from_scratch(servers: Servers, seed: int) -> None:
     rng = random.Random(seed)
     with servers.replicas[0].client(servers.key) as c:
-        sid = new_session(c, context_window=rng.choice([2_000, 128_000]))
+        sid = new_session(c)
     run = Run(servers, rng, sid)
     _append(run)
     steps, weights = zip(*STEPS_BY_WEIGHT, strict=True)
