@@ -94,7 +94,7 @@ class Metrics:
         self.session_reads = Counter(
             "ctxc_session_compile_reads",
             "Session compiles by what they read: the tail and a digest of the rest, the whole "
-            "history, or the messages after the cursor (delta)",
+            "history, the messages after the cursor (delta), or nothing (remembered)",
             ["read"],
             registry=r,
         )

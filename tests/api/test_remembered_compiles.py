@@ -26,7 +26,8 @@ import httpx
 import pytest
 
 from app.settings import Settings
-from tests.conftest import METRICS_TOKEN, LiveServer, make_key, new_session, scrape
+from tests.api.test_tail_compile import reads
+from tests.conftest import METRICS_TOKEN, LiveServer, make_key, new_session
 
 SEEDS = range(4)
 STEPS = 24
@@ -124,13 +125,12 @@ def _append(run: Run) -> None:
     batch = [m for _ in range(run.rng.randrange(1, 6)) for m in _turn(run.rng, run.turns + 1)]
     run.turns += 1
     with run.via() as c:
-        assert (
-            c.post(f"/v1/sessions/{run.sid}/messages", json={"messages": batch}).status_code == 201
-        )
+        answer = c.post(f"/v1/sessions/{run.sid}/messages", json={"messages": batch})
+        assert answer.status_code == 201, answer.text
 
 
 def _patch(run: Run) -> None:
-    change = run.rng.choice(
+    change: dict[str, Any] = run.rng.choice(
         [
             {"system_prompt": [{"name": "role", "text": f"You are agent {run.turns}."}]},
             {"context_window": run.rng.choice([SMALL, 128_000])},
@@ -267,12 +267,12 @@ def test_a_repeated_compile_is_remembered_and_a_new_turn_is_not(servers: Servers
     with replica.client(servers.key) as c:
         sid = new_session(c)
         c.post(f"/v1/sessions/{sid}/messages", json={"messages": _turn(random.Random(0), 1)})
-        before = _reads(c)
+        before = reads(c)
         first, second = _compiled(c, sid, {}), _compiled(c, sid, {})
         assert first == second
         c.post(f"/v1/sessions/{sid}/messages", json={"messages": _turn(random.Random(1), 2)})
         third = _compiled(c, sid, {})
-        after = _reads(c)
+        after = reads(c)
     assert third != first
     assert after.get("remembered", 0) - before.get("remembered", 0) == 1
     assert after.get("whole", 0) - before.get("whole", 0) == 2
@@ -292,11 +292,3 @@ def test_one_tenant_never_gets_what_another_compiled(servers: Servers, database_
             answers.append(_compiled(c, sid, {}))
     assert answers[0]["messages"][-1]["content"] == "tenant a's secret"
     assert answers[1]["messages"][-1]["content"] == "tenant b's secret"
-
-
-def _reads(client: httpx.Client) -> dict[str, float]:
-    found = {}
-    for line in scrape(client).text.splitlines():
-        if line.startswith("ctxc_session_compile_reads_total{"):
-            found[line.split('read="')[1].split('"')[0]] = float(line.rsplit(" ", 1)[1])
-    return found
