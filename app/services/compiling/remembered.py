@@ -15,7 +15,6 @@ tenant hits, or can time, what another compiled.
 
 from __future__ import annotations
 
-from dataclasses import fields, is_dataclass
 from typing import Any
 
 import orjson
@@ -71,11 +70,10 @@ def size_of(output: Output) -> int:
 
 
 def _plain(value: Any) -> Any:
-    """What orjson does not know, as plain JSON values (frozensets sorted: one value, one key)."""
+    """What orjson does not know (it writes dataclasses itself), as plain JSON values: pydantic
+    models dumped, frozensets sorted (one value, one key)."""
     if isinstance(value, BaseModel):
         return value.model_dump(mode="json")
     if isinstance(value, frozenset | set):
         return sorted(value, key=str)
-    if is_dataclass(value) and not isinstance(value, type):
-        return {f.name: getattr(value, f.name) for f in fields(value)}
     raise TypeError(type(value).__name__)

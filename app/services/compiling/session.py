@@ -223,23 +223,11 @@ async def plan_for(ctx: Context, loaded: Loaded, options: Options) -> Plan:
         target = replace(target, fragments=(), context=context, prior_call_ids=prior)
     compiler = build(spec, ctx.registry)
     own = bool(options.pending or options.ephemeral)  # messages of the compile's own
-    keeps = ctx.cache.views.max_bytes > 0 and remembered.keeps(spec, ctx.registry, own)
-    key = view_key(ctx, loaded, spec, target, cursor, options) if keeps else None
+    key = None
+    if ctx.cache.views.max_bytes > 0 and remembered.keeps(spec, ctx.registry, own):
+        name, execution = loaded.tenant_name, options.execution_id
+        key = remembered.view_key(ctx.tenant, name, row, spec, target, cursor, execution)
     return Plan(spec, compiler, encoder, target, cursor, notes, long, view, key)
-
-
-def view_key(
-    ctx: Context,
-    loaded: Loaded,
-    spec: CompilerSpec,
-    target: Target,
-    cursor: int | None,
-    options: Options,
-) -> ViewKey:
-    """What the compile's output is kept by (``remembered``)."""
-    execution = options.execution_id
-    tenant, name = ctx.tenant, loaded.tenant_name
-    return remembered.view_key(tenant, name, loaded.row, spec, target, cursor, execution)
 
 
 def _cursor(row: SessionRow, profile: ProviderProfile) -> tuple[int | None, tuple[str, ...]]:

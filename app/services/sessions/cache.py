@@ -23,6 +23,7 @@ from typing import Any, Generic, TypeVar
 import orjson
 from cachetools import LRUCache
 
+from app.domain.compiling import Output
 from app.domain.errors import FormatError, InvalidInput, Path
 from app.domain.formats.convert import Format, parse_messages
 from app.domain.formats.responses import group_turns
@@ -114,7 +115,7 @@ class MessageCache:
         self.stored: Lru[tuple[str, int, int, Any], Message] = Lru(stored_bytes)
         # Session compiles' outputs, by tenant, session and a hash of the history's version and
         # last seq and all else the output depends on (app/services/compiling/remembered.py).
-        self.views: Lru[tuple[str, str, bytes], Any] = Lru(view_bytes)
+        self.views: Lru[tuple[str, str, bytes], Output] = Lru(view_bytes)
         self.threads = threads
         self._pool: ThreadPoolExecutor | None = None
         self._pool_lock = threading.Lock()
