@@ -140,12 +140,20 @@ async def _open_state(settings: Settings, metrics: Metrics, stack: AsyncExitStac
         settings.compile_cache_bytes,
         stored_bytes=settings.stored_cache_bytes,
         view_bytes=settings.view_cache_bytes,
+        tail_bytes=settings.tail_cache_bytes,
     )
     answers: Lru[bytes, bytes] = Lru(settings.answer_cache_bytes)
     _collect(
         metrics,
         stack,
-        CacheCollector({"messages": cache.entries, "answers": answers, "views": cache.views}),
+        CacheCollector(
+            {
+                "messages": cache.entries,
+                "answers": answers,
+                "views": cache.views,
+                "tails": cache.tails,
+            }
+        ),
     )
     upstreams, digester, preparer = await _background(settings, metrics, maker, stack)
     return AppState(

@@ -138,6 +138,12 @@ class Settings(BaseSettings):
         "else they depend on, for compilers that are repeatable (LRU, estimated bytes; 0 turns "
         "it off).",
     )
+    tail_cache_bytes: int = Field(
+        64 * 1024 * 1024,
+        ge=0,
+        description="The tails long session compiles read, kept by session and view so the next "
+        "compile reads only the rows stored since (LRU, estimated bytes; 0 turns it off).",
+    )
     answer_cache_bytes: int = Field(
         64 * 1024 * 1024,
         ge=0,

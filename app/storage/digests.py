@@ -81,6 +81,16 @@ async def load(db: AsyncSession, pk: SessionPk, view_key: str, version: int) -> 
     return Stored(Digest.from_json(found.digest), found.generation)
 
 
+async def unmoved(db: AsyncSession, pk: SessionPk, view_key: str, stored: Stored) -> bool:
+    """Whether ``stored`` is still the view's digest, not moved forward or replaced since it was
+    read (a generation and an upto name what a digest holds: its JSON is not read again)."""
+    query = select(DigestRow.generation, DigestRow.upto).where(
+        DigestRow.session_pk == pk, DigestRow.view_key == view_key
+    )
+    found = (await db.execute(query)).first()
+    return found is not None and tuple(found) == (stored.generation, stored.digest.upto)
+
+
 async def rows_from(
     db: AsyncSession, pk: SessionPk, needed: Ranges, upto: int, encoding: str
 ) -> Sequence[Row[Any]]:

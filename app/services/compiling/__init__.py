@@ -2,7 +2,8 @@
 
 `request`: what a compile is asked (``Options``), needs (``Context``) and answers
 (``Compilation``); `posted`: a posted history; `session`: a stored session, in its steps;
-`digesting`: the tail read and the digests made after a compile; `stored`: stored messages
+`tails`: the tail of a long history a compile reads, kept for the next; `digesting`: the
+digests made after a compile; `stored`: stored messages
 parsed once; `tokens`: counting a posted
 request; `plugins`: compilers installed as Python packages.
 """

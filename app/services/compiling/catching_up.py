@@ -25,19 +25,10 @@ from app.domain.models import Catalog
 from app.domain.providers import ProviderProfile
 from app.domain.sessions import SessionPk, TenantId
 from app.domain.tokens import TokenCounter, count_message
-from app.services.compiling.digesting import (
-    KEEP_WINDOWS,
-    MOVE_AT,
-    Digester,
-    Job,
-    Outcome,
-    Runner,
-    View,
-    long_history,
-    view_of,
-)
+from app.services.compiling.digesting import Digester, Job, Outcome, Runner
 from app.services.compiling.request import spec_of
 from app.services.compiling.stored import item_of
+from app.services.compiling.tails import KEEP_WINDOWS, MOVE_AT, View, long_history, view_of
 from app.services.sessions import session_profile
 from app.services.tenancy import cpu
 from app.storage import compiles, digests, queries

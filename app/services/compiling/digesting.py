@@ -18,7 +18,6 @@ from __future__ import annotations
 
 import asyncio
 import bisect
-import hashlib
 import logging
 from collections.abc import Callable, Sequence
 from contextlib import AbstractAsyncContextManager, nullcontext
@@ -28,26 +27,20 @@ from itertools import accumulate
 from typing import Any, Literal, TypeVar, TypeVarTuple
 
 from cachetools import LRUCache
-from sqlalchemy import Row
 from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 
-from app.domain.compilers.base import Compiler, Elided, Item, Snapshot
+from app.domain.compilers.base import Compiler, Item, Snapshot
 from app.domain.compilers.digests import (
     Digest,
-    candidate_ids,
     candidates,
     earlier,
     extend,
 )
-from app.domain.compilers.registry import Registry, build_base, built_in
-from app.domain.compilers.spec import CompilerSpec
 from app.domain.compiling import Output, Target
-from app.domain.providers import ProviderProfile
 from app.domain.sessions import SessionPk
 from app.domain.tokens import Encoder, count_message
-from app.domain.validity.repair import Earlier, Ids
-from app.services.compiling.stored import items_of, tool_ids
-from app.services.sessions.cache import MessageCache, canonical_json
+from app.domain.validity.repair import Ids
+from app.services.compiling.tails import KEEP_WINDOWS, MOVE_AT, Tail, View
 from app.services.tenancy import cpu
 from app.storage import digests
 from app.storage.digests import Stored
@@ -166,90 +159,7 @@ class Digester:
         await self.idle()
 
 
-# Reading the tail of a long history
-
-# A digest keeps this many context windows of rounds after it (or as many times what the compile
-# sent, if more), and is moved forward once the tail read with it has MOVE_AT times that: a
-# compile reads 1.1 to 1.65 windows of a long history.
-KEEP_WINDOWS = 1.1
-MOVE_AT = 1.5
-TRIMMING = frozenset({"token_limit", "window"})
-
-
-@dataclass(frozen=True)
-class View:
-    """What a digest is made for: a base compiler, for a target shape and encoding."""
-
-    key: str
-    base: Compiler
-
-
-def long_history(row: SessionRow, encoding: str, context_window: int) -> bool:
-    """Whether the session is long enough in ``context_window`` for a digest to be made of it
-    (its running token totals): a shorter one is read whole, with no digest looked up."""
-    stored = row.tokens_o200k if encoding == "o200k_base" else row.tokens_cl100k
-    return stored >= MOVE_AT * KEEP_WINDOWS * context_window
-
-
-def view_of(spec: CompilerSpec, registry: Registry, profile: ProviderProfile) -> View | None:
-    """The view of a compile that may read a tail: built-ins only (a plug-in may read any of
-    the history), with a step that trims (without one, all of it is sent)."""
-    if not built_in(spec, registry) or not any(p.name in TRIMMING for p in spec.decorators):
-        return None
-    named = [spec.base.name, spec.base.params, profile.output, profile.encoding]
-    return View(hashlib.sha256(canonical_json(named)).hexdigest(), build_base(spec, registry))
-
-
-@dataclass(frozen=True)
-class Tail:
-    """The newest part of a history, the digest of the rest, and what its ids ask of it."""
-
-    stored: Stored
-    rows: Sequence[Row[Any]]  # the digest's needed rows, then the tail
-    items: Sequence[Item]  # the rows' items
-    asked: frozenset[str]
-    calls: set[str]
-    held: set[str]
-
-    def reread(self, items: Sequence[Item]) -> list[Item]:
-        return [i for i in items if i.seq < self.stored.digest.upto]
-
-    def earlier(self, items: Sequence[Item]) -> Earlier:
-        return earlier(self.asked, self.calls, self.held, self.reread(items))
-
-    def elided(self, items: Sequence[Item]) -> Elided:
-        return self.stored.digest.elided(self.earlier(items))
-
-    @property
-    def tokens(self) -> int:
-        """The tail's stored tokens."""
-        return sum(r.tokens for r in self.rows if r.seq >= self.stored.digest.upto)
-
-
-async def read_tail(
-    db: AsyncSession,
-    row: SessionRow,
-    view: View,
-    execution_id: str | None,
-    profile: ProviderProfile,
-    cache: MessageCache,
-) -> Tail | None:
-    """The tail to compile with the view's digest of the session ``row``'s history, if there is
-    one for this history and this execution; read after the digest (its items parsed, from the
-    ``cache`` of them when they are there), and checked to be of the same history (a compaction
-    between two reads changes it)."""
-    pk, version = SessionPk(row.pk), row.history_version
-    stored = await digests.load(db, pk, view.key, version)
-    if stored is None or not stored.digest.serves(execution_id):
-        return None
-    digest = stored.digest
-    rows = await digests.rows_from(db, pk, digest.needed, digest.upto, profile.encoding)
-    items = await cpu.run_sync(items_of, rows, (pk, version), cache)
-    asked = candidate_ids(tool_ids(items, digest.upto), profile.output, digest)
-    calls, held = await digests.ids_among(db, pk, view.key, stored, asked)
-    if await digests.history_version(db, pk) != version:
-        return None
-    return Tail(stored, rows, items, asked, calls, held)
+# What a digest keeps, and when it is made or moved
 
 
 def keep_tokens(target: Target, output: Output) -> int:

@@ -174,7 +174,7 @@ def snapshot_of(
     )
 
 
-def light(rows: Sequence[Row[Any]], target: Target, options: Options) -> bool:
+def light(rows: Sequence[Row[Any]] | Sequence[Item], target: Target, options: Options) -> bool:
     """Whether the compile costs less than a worker thread round trip, so it may run on the event
     loop: a few stored messages of few tokens (text is what costs), no ephemeral messages."""
     texts = [f.text for f in target.fragments] + [m.text for m in target.context]

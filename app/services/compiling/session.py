@@ -40,16 +40,7 @@ from app.services.compaction import Done
 from app.services.compaction.compacting import compact_due, compact_sent
 from app.services.compaction.reports import Report
 from app.services.compiling import remembered
-from app.services.compiling.digesting import (
-    Tail,
-    View,
-    digest_snapshot,
-    job_after,
-    keep_tokens,
-    long_history,
-    read_tail,
-    view_of,
-)
+from app.services.compiling.digesting import digest_snapshot, job_after, keep_tokens
 from app.services.compiling.remembered import ViewKey
 from app.services.compiling.request import (
     Caller,
@@ -65,6 +56,7 @@ from app.services.compiling.request import (
     tools_tokens,
 )
 from app.services.compiling.stored import items_of
+from app.services.compiling.tails import Tail, View, long_history, read_tail, view_of
 from app.services.sessions import require_session_and_tenant_name, session_profile
 from app.services.sessions.calibration import calibration_for, key_for
 from app.services.sessions.originals import keep_originals
@@ -261,17 +253,19 @@ async def _read_and_compile(ctx: Context, loaded: Loaded, plan: Plan, options: O
     tail = None
     if plan.view is not None:
         row, profile, execution = loaded.row, loaded.profile, options.execution_id
-        tail = await read_tail(ctx.session, row, plan.view, execution, profile, ctx.cache)
+        tail = await read_tail(
+            ctx.session, row, plan.view, execution, profile, ctx.cache, ctx.tenant
+        )
     try:
         if tail is not None:
             try:
-                output, items = await _run(ctx, loaded, plan, options, tail.rows, tail)
+                output, items = await _run(ctx, loaded, plan, options, (), tail)
                 return Compiled(output, items, tail, "tail")
             except NeedsHistory:  # the tail was not enough: the whole history, as without one
                 pass
         return await _whole(ctx, loaded, plan, options)
     except NothingToSend:  # also what a session deleted between the reads above looks like
-        read = tail.rows if tail else ()
+        read = tail.items if tail else ()
         if not read and not await compiles.session_exists(ctx.session, loaded.pk):
             raise NotFound("session", loaded.session_id) from None
         raise
@@ -295,10 +289,11 @@ async def _run(
     rows: Sequence[Row[Any]],
     tail: Tail | None,
 ) -> tuple[Output, tuple[Item, ...]]:
-    """The compile of ``rows`` (and the pending messages): on the event loop when it is light,
-    else in a worker thread."""
+    """The compile of ``rows``, or of the ``tail``, and the pending messages: on the event loop
+    when it is light, else in a worker thread."""
     work = partial(_work, ctx, loaded, plan, options)
-    if light(rows, plan.target, options) and not scans(plan.spec):
+    read = rows if tail is None else tail.items
+    if light(read, plan.target, options) and not scans(plan.spec):
         return work(rows, tail)
     return await cpu.run_sync(work, rows, tail)
 

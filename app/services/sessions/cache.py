@@ -69,12 +69,16 @@ class Lru(Generic[K, V]):
         with self._lock:
             return self._hits, self._misses, int(self._entries.currsize), len(self._entries)
 
-    def put(self, key: K, value: V, size: int) -> None:
-        """Keep ``value`` (unless it alone is over the bound), evicting the least recent."""
+    def put(self, key: K, value: V, size: int, replace: bool = False) -> None:
+        """Keep ``value`` (unless it alone is over the bound), evicting the least recent; what
+        ``key`` holds already stays, unless told to ``replace`` it."""
         if size > self.max_bytes:
+            if replace:
+                with self._lock:
+                    self._entries.pop(key, None)
             return
         with self._lock:
-            if key not in self._entries:
+            if replace or key not in self._entries:
                 self._entries[key] = (value, size)
 
 
@@ -106,6 +110,7 @@ class MessageCache:
         threads: int = COUNT_THREADS,
         stored_bytes: int = 0,
         view_bytes: int = 0,
+        tail_bytes: int = 0,
     ) -> None:
         self.counter = counter
         self.entries: Lru[bytes, Entry] = Lru(max_bytes)
@@ -116,6 +121,9 @@ class MessageCache:
         # Session compiles' outputs, by tenant, session and a hash of the history's version and
         # last seq and all else the output depends on (app/services/compiling/remembered.py).
         self.views: Lru[tuple[str, str, bytes], Output] = Lru(view_bytes)
+        # The tails long session compiles read, by tenant, session and view: the next reads
+        # what was stored since (app/services/compiling/tails.py).
+        self.tails: Lru[tuple[str, str, str], Any] = Lru(tail_bytes)
         self.threads = threads
         self._pool: ThreadPoolExecutor | None = None
         self._pool_lock = threading.Lock()

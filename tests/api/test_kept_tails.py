@@ -1,0 +1,77 @@
+"""A long session's compile keeps the tail it read, and the next compile of the same history and
+digest reads only the rows stored since (issue 27, item 1). Over HTTP on both databases, two
+servers on one database: one keeps tails, the other reads every tail anew. Through appends on
+either server (turns that reuse call ids, so the repairs rename them across the parts), digests
+moved forward in the background, compactions and executions, each compile of the one is the
+compile of the other, and the kept tails were used."""
+
+from __future__ import annotations
+
+import random
+from collections.abc import Iterator
+
+import httpx
+import pytest
+
+from app.settings import Settings
+from tests.api.test_tail_compile import WINDOW, append, compiled, turn
+from tests.conftest import METRICS_TOKEN, Api, LiveServer, new_session, scrape, serve_api
+
+STEPS = 30
+PROVIDERS = ("anthropic", "gpt-4o", "openai-responses")
+
+
+@pytest.fixture(scope="module")
+def api(database_url: str) -> Iterator[Api]:
+    """The server that keeps tails (and no whole compiles: each compile here reads)."""
+    yield from serve_api(database_url, view_cache_bytes=0)
+
+
+@pytest.fixture(scope="module")
+def fresh(api: Api) -> Iterator[httpx.Client]:
+    """A second server on the same database that keeps no tail, with tenant A's key."""
+    settings = Settings(
+        database_url=api.database_url,
+        auth="keys",
+        metrics_token=METRICS_TOKEN,
+        view_cache_bytes=0,
+        tail_cache_bytes=0,
+    )
+    with LiveServer(settings) as server:
+        headers = {"Authorization": f"Bearer {api.key_a}"}
+        with httpx.Client(base_url=server.url, headers=headers, timeout=60) as client:
+            yield client
+
+
+def kept_tails(client: httpx.Client) -> float:
+    """Compiles so far that found the tail they read kept."""
+    for line in scrape(client).text.splitlines():
+        if line.startswith('ctxc_cache_lookups_total{cache="tails",result="hit"}'):
+            return float(line.rsplit(" ", 1)[1])
+    return 0.0
+
+
+@pytest.mark.parametrize("seed", range(len(PROVIDERS)))
+def test_a_kept_tail_compiles_as_a_tail_read_anew(
+    client: httpx.Client, fresh: httpx.Client, seed: int
+) -> None:
+    rng = random.Random(seed)
+    sid = new_session(client, provider=PROVIDERS[seed], context_window=WINDOW)
+    n = 200
+    append(client, sid, [m for i in range(n) for m in turn(i, call_id=f"c{i % 7}")])
+    compiled(client, sid)  # reads it all; a digest is made in the background
+    hits = kept_tails(client)
+    for _ in range(STEPS):
+        turns = rng.randint(1, 4)
+        fresh_ids = rng.random() < 0.5
+        batch = [
+            m for i in range(n, n + turns) for m in turn(i, None if fresh_ids else f"c{i % 7}")
+        ]
+        append(rng.choice((client, fresh)), sid, batch)
+        n += turns
+        if rng.random() < 0.1:
+            done = client.post(f"/v1/sessions/{sid}/compact", json={"kind": "tool_payloads"})
+            assert done.status_code == 201, done.text
+        body = {"execution_id": "e2"} if rng.random() < 0.2 else {}
+        assert compiled(client, sid, **body) == compiled(fresh, sid, **body)
+    assert kept_tails(client) > hits
