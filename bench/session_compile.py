@@ -13,7 +13,8 @@ On Postgres and on SQLite, one `ctxc serve` each, one session of agent turns
   them, so each is answered with the output the first one made (``remembered``): what a retry,
   or a compile that finds nothing new, costs;
 - after a new turn: rounds of one appended turn (10 messages) and a full compile, which finds
-  new messages and so compiles the view again (reading only the new rows' messages anew);
+  new messages and so compiles the view again (reading only the rows stored since the tail the
+  compile before read, which was kept);
 - delta: the same session compiled for `codex-cli` (session-stateful) with an active provider
   session: the cursor reset, a compile acknowledged with a `provider_session_id` (the full
   start), then rounds of one appended turn (10 messages), a compile (timed, delta mode) and its
@@ -58,7 +59,7 @@ BUDGET_S = 20.0  # ... within about this long, at least MIN_REPEATS
 MIN_REPEATS = 3
 SETTLE_S = 300.0  # the longest wait for a digest job after the first compile
 DIGESTS = "ctxc_digests_total"
-TAIL_READS = 'ctxc_session_compile_reads_total{read="tail"}'
+TAIL_READS = tuple(f'ctxc_session_compile_reads_total{{read="{r}"}}' for r in ("tail", "kept"))
 MOVE_S = 5.0  # the wait for a digest moved after a compile that read a tail: often none is due
 ROUNDS = 20  # delta rounds per size
 TURN = 10  # messages appended per delta round
@@ -259,13 +260,18 @@ def settle(client: httpx.Client, jobs: float, patience: float = SETTLE_S) -> Non
         time.sleep(0.2)
 
 
+def tail_reads(client: httpx.Client) -> float:
+    """Compiles so far that read a tail (anew, or grown from a kept one)."""
+    return sum(metric(client, name) for name in TAIL_READS)
+
+
 def full(kind: str, url: str, client: httpx.Client, sid: str, size: int) -> Row:
     """Full-mode compiles of the session as it stands, and their floor: the first compile
     after growing (which reads what the digest does not cover yet) apart, then turns."""
-    jobs, tails = metric(client, DIGESTS), metric(client, TAIL_READS)
+    jobs, tails = metric(client, DIGESTS), tail_reads(client)
     _, first = compile_once(client, sid, {})
     # A compile that read a tail found the digest the appends made; one may still be moving.
-    settle(client, jobs, MOVE_S if metric(client, TAIL_READS) > tails else SETTLE_S)
+    settle(client, jobs, MOVE_S if tail_reads(client) > tails else SETTLE_S)
     times: list[float] = []
     began = time.perf_counter()
     with floor(kind, url, sid, client) as base:

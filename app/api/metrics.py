@@ -93,8 +93,9 @@ class Metrics:
         )
         self.session_reads = Counter(
             "ctxc_session_compile_reads",
-            "Session compiles by what they read: the tail and a digest of the rest, the whole "
-            "history, the messages after the cursor (delta), or nothing (remembered)",
+            "Session compiles by what they read: the tail and a digest of the rest, a kept tail "
+            "and the rows since, the whole history, the messages after the cursor (delta), or "
+            "nothing (remembered)",
             ["read"],
             registry=r,
         )

@@ -81,14 +81,24 @@ async def load(db: AsyncSession, pk: SessionPk, view_key: str, version: int) -> 
     return Stored(Digest.from_json(found.digest), found.generation)
 
 
-async def unmoved(db: AsyncSession, pk: SessionPk, view_key: str, stored: Stored) -> bool:
-    """Whether ``stored`` is still the view's digest, not moved forward or replaced since it was
-    read (a generation and an upto name what a digest holds: its JSON is not read again)."""
-    query = select(DigestRow.generation, DigestRow.upto).where(
-        DigestRow.session_pk == pk, DigestRow.view_key == view_key
+async def still(db: AsyncSession, at: Place, stored: Stored) -> bool:
+    """Whether the history ``at`` is still at its version and ``stored`` still its view's
+    digest, not moved forward or replaced since it was read (a generation and an upto name what
+    a digest holds: its JSON is not read again). One query."""
+    found = (await db.execute(_STILL, {"pk": at.pk, "view": at.view_key})).first()
+    if found is None:
+        return False
+    return tuple(found) == (at.version, stored.generation, stored.digest.upto)
+
+
+_STILL = (
+    select(SessionRow.history_version, DigestRow.generation, DigestRow.upto)
+    .outerjoin(
+        DigestRow,
+        (DigestRow.session_pk == SessionRow.pk) & (DigestRow.view_key == bindparam("view")),
     )
-    found = (await db.execute(query)).first()
-    return found is not None and tuple(found) == (stored.generation, stored.digest.upto)
+    .where(SessionRow.pk == bindparam("pk"))
+)
 
 
 async def rows_from(

@@ -11,7 +11,16 @@ from collections.abc import Iterator
 import httpx
 import pytest
 
-from tests.api.test_tail_compile import WINDOW, append, compiled, digest_upto, reads, turn, whole
+from tests.api.test_tail_compile import (
+    WINDOW,
+    append,
+    compiled,
+    digest_upto,
+    reads,
+    tail_reads,
+    turn,
+    whole,
+)
 from tests.conftest import Api, new_session, serve_api
 
 
@@ -30,9 +39,9 @@ def test_appends_in_batches_leave_a_digest_the_first_compile_reads(
         append(client, sid, [m for n in range(start, start + 25) for m in turn(n)])
     upto = digest_upto(api, sid)
     assert upto is not None and upto > 600
-    before = reads(client).get("tail", 0)
+    before = tail_reads(client)
     first = compiled(client, sid)
-    assert reads(client)["tail"] == before + 1
+    assert tail_reads(client) == before + 1
     assert first["left_out"][0]["reason"] == "token_limit"
     assert first == compiled(client, sid) == whole(api, client, sid)
 
@@ -48,9 +57,9 @@ def test_an_import_leaves_a_digest_the_first_compile_reads(api: Api, client: htt
     assert imported.status_code == 201, imported.text
     upto = digest_upto(api, copy)
     assert upto is not None and upto > 200
-    before = reads(client).get("tail", 0)
+    before = tail_reads(client)
     first = compiled(client, copy)
-    assert reads(client)["tail"] == before + 1
+    assert tail_reads(client) == before + 1
     assert any("renamed tool call id" in w for w in first["warnings"])
     assert first == whole(api, client, copy)
 

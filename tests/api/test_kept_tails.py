@@ -14,8 +14,16 @@ import httpx
 import pytest
 
 from app.settings import Settings
-from tests.api.test_tail_compile import WINDOW, append, compiled, turn
-from tests.conftest import METRICS_TOKEN, Api, LiveServer, new_session, scrape, serve_api
+from tests.api.test_tail_compile import (
+    WINDOW,
+    _sql,
+    append,
+    compiled,
+    reads,
+    turn,
+    wait_for_digest,
+)
+from tests.conftest import METRICS_TOKEN, Api, LiveServer, new_session, serve_api
 
 STEPS = 30
 PROVIDERS = ("anthropic", "gpt-4o", "openai-responses")
@@ -43,35 +51,50 @@ def fresh(api: Api) -> Iterator[httpx.Client]:
             yield client
 
 
-def kept_tails(client: httpx.Client) -> float:
-    """Compiles so far that found the tail they read kept."""
-    for line in scrape(client).text.splitlines():
-        if line.startswith('ctxc_cache_lookups_total{cache="tails",result="hit"}'):
-            return float(line.rsplit(" ", 1)[1])
-    return 0.0
+def digest_of(api: Api, sid: str) -> tuple[str, int] | None:
+    """The session's digest (of the default view) as its generation and upto."""
+    found = _sql(
+        api.database_url,
+        "SELECT d.generation, d.upto FROM digests d JOIN sessions s ON s.pk = d.session_pk"
+        " WHERE s.id = :sid",
+        sid=sid,
+    )
+    return (str(found[0][0]), int(found[0][1])) if found else None
+
+
+def kept_reads(client: httpx.Client) -> float:
+    """Compiles so far that read a kept tail and the rows since."""
+    return reads(client).get("kept", 0)
 
 
 @pytest.mark.parametrize("seed", range(len(PROVIDERS)))
 def test_a_kept_tail_compiles_as_a_tail_read_anew(
-    client: httpx.Client, fresh: httpx.Client, seed: int
+    api: Api, client: httpx.Client, fresh: httpx.Client, seed: int
 ) -> None:
     rng = random.Random(seed)
     sid = new_session(client, provider=PROVIDERS[seed], context_window=WINDOW)
     n = 200
     append(client, sid, [m for i in range(n) for m in turn(i, call_id=f"c{i % 7}")])
     compiled(client, sid)  # reads it all; a digest is made in the background
-    hits = kept_tails(client)
+    wait_for_digest(api, sid)
+    first, kept = digest_of(api, sid), kept_reads(client)
     for _ in range(STEPS):
         turns = rng.randint(1, 4)
-        fresh_ids = rng.random() < 0.5
+        reused = rng.random() < 0.5
+        # Traces of another execution: its compiles read the whole history and make the digest
+        # theirs (a new generation), which a tail kept of the one before must not outlive.
+        trace = "e1" if rng.random() < 0.2 else None
         batch = [
-            m for i in range(n, n + turns) for m in turn(i, None if fresh_ids else f"c{i % 7}")
+            m
+            for i in range(n, n + turns)
+            for m in turn(i, f"c{i % 7}" if reused else None, trace=trace)
         ]
         append(rng.choice((client, fresh)), sid, batch)
         n += turns
         if rng.random() < 0.1:
             done = client.post(f"/v1/sessions/{sid}/compact", json={"kind": "tool_payloads"})
             assert done.status_code == 201, done.text
-        body = {"execution_id": "e2"} if rng.random() < 0.2 else {}
+        body = {"execution_id": rng.choice(("e1", "e2"))} if rng.random() < 0.3 else {}
         assert compiled(client, sid, **body) == compiled(fresh, sid, **body)
-    assert kept_tails(client) > hits
+    assert kept_reads(client) > kept
+    assert digest_of(api, sid) != first  # moved forward or made anew meanwhile

@@ -81,6 +81,12 @@ def reads(client: httpx.Client) -> dict[str, float]:
     return found
 
 
+def tail_reads(client: httpx.Client) -> float:
+    """Session compiles so far that read a tail: anew, or a kept one and the rows since."""
+    found = reads(client)
+    return found.get("tail", 0) + found.get("kept", 0)
+
+
 def digest_jobs(client: httpx.Client) -> float:
     """Digest jobs ended so far (made, moved or not)."""
     lines = scrape(client).text.splitlines()
@@ -151,9 +157,9 @@ def test_a_long_session_compiles_from_its_tail_as_from_all_of_it(
     first = compiled(client, sid)  # reads it all, then a digest is made
     upto = wait_for_digest(api, sid)
     assert upto > 300
-    before = reads(client)
+    before = tail_reads(client)
     again = compiled(client, sid)
-    assert reads(client)["tail"] == before.get("tail", 0) + 1
+    assert tail_reads(client) == before + 1
     assert again == first
     assert again["messages"][0]["role"] == "system"
     assert again["left_out"][0]["reason"] == "token_limit"
@@ -177,9 +183,9 @@ def test_the_window_decorator_and_a_posted_spec_read_the_tail_too(
     spec = {"decorators": [{"name": "window", "params": {"rounds": 12}}]}
     reference = compiled(client, sid, compiler=spec)
     wait_for_digest(api, sid)
-    before = reads(client).get("tail", 0)
+    before = tail_reads(client)
     assert compiled(client, sid, compiler=spec) == reference
-    assert reads(client)["tail"] == before + 1
+    assert tail_reads(client) == before + 1
     assert any("renamed tool call id" in w for w in reference["warnings"])
     append(client, sid, [m for n in range(200, 210) for m in turn(n, call_id=f"c{n % 7}")])
     assert compiled(client, sid, compiler=spec) == whole(api, client, sid, compiler=spec)
@@ -195,9 +201,9 @@ def test_the_new_shapes_read_the_tail_with_reused_call_ids(
     append(client, sid, [m for n in range(200) for m in turn(n, call_id=f"c{n % 7}")])
     reference = compiled(client, sid)
     wait_for_digest(api, sid)
-    before = reads(client).get("tail", 0)
+    before = tail_reads(client)
     assert compiled(client, sid) == reference
-    assert reads(client)["tail"] == before + 1
+    assert tail_reads(client) == before + 1
     renamed = any("renamed tool call id" in w for w in reference["warnings"])
     assert renamed == (provider == "openai-responses")
     append(client, sid, [m for n in range(200, 210) for m in turn(n, call_id=f"c{n % 7}")])
@@ -213,14 +219,14 @@ def test_a_compaction_retires_the_digest(api: Api, client: httpx.Client, kind: s
     body = {"kind": kind} | ({"policy": {"summary_tokens": 300}} if kind == "full" else {})
     done = client.post(f"/v1/sessions/{sid}/compact", json=body)
     assert done.status_code == 201, done.text
-    before = reads(client)
+    before, tails = reads(client), tail_reads(client)
     answer = compiled(client, sid)
     assert reads(client)["whole"] == before.get("whole", 0) + 1  # of another history
     if kind == "full":
         return  # what is left is short: read whole
     # Still long (its payloads were rewritten in place): a digest of the new history is made.
     deadline = time.monotonic() + 30
-    while reads(client).get("tail", 0) == before.get("tail", 0):
+    while tail_reads(client) == tails:
         assert time.monotonic() < deadline, "no digest of the rewritten history"
         assert compiled(client, sid) == answer
         time.sleep(0.05)

@@ -30,14 +30,11 @@ from app.services.compaction.compactor import Compactor
 from app.services.compiling.digesting import (
     Digester,
 )
+from app.services.compiling.stored import LIGHT_MESSAGES, LIGHT_TOKENS
 from app.services.sessions.cache import Entry, MessageCache
 
 # Without a spec of its own, a compile keeps the current trace and fits the context window.
 DEFAULT_COMPILE_SPEC = CompilerSpec(decorators=(Component(name="token_limit"),))
-# A session compile this small (a typical delta) runs on the event loop: it takes about a
-# millisecond, and a worker thread round trip costs a good part of that.
-LIGHT_MESSAGES = 64
-LIGHT_TOKENS = 16_384
 SCANNING = frozenset({"redact"})
 
 
@@ -75,7 +72,7 @@ class Options:
 Mode = Literal["full", "delta"]
 # What a session compile read: the tail with a digest of the rest, the whole history, the
 # messages after the cursor (a delta), or nothing (the output it made before: ``remembered``).
-Read = Literal["tail", "whole", "delta", "remembered"]
+Read = Literal["tail", "kept", "whole", "delta", "remembered"]
 
 
 @dataclass(frozen=True)

@@ -260,7 +260,7 @@ async def _read_and_compile(ctx: Context, loaded: Loaded, plan: Plan, options: O
         if tail is not None:
             try:
                 output, items = await _run(ctx, loaded, plan, options, (), tail)
-                return Compiled(output, items, tail, "tail")
+                return Compiled(output, items, tail, "kept" if tail.kept else "tail")
             except NeedsHistory:  # the tail was not enough: the whole history, as without one
                 pass
         return await _whole(ctx, loaded, plan, options)

@@ -25,6 +25,10 @@ History = tuple[str, int]
 # objects around its text.
 BYTES_PER_TOKEN = 12
 OVERHEAD = 512
+# A session compile this small (a typical delta), or a parse of this few rows, runs on the event
+# loop: it takes about a millisecond, and a worker thread round trip costs a good part of that.
+LIGHT_MESSAGES = 64
+LIGHT_TOKENS = 16_384
 
 
 def item_of(row: Row[Any]) -> Item:
@@ -56,6 +60,11 @@ def items_of(rows: Sequence[Row[Any]], history: History, cache: MessageCache) ->
         else:
             items.append(Item(row.seq, row.section, message, row.tokens))
     return items
+
+
+def few(rows: Sequence[Row[Any]]) -> bool:
+    """Whether ``rows`` are few and small enough to parse on the event loop."""
+    return len(rows) <= LIGHT_MESSAGES and sum(r.tokens for r in rows) <= LIGHT_TOKENS
 
 
 def tool_ids(items: Sequence[Item], upto: int) -> list[str]:

@@ -12,8 +12,10 @@ from __future__ import annotations
 
 import hashlib
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
+from typing import Any, cast
 
+from sqlalchemy import Row
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from app.domain.compilers.base import Compiler, Elided, Item
@@ -23,11 +25,11 @@ from app.domain.compilers.spec import CompilerSpec
 from app.domain.providers import ProviderProfile
 from app.domain.sessions import SessionPk, TenantId
 from app.domain.validity.repair import Earlier
-from app.services.compiling.stored import BYTES_PER_TOKEN, OVERHEAD, items_of, tool_ids
+from app.services.compiling.stored import BYTES_PER_TOKEN, OVERHEAD, few, items_of, tool_ids
 from app.services.sessions.cache import MessageCache, canonical_json
 from app.services.tenancy import cpu
 from app.storage import digests
-from app.storage.digests import Stored
+from app.storage.digests import Place, Stored
 from app.storage.models import SessionRow
 
 # A digest keeps this many context windows of rounds after it (or as many times what the compile
@@ -36,8 +38,10 @@ from app.storage.models import SessionRow
 KEEP_WINDOWS = 1.1
 MOVE_AT = 1.5
 TRIMMING = frozenset({"token_limit", "window"})
-# New rows parsed on the event loop, at most (a worker thread round trip costs more).
-FEW_ROWS = 64
+# What keeping an id (a string in a set) costs, estimated in bytes.
+ID_BYTES = 64
+# One tail takes at most this share of what tails may take.
+ONE_TAIL_SHARE = 8
 
 
 @dataclass(frozen=True)
@@ -76,6 +80,7 @@ class Tail:
     calls: frozenset[str]
     held: frozenset[str]
     size: int  # what keeping it costs, estimated in bytes
+    kept: bool = False  # grown from a tail kept from an earlier compile
 
     def reread(self, items: Sequence[Item]) -> list[Item]:
         return [i for i in items if i.seq < self.stored.digest.upto]
@@ -110,55 +115,83 @@ async def read_tail(
     """The tail to compile with the view's digest of the session ``row``'s history, if there is
     one for this history and this execution: what the last read of it kept and the rows stored
     since, or read after the digest (the items parsed, from the ``cache`` of them when they are
-    there); checked to be of the same history (a compaction between two reads changes it)."""
-    pk, version = SessionPk(row.pk), row.history_version
-    key = (tenant, pk, view.key)
-    kept = cache.tails.get(key)
-    if kept is not None and not await _current(db, kept, (pk, view.key, version)):
+    there); checked to be of the same history and digest after the reads (a compaction or a
+    new digest between two reads changes them)."""
+    at = Place(SessionPk(row.pk), view.key, row.history_version)
+    key = (tenant, at.pk, view.key)
+    kept = _kept(cache, key)
+    if kept is not None and not (
+        kept.version == at.version and await digests.still(db, at, kept.stored)
+    ):
         kept = None
-    stored = kept.stored if kept else await digests.load(db, pk, view.key, version)
+    stored = kept.stored if kept else await digests.load(db, at.pk, view.key, at.version)
     if stored is None or not stored.digest.serves(execution_id):
         return None
-    tail = await _read(db, (pk, view.key, version), stored, kept, profile, cache)
-    if await digests.history_version(db, pk) != version:
+    if kept is None:
+        rows = await digests.rows_from(
+            db, at.pk, stored.digest.needed, stored.digest.upto, profile.encoding
+        )
+        tail = await _grown(db, at, _empty(stored, at.version), rows, profile, cache)
+    else:
+        rows = await digests.rows_from(db, at.pk, (), kept.after, profile.encoding)
+        tail = replace(await _grown(db, at, kept, rows, profile, cache), kept=True)
+    if not await digests.still(db, at, stored):
+        cache.tails.pop(key)
         return None
-    cache.tails.put(key, tail, tail.size, replace=True)
+    _keep(cache, key, tail)
     return tail
 
 
-async def _current(db: AsyncSession, kept: Tail, at: tuple[SessionPk, str, int]) -> bool:
-    """Whether ``kept`` is of the history ``at`` (a session, a view and a history version) and
-    of the view's digest as it is."""
-    pk, view_key, version = at
-    return kept.version == version and await digests.unmoved(db, pk, view_key, kept.stored)
+def _kept(cache: MessageCache, key: tuple[str, str, str]) -> Tail | None:
+    """The tail kept under ``key`` (none looked up when none are kept)."""
+    return cast(Tail | None, cache.tails.get(key)) if cache.tails.max_bytes else None
 
 
-async def _read(
+def _keep(cache: MessageCache, key: tuple[str, str, str], tail: Tail) -> None:
+    """Keep ``tail`` under ``key``, unless it would take more than a share of what tails may."""
+    if tail.size <= cache.tails.max_bytes // ONE_TAIL_SHARE:
+        cache.tails.put(key, tail, tail.size, replace=True)
+    else:
+        cache.tails.pop(key)
+
+
+def _empty(stored: Stored, version: int) -> Tail:
+    """A tail of ``stored`` with nothing read yet."""
+    digest = stored.digest
+    ranges = len(digest.needed) + len(digest.invalid) + len(digest.gap)
+    size = OVERHEAD + ID_BYTES * (len(digest.suffixes) + len(digest.traces) + ranges)
+    none: frozenset[str] = frozenset()
+    return Tail(stored, version, (), (), none, none, none, size)
+
+
+async def _grown(
     db: AsyncSession,
-    at: tuple[SessionPk, str, int],
-    stored: Stored,
-    kept: Tail | None,
+    at: Place,
+    tail: Tail,
+    rows: Sequence[Row[Any]],
     profile: ProviderProfile,
     cache: MessageCache,
 ) -> Tail:
-    """``kept`` and what was stored after it, or (without it) the tail after ``stored``, of
-    the history ``at`` (a session, a view and a history version)."""
-    (pk, view_key, version), digest, encoding = at, stored.digest, profile.encoding
-    if kept is None:
-        rows = await digests.rows_from(db, pk, digest.needed, digest.upto, encoding)
-    else:
-        rows = await digests.rows_from(db, pk, (), kept.after, encoding)
-    history = (pk, version)
-    if len(rows) <= FEW_ROWS:
-        new = items_of(rows, history, cache)
-    else:
-        new = await cpu.run_sync(items_of, rows, history, cache)
-    ids = (*(kept.ids if kept else ()), *tool_ids(new, digest.upto))
-    asked = candidate_ids(ids, profile.output, digest)
-    new_asked = asked - (kept.asked if kept else set())
-    calls, held = await digests.ids_among(db, pk, view_key, stored, new_asked)
-    items = (*kept.items, *new) if kept else tuple(new)
-    if kept is not None:
-        calls, held = calls | kept.calls, held | kept.held
-    size = (kept.size if kept else 0) + sum(BYTES_PER_TOKEN * i.tokens + OVERHEAD for i in new)
-    return Tail(stored, version, items, ids, asked, frozenset(calls), frozenset(held), size)
+    """``tail`` with the stored ``rows`` after it, and what the digest's ids answer about the
+    ids they add."""
+    history, stored = (at.pk, at.version), tail.stored
+    new = (
+        items_of(rows, history, cache)
+        if few(rows)
+        else await cpu.run_sync(items_of, rows, history, cache)
+    )
+    ids = (*tail.ids, *tool_ids(new, stored.digest.upto))
+    asked = candidate_ids(ids, profile.output, stored.digest)
+    calls, held = await digests.ids_among(db, at.pk, at.view_key, stored, asked - tail.asked)
+    added = len(ids) - len(tail.ids) + len(asked) - len(tail.asked) + len(calls) + len(held)
+    size = tail.size + ID_BYTES * added + sum(BYTES_PER_TOKEN * i.tokens + OVERHEAD for i in new)
+    items = (*tail.items, *new)
+    return replace(
+        tail,
+        items=items,
+        ids=ids,
+        asked=asked,
+        calls=tail.calls | calls,
+        held=tail.held | held,
+        size=size,
+    )

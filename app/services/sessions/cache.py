@@ -69,13 +69,17 @@ class Lru(Generic[K, V]):
         with self._lock:
             return self._hits, self._misses, int(self._entries.currsize), len(self._entries)
 
+    def pop(self, key: K) -> None:
+        """Forget what ``key`` holds, if anything."""
+        with self._lock:
+            self._entries.pop(key, None)
+
     def put(self, key: K, value: V, size: int, replace: bool = False) -> None:
         """Keep ``value`` (unless it alone is over the bound), evicting the least recent; what
         ``key`` holds already stays, unless told to ``replace`` it."""
         if size > self.max_bytes:
             if replace:
-                with self._lock:
-                    self._entries.pop(key, None)
+                self.pop(key)
             return
         with self._lock:
             if replace or key not in self._entries:
