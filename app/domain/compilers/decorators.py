@@ -210,12 +210,16 @@ class _Limits:
 
 
 def _trim_first(
-    snapshot: Snapshot, compiled: Compiled, limits: _Limits, keep_task: bool
+    snapshot: Snapshot,
+    compiled: Compiled,
+    rounds: list[Round],
+    limits: _Limits,
+    keep_task: bool,
 ) -> tuple[Compiled, list[Round], Trim, list[int]]:
-    """``compiled`` trimmed with the rounds kept first (``priorities.first_kept``): one that does
-    not fit whole is sent reduced to the room left for it (``reduced.fit_first``), else left out
-    (the rounds left out so are returned last)."""
-    rounds, firsts = first_kept(snapshot.rounds(compiled.items), keep_task, limits.elided)
+    """``compiled`` (grouped in ``rounds``) trimmed with the rounds kept first
+    (``priorities.first_kept``): one that does not fit whole is sent reduced to the room left
+    for it (``reduced.fit_first``), else left out (the rounds left out so are returned last)."""
+    rounds, firsts = first_kept(rounds, keep_task, limits.elided)
     dropped: list[int] = []
     for _ in range(2 * len(firsts)):
         trim = limits.trim(rounds, firsts)
@@ -349,12 +353,13 @@ def token_limit(
         rounds = snapshot.rounds(compiled.items)
         limits = _Limits(budget, snapshot.claimed + lead, low_water, of, elided)
         try:
-            compiled, rounds, trim, dropped = _trim_first(snapshot, compiled, limits, keep_task)
+            first = _trim_first(snapshot, compiled, rounds, limits, keep_task)
         except BudgetTooSmall as err:  # the turn being answered: preview its results to fit
             fitted = fit_newest(snapshot, compiled, rounds, err.needed - err.budget)
             if fitted is None:
                 raise
-            compiled, rounds, trim, dropped = _trim_first(snapshot, fitted, limits, keep_task)
+            first = _trim_first(snapshot, fitted, snapshot.rounds(fitted.items), limits, keep_task)
+        compiled, rounds, trim, dropped = first
         if reduce:
             compiled, rounds, trim = reduce_boundary(snapshot, compiled, rounds, trim)
         warnings = _dropped_warnings(rounds, dropped, keep_task)
