@@ -3,9 +3,8 @@
 `request`: what a compile is asked (``Options``), needs (``Context``) and answers
 (``Compilation``); `posted`: a posted history; `session`: a stored session, in its steps;
 `tails`: the tail of a long history a compile reads, kept for the next; `digesting`: the
-digests made after a compile; `stored`: stored messages
-parsed once; `tokens`: counting a posted
-request; `plugins`: compilers installed as Python packages.
+digests made after a compile; `stored`: stored messages parsed once; `tokens`: counting a
+posted request; `plugins`: compilers installed as Python packages.
 """
 
 from app.services.compiling.posted import Posted, compile_posted

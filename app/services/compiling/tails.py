@@ -42,6 +42,8 @@ TRIMMING = frozenset({"token_limit", "window"})
 ID_BYTES = 64
 # One tail takes at most this share of what tails may take.
 ONE_TAIL_SHARE = 8
+# What a tail is kept by: its tenant, its session's pk and its view.
+Key = tuple[str, str, str]
 
 
 @dataclass(frozen=True)
@@ -119,22 +121,11 @@ async def read_tail(
     new digest between two reads changes them)."""
     at = Place(SessionPk(row.pk), view.key, row.history_version)
     key = (tenant, at.pk, view.key)
-    kept = _kept(cache, key)
-    if kept is not None and not (
-        kept.version == at.version and await digests.still(db, at, kept.stored)
-    ):
-        kept = None
+    kept = await _reusable(db, cache, key, at)
     stored = kept.stored if kept else await digests.load(db, at.pk, view.key, at.version)
     if stored is None or not stored.digest.serves(execution_id):
         return None
-    if kept is None:
-        rows = await digests.rows_from(
-            db, at.pk, stored.digest.needed, stored.digest.upto, profile.encoding
-        )
-        tail = await _grown(db, at, _empty(stored, at.version), rows, profile, cache)
-    else:
-        rows = await digests.rows_from(db, at.pk, (), kept.after, profile.encoding)
-        tail = replace(await _grown(db, at, kept, rows, profile, cache), kept=True)
+    tail = await _read(db, at, stored, kept, profile, cache)
     if not await digests.still(db, at, stored):
         cache.tails.pop(key)
         return None
@@ -142,12 +133,34 @@ async def read_tail(
     return tail
 
 
-def _kept(cache: MessageCache, key: tuple[str, str, str]) -> Tail | None:
-    """The tail kept under ``key`` (none looked up when none are kept)."""
-    return cast(Tail | None, cache.tails.get(key)) if cache.tails.max_bytes else None
+async def _reusable(db: AsyncSession, cache: MessageCache, key: Key, at: Place) -> Tail | None:
+    """The tail kept under ``key``, if it is of the history ``at`` and of the view's digest as
+    they are (none looked up when none are kept)."""
+    kept = cast(Tail | None, cache.tails.get(key)) if cache.tails.max_bytes else None
+    if kept is None or kept.version != at.version or not await digests.still(db, at, kept.stored):
+        return None
+    return kept
 
 
-def _keep(cache: MessageCache, key: tuple[str, str, str], tail: Tail) -> None:
+async def _read(
+    db: AsyncSession,
+    at: Place,
+    stored: Stored,
+    kept: Tail | None,
+    profile: ProviderProfile,
+    cache: MessageCache,
+) -> Tail:
+    """``kept`` and the rows stored since, or (without it) the tail after ``stored`` read
+    anew: its needed rounds and the rows from its upto on."""
+    if kept is not None:
+        rows = await digests.rows_from(db, at.pk, (), kept.after, profile.encoding)
+        return replace(await _grown(db, at, kept, rows, profile, cache), kept=True)
+    digest = stored.digest
+    rows = await digests.rows_from(db, at.pk, digest.needed, digest.upto, profile.encoding)
+    return await _grown(db, at, _empty(stored, at.version), rows, profile, cache)
+
+
+def _keep(cache: MessageCache, key: Key, tail: Tail) -> None:
     """Keep ``tail`` under ``key``, unless it would take more than a share of what tails may."""
     if tail.size <= cache.tails.max_bytes // ONE_TAIL_SHARE:
         cache.tails.put(key, tail, tail.size, replace=True)
