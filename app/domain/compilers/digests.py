@@ -21,7 +21,7 @@ rewrites the history and drops the session's digests.
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Sequence, Set
 from dataclasses import dataclass, field, replace
 from typing import Any
 
@@ -337,7 +337,7 @@ def candidate_ids(ids: Iterable[str], target: Target, digest: Digest) -> frozens
 
 
 def earlier(
-    asked: frozenset[str], calls: set[str], taken: set[str], reread: Sequence[Item]
+    asked: frozenset[str], calls: Set[str], taken: Set[str], reread: Sequence[Item]
 ) -> Earlier:
     """What the repairs of a tail are told of the older part: of the ids ``asked`` about, those
     its rounds ``calls`` and those it holds (``taken``), found in the digest's ids. The calls of

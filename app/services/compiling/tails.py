@@ -88,7 +88,7 @@ class Tail:
         return [i for i in items if i.seq < self.stored.digest.upto]
 
     def earlier(self, items: Sequence[Item]) -> Earlier:
-        return earlier(self.asked, set(self.calls), set(self.held), self.reread(items))
+        return earlier(self.asked, self.calls, self.held, self.reread(items))
 
     def elided(self, items: Sequence[Item]) -> Elided:
         return self.stored.digest.elided(self.earlier(items))
