@@ -33,7 +33,9 @@ from app.domain.validity import (
     render,
     request_problems,
 )
+from app.domain.validity.repair import Earlier, Unknowable, each_pass, repair_passes
 from app.domain.validity.responses_rules import NO_ITEMS
+from app.domain.validity.untouched import facts, untouched
 from tests.unit.strategies import json_objects, messy_text
 
 TRANSCRIPTS = Path(__file__).resolve().parents[3] / "shared" / "transcripts"
@@ -867,6 +869,75 @@ def test_any_accepted_history_renders_valid_for_both_providers(messages: list[Me
 def test_make_valid_leaves_nothing_to_repair(messages: list[Message], target: Target) -> None:
     repaired, _ = make_valid(messages, target)
     assert make_valid(repaired, target) == (repaired, [])
+
+
+CALL_IDS = st.frozensets(IDS, max_size=2)
+NO_CALLS: frozenset[str] = frozenset()
+_ONE_SHOT = ("anthropic", NO_CALLS, NO_CALLS, False, True, "none", 0)
+RS_REASONING = ReasoningPart(text="s", metadata={"responses": {"item": RS_ITEM}})
+EDITS = st.sampled_from(["none", "drop", "copy", "swap"])
+
+
+def edited(messages: list[Message], edit: str, at: int) -> list[Message]:
+    """``messages`` with one small edit at ``at``: a message dropped, repeated or swapped."""
+    if not messages or edit == "none":
+        return messages
+    n = at % len(messages)
+    out = list(messages)
+    if edit == "drop":
+        del out[n]
+    elif edit == "copy":
+        out.insert(n, out[n])
+    else:
+        out[n - 1], out[n] = out[n], out[n - 1]
+    return out
+
+
+@given(
+    HISTORIES,
+    st.sampled_from(TARGETS),
+    CALL_IDS,
+    CALL_IDS,
+    st.booleans(),
+    st.booleans(),
+    EDITS,
+    st.integers(0, 30),
+)
+@settings(max_examples=600, deadline=None)
+# A prior call's result after the first closing message; a call id twice in one message with
+# one result; a Responses reasoning item with nothing after it.
+@example(
+    [user("hi"), tool(result("a"))], "openai", frozenset({"a"}), NO_CALLS, False, True, "none", 0
+)
+@example([user("q"), assistant(call("a"), call("a")), tool(result("a"))], *_ONE_SHOT)
+@example([user("q"), assistant("t", RS_REASONING)], "responses", *_ONE_SHOT[1:])
+def test_one_walk_tells_exactly_when_the_repairs_change_nothing(
+    messages: list[Message],
+    target: Target,
+    prior: frozenset[str],
+    calls: frozenset[str],
+    repaired_first: bool,
+    all_checked: bool,
+    edit: str,
+    at: int,
+) -> None:
+    """``untouched`` holds exactly when every pass would leave the view as it is, with no
+    warning; ``repair_passes`` (which asks it first) answers as the passes themselves."""
+    if repaired_first:  # a view the compile's second repair meets, or one edit away from it
+        messages = edited(make_valid(messages, target, prior_call_ids=prior)[0], edit, at)
+    checked = frozenset(f"{base}{tail}" for base in "abcx_" for tail in ("", "__2", "__3"))
+    earlier = Earlier(calls, calls, checked if all_checked else frozenset())
+    try:
+        expected = each_pass(messages, target, prior, earlier=earlier, want_ids=True)
+    except Unknowable:
+        expected = None
+    walk = untouched([facts(m, target) for m in messages], target, prior, calls)
+    if expected is None:
+        assert not walk
+        return
+    entries, passes, _ = expected
+    assert walk == (entries == list(enumerate(messages)) and not any(passes))
+    assert repair_passes(messages, target, prior, earlier=earlier, want_ids=True) == expected
 
 
 # Real transcripts

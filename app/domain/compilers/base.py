@@ -18,7 +18,8 @@ from app.domain.formats.targets import Target
 from app.domain.messages import DEFAULT_SECTION, SUMMARY_SECTION, JSONObject, Message
 from app.domain.tool_payloads.compaction import Omitted
 from app.domain.validity.fitting import fit_message
-from app.domain.validity.repair import Earlier, boundary
+from app.domain.validity.repair import Earlier
+from app.domain.validity.untouched import boundary
 
 # Injected messages are not stored, so they carry this seq; stored seqs start at 1.
 INJECTED_SEQ = 0
@@ -303,7 +304,13 @@ def must_keep(item: Item) -> bool:
 def kept_always(round_: Sequence[Item]) -> bool:
     """True for a round trimming never drops: it holds a system, pinned, summary or injected
     message."""
-    return any(must_keep(i) or i.injected or i.section == SUMMARY_SECTION for i in round_)
+    # ``must_keep`` and ``injected`` spelt out: trimming asks this of every round, every compile.
+    for item in round_:
+        if item.seq == INJECTED_SEQ or item.section == SUMMARY_SECTION:
+            return True
+        if item.message.role == "system" or item.message.metadata.get("pinned"):
+            return True
+    return False
 
 
 def is_prompt(item: Item) -> bool:

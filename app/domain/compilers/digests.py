@@ -47,10 +47,10 @@ from app.domain.validity.repair import (
     Earlier,
     Ids,
     Unknowable,
-    boundary,
     fresh_base,
     repair_passes,
 )
+from app.domain.validity.untouched import boundary
 
 PASSES = 4
 NOTHING_EARLIER = Earlier()

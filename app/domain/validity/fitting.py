@@ -28,13 +28,13 @@ _NAME_CHAR: Final = re.compile(r"[^A-Za-z0-9_-]")
 
 def fit_message(index: int, message: Message, target: Target, warnings: list[str]) -> Message:
     """``message`` with what ``target`` cannot accept removed or adjusted, one warning each."""
-    if _fits_as_is(message, target):
+    if fits_as_is(message, target):
         return message
     return _fitted(index, message, target, warnings)
 
 
 @per_value
-def _fits_as_is(message: Message, target: Target) -> bool:
+def fits_as_is(message: Message, target: Target) -> bool:
     """Whether ``target`` takes ``message`` as it is, without a warning."""
     warnings: list[str] = []
     return _fitted(0, message, target, warnings) is message and not warnings

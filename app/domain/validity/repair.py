@@ -13,17 +13,23 @@ from __future__ import annotations
 import re
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import Final, Literal
+from typing import Final
 
 from app.domain.formats.targets import Target
-from app.domain.memo import per_value
 from app.domain.messages import Message, Part, ToolCallPart, ToolResultPart
 from app.domain.validity.fitting import fit_message
 from app.domain.validity.responses_items import settle_reasoning
-from app.domain.validity.targets import ANTHROPIC_ID, has_content_besides_results, sendable
+from app.domain.validity.targets import sendable
+from app.domain.validity.untouched import (
+    ACROSS,
+    Boundary,
+    boundary,
+    facts,
+    malformed,
+    untouched,
+)
 
 Entry = tuple[int, Message]
-Boundary = Literal["start", "close", "none"]
 
 _ID_CHAR: Final = re.compile(r"[^A-Za-z0-9_-]")
 _MALFORMED: Final = {
@@ -93,7 +99,26 @@ def repair_passes(
     """``repair``, its warnings kept per pass (fit, ids, pairing, unsendable): each pass warns in
     message order, so the warnings of two consecutive parts of a view merge pass by pass.
     ``labels``: the index each message is cited by (default: its index in ``messages``); with
-    ``want_ids``, the view's ``Ids`` too."""
+    ``want_ids``, the view's ``Ids`` too. A view they would leave as it is (``untouched``, one
+    walk) is returned as it is."""
+    found = [facts(message, target) for message in messages]
+    if untouched(found, target, prior_call_ids, earlier.calls if earlier else frozenset()):
+        entries = list(enumerate(messages))  # the common case: nothing to repair
+        kinds = [fact.kind for fact in found]
+        ids = _view_ids(entries, entries, kinds, prior_call_ids) if want_ids else None
+        return entries, ([], [], [], []), ids
+    return each_pass(messages, target, prior_call_ids, labels, earlier, want_ids)
+
+
+def each_pass(
+    messages: Sequence[Message],
+    target: Target,
+    prior_call_ids: frozenset[str],
+    labels: Sequence[int] | None = None,
+    earlier: Earlier | None = None,
+    want_ids: bool = False,
+) -> tuple[list[Entry], Passes, Ids | None]:
+    """``repair_passes`` without asking first whether they would change anything."""
     at = labels if labels is not None else range(len(messages))
     passes: Passes = ([], [], [], [])
     entries = [(i, fit_message(at[i], m, target, passes[0])) for i, m in enumerate(messages)]
@@ -122,20 +147,6 @@ def _view_ids(
     return Ids(frozenset(calls), frozenset(taken))
 
 
-@per_value
-def boundary(message: Message, target: Target) -> Boundary:
-    """How ``message`` bears on rounds: it starts one, closes one, or neither."""
-    if not sendable(message, target):
-        return "none"  # it will be dropped, so it must not split a round
-    if message.role == "assistant":
-        return "start"
-    if message.role == "tool" or (message.role == "system" and target in ("anthropic", "gemini")):
-        return "none"  # Anthropic and Gemini move system messages out of the turns
-    if message.role == "system":
-        return "close"
-    return "close" if has_content_besides_results(message, target) else "none"
-
-
 # Duplicate (and, for Anthropic, malformed) tool call ids
 
 
@@ -154,9 +165,7 @@ def _rename_ids(
     # before them, so there ids need only be unique per message (real OpenAI histories do reuse
     # ids across rounds, and Gemini's made ids repeat in every turn calling the function).
     # Responses pairs outputs with calls by id anywhere in the input, as Anthropic does.
-    seen = set(prior) | (
-        set(earlier.calls) if earlier and target in ("anthropic", "responses") else set()
-    )
+    seen = set(prior) | (set(earlier.calls) if earlier and target in ACROSS else set())
     # Per round: original call id -> the ids its results should answer, in order.
     pending: dict[str, list[str]] = {cid: [cid] for cid in prior}
     out: list[Entry] = []
@@ -219,10 +228,7 @@ def _rename_calls(
         if not isinstance(part, ToolCallPart):
             continue
         new_id = part.id
-        malformed = (target == "anthropic" and not ANTHROPIC_ID.fullmatch(part.id)) or (
-            target == "responses" and not part.id
-        )
-        if part.id in seen or malformed:
+        if part.id in seen or malformed(part.id, target):
             new_id = _fresh_id(part.id, target, taken)
             taken.ids().add(new_id)
             parts[j] = part.model_copy(update={"id": new_id})

@@ -40,6 +40,15 @@ def settle_reasoning(entries: list[Entry], warnings: list[str], at: Sequence[int
     return out
 
 
+def settled(message: Message) -> bool:
+    """Whether ``settle_reasoning`` leaves ``message`` as it is."""
+    if message.role != "assistant" or not any(
+        isinstance(p, ReasoningPart) for p in message.content
+    ):
+        return True
+    return len(_settled(message.content)) == len(message.content)
+
+
 def _settled(parts: Sequence[Part]) -> list[Part]:
     sent = [p for p in parts if carried(p, "responses")]
     keep: set[int] = set()

@@ -1,0 +1,109 @@
+"""Whether the repairs would leave a view as it is, found in one pass.
+
+A compile repairs its view twice: the stored history right after the base compiler, then the
+request it sends. Most views need nothing (an agent's history is valid, and the second repair
+meets what the first one made), yet the repairs walk them in four passes asking each message
+for its parts again and again. Here each message's facts for a target are gathered once and
+kept beside it (``memo.per_value``), and one walk over them answers whether any pass would
+change anything: a message the target does not take as it is, a call id to rename, a result
+outside the round of its call or a second one, a call its round leaves unanswered.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Literal
+
+from app.domain.formats.targets import Target
+from app.domain.memo import per_value
+from app.domain.messages import Message
+from app.domain.validity.fitting import fits_as_is
+from app.domain.validity.responses_items import settled
+from app.domain.validity.targets import ANTHROPIC_ID, has_content_besides_results, sendable
+
+Boundary = Literal["start", "close", "none"]
+# Targets that pair a result with its call by id anywhere in the request: a call id is unique
+# in the whole request (elsewhere only within its message).
+ACROSS = frozenset({"anthropic", "responses"})
+
+
+@per_value
+def boundary(message: Message, target: Target) -> Boundary:
+    """How ``message`` bears on rounds: it starts one, closes one, or neither."""
+    if not sendable(message, target):
+        return "none"  # it will be dropped, so it must not split a round
+    if message.role == "assistant":
+        return "start"
+    if message.role == "tool" or (message.role == "system" and target in ("anthropic", "gemini")):
+        return "none"  # Anthropic and Gemini move system messages out of the turns
+    if message.role == "system":
+        return "close"
+    return "close" if has_content_besides_results(message, target) else "none"
+
+
+def malformed(call_id: str, target: Target) -> bool:
+    """Whether ``target`` refuses ``call_id`` as a tool call id."""
+    if target == "anthropic":
+        return not ANTHROPIC_ID.fullmatch(call_id)
+    return target == "responses" and not call_id
+
+
+@dataclass(frozen=True, slots=True)
+class Facts:
+    """What the repairs ask of one message for a target."""
+
+    kind: Boundary
+    # The target takes it as it is (parts, name, reasoning followed by what it produced), it
+    # reaches the target, and its call ids are well formed and distinct.
+    clean: bool
+    calls: tuple[str, ...]  # its tool call ids
+    results: tuple[str, ...]  # the call ids its tool results answer
+
+
+@per_value
+def facts(message: Message, target: Target) -> Facts:
+    """``message``'s ``Facts`` for ``target``."""
+    calls = tuple(c.id for c in message.tool_calls)
+    clean = (
+        fits_as_is(message, target)
+        and sendable(message, target)
+        and len(set(calls)) == len(calls)
+        and not any(malformed(c, target) for c in calls)
+        and (target != "responses" or settled(message))
+    )
+    results = tuple(r.call_id for r in message.tool_results)
+    return Facts(boundary(message, target), clean, calls, results)
+
+
+def untouched(
+    found: Sequence[Facts], target: Target, prior: frozenset[str], earlier: frozenset[str]
+) -> bool:
+    """Whether repairing the messages of ``found`` would change nothing and warn of nothing.
+
+    ``prior``: the calls the provider holds (the view may open with their results);
+    ``earlier``: the calls earlier rounds of the view made, as repaired (``repair.Earlier``)."""
+    seen = set(prior) | earlier if target in ACROSS else set()
+    open_calls = set(prior)  # the current round's calls not answered yet
+    owned = False  # the current round has a call turn (prior calls may stay unanswered)
+    for fact in found:
+        if not fact.clean:
+            return False
+        if fact.kind == "start":
+            if owned and open_calls:
+                return False  # the round closed with a call unanswered
+            if target in ACROSS:
+                if not seen.isdisjoint(fact.calls):
+                    return False  # a call id to rename
+                seen.update(fact.calls)
+            open_calls, owned = set(fact.calls), True
+            continue
+        for call_id in fact.results:
+            if call_id not in open_calls:
+                return False  # answered twice, outside its round, or unknown
+            open_calls.remove(call_id)
+        if fact.kind == "close":
+            if owned and open_calls:
+                return False
+            open_calls, owned = set(), False
+    return not (owned and open_calls)
