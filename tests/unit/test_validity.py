@@ -873,7 +873,7 @@ def test_make_valid_leaves_nothing_to_repair(messages: list[Message], target: Ta
 
 CALL_IDS = st.frozensets(IDS, max_size=2)
 NO_CALLS: frozenset[str] = frozenset()
-_ONE_SHOT = ("anthropic", NO_CALLS, NO_CALLS, False, True, "none", 0)
+_ONE_SHOT = ("anthropic", NO_CALLS, NO_CALLS, False, "checked", "none", 0)
 RS_REASONING = ReasoningPart(text="s", metadata={"responses": {"item": RS_ITEM}})
 EDITS = st.sampled_from(["none", "drop", "copy", "swap"])
 
@@ -899,7 +899,7 @@ def edited(messages: list[Message], edit: str, at: int) -> list[Message]:
     CALL_IDS,
     CALL_IDS,
     st.booleans(),
-    st.booleans(),
+    st.sampled_from(["none", "checked", "unchecked"]),
     EDITS,
     st.integers(0, 30),
 )
@@ -907,36 +907,46 @@ def edited(messages: list[Message], edit: str, at: int) -> list[Message]:
 # A prior call's result after the first closing message; a call id twice in one message with
 # one result; a Responses reasoning item with nothing after it.
 @example(
-    [user("hi"), tool(result("a"))], "openai", frozenset({"a"}), NO_CALLS, False, True, "none", 0
+    [user("hi"), tool(result("a"))], "openai", frozenset({"a"}), NO_CALLS, False, "none", "none", 0
 )
 @example([user("q"), assistant(call("a"), call("a")), tool(result("a"))], *_ONE_SHOT)
 @example([user("q"), assistant("t", RS_REASONING)], "responses", *_ONE_SHOT[1:])
-def test_one_walk_tells_exactly_when_the_repairs_change_nothing(
+def test_one_walk_tells_what_the_repairs_leave_as_it_is(
     messages: list[Message],
     target: Target,
     prior: frozenset[str],
     calls: frozenset[str],
     repaired_first: bool,
-    all_checked: bool,
+    earlier_kind: str,
     edit: str,
     at: int,
 ) -> None:
-    """``untouched`` holds exactly when every pass would leave the view as it is, with no
-    warning; ``repair_passes`` (which asks it first) answers as the passes themselves."""
+    """``untouched`` tells exactly when every pass would leave the view as it is, with no
+    warning, and otherwise a part they leave as it is; ``repair_passes`` (which repairs only
+    the rest) answers as the passes over the whole view."""
     if repaired_first:  # a view the compile's second repair meets, or one edit away from it
         messages = edited(make_valid(messages, target, prior_call_ids=prior)[0], edit, at)
     checked = frozenset(f"{base}{tail}" for base in "abcx_" for tail in ("", "__2", "__3"))
-    earlier = Earlier(calls, calls, checked if all_checked else frozenset())
+    earlier = (
+        None
+        if earlier_kind == "none"
+        else Earlier(calls, calls, checked if earlier_kind == "checked" else frozenset())
+    )
+    calls = frozenset() if earlier is None else calls
     try:
         expected = each_pass(messages, target, prior, earlier=earlier, want_ids=True)
     except Unknowable:
         expected = None
-    walk = untouched([facts(m, target) for m in messages], target, prior, calls)
+    kept = untouched([facts(m, target) for m in messages], target, prior, calls)
     if expected is None:
-        assert not walk
+        assert kept < len(messages)
+        with pytest.raises(Unknowable):
+            repair_passes(messages, target, prior, earlier=earlier, want_ids=True)
         return
     entries, passes, _ = expected
-    assert walk == (entries == list(enumerate(messages)) and not any(passes))
+    whole = entries == list(enumerate(messages)) and not any(passes)
+    assert (kept == len(messages)) == whole
+    assert entries[:kept] == list(enumerate(messages[:kept]))  # left as they are
     assert repair_passes(messages, target, prior, earlier=earlier, want_ids=True) == expected
 
 

@@ -19,7 +19,7 @@ from app.domain.messages import DEFAULT_SECTION, SUMMARY_SECTION, JSONObject, Me
 from app.domain.tool_payloads.compaction import Omitted
 from app.domain.validity.fitting import fit_message
 from app.domain.validity.repair import Earlier
-from app.domain.validity.untouched import boundary
+from app.domain.validity.untouched import facts
 
 # Injected messages are not stored, so they carry this seq; stored seqs start at 1.
 INJECTED_SEQ = 0
@@ -274,7 +274,7 @@ def api_rounds(
     A round is an assistant message with the messages that answer it: tool messages and user
     messages holding only tool results, up to and including a user message that has other
     content besides results (which closes it); any other message is a round of its own. These
-    are the rounds the repairs pair calls and results in (``validity.repair.boundary``), for
+    are the rounds the repairs pair calls and results in (``validity.untouched.boundary``), for
     ``target`` (OpenAI's rules without one), so keeping or dropping whole rounds never orphans a
     call or a result. ``continuing``: the items continue a round whose calls were sent before
     (their leading results are one round).
@@ -282,10 +282,11 @@ def api_rounds(
     rounds: list[list[Item]] = [[]] if continuing else []
     open_ = continuing
     for item in items:
-        kind = boundary(item.message, target or "openai")
+        fact = facts(item.message, target or "openai")
+        kind = fact.kind
         if kind == "start":
             rounds.append([item])
-        elif open_ and (kind == "none" or item.message.tool_results):
+        elif open_ and (kind == "none" or fact.results):
             rounds[-1].append(item)
         else:
             rounds.append([item])

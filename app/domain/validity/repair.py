@@ -23,6 +23,7 @@ from app.domain.validity.targets import sendable
 from app.domain.validity.untouched import (
     ACROSS,
     Boundary,
+    Facts,
     boundary,
     facts,
     malformed,
@@ -65,12 +66,20 @@ class Earlier:
     ``calls``: call ids, as repaired, that earlier rounds made (duplicates for Anthropic; a
     result answering one is "not in the round of its call"). ``ids``: every id the earlier
     messages hold, of those ``checked``; a new id is made only from checked candidates, since
-    one outside them might be taken (``Unknowable``).
+    one outside them might be taken (``Unknowable``). ``whole``: the earlier messages are all
+    known (``ids`` holds every id), so any candidate is checked.
     """
 
     calls: frozenset[str] = frozenset()
     ids: frozenset[str] = frozenset()
     checked: frozenset[str] = frozenset()
+    whole: bool = False
+
+    def then(self, found: Sequence[Facts]) -> Earlier:
+        """This, followed by messages the repairs leave as they are, of ``found`` facts."""
+        calls = frozenset(call for fact in found if fact.kind == "start" for call in fact.calls)
+        ids = frozenset(cid for fact in found for cid in fact.ids)
+        return Earlier(self.calls | calls, self.ids | ids, self.checked, self.whole)
 
 
 class Unknowable(Exception):
@@ -102,12 +111,28 @@ def repair_passes(
     ``want_ids``, the view's ``Ids`` too. A view they would leave as it is (``untouched``, one
     walk) is returned as it is."""
     found = [facts(message, target) for message in messages]
-    if untouched(found, target, prior_call_ids, earlier.calls if earlier else frozenset()):
-        entries = list(enumerate(messages))  # the common case: nothing to repair
-        kinds = [fact.kind for fact in found]
-        ids = _view_ids(entries, entries, kinds, prior_call_ids) if want_ids else None
-        return entries, ([], [], [], []), ids
-    return each_pass(messages, target, prior_call_ids, labels, earlier, want_ids)
+    before = earlier or Earlier(whole=True)
+    kept = untouched(found, target, prior_call_ids, before.calls)
+    if kept == 0:
+        return each_pass(messages, target, prior_call_ids, labels, earlier, want_ids)
+    entries = list(enumerate(messages[:kept]))  # left as they are (often all of them)
+    if kept == len(messages):
+        return entries, ([], [], [], []), _held(found, prior_call_ids) if want_ids else None
+    at = labels if labels is not None else range(len(messages))
+    rest, passes, ids = each_pass(
+        messages[kept:], target, prior_call_ids, at[kept:], before.then(found[:kept]), want_ids
+    )
+    entries += [(kept + i, message) for i, message in rest]
+    if ids is not None:
+        held = _held(found[:kept], prior_call_ids)
+        ids = Ids(held.calls | ids.calls, held.taken | ids.taken)
+    return entries, passes, ids
+
+
+def _held(found: Sequence[Facts], prior: frozenset[str]) -> Ids:
+    """The ``Ids`` of messages the repairs leave as they are, of ``found`` facts."""
+    calls = frozenset(call for fact in found if fact.kind == "start" for call in fact.calls)
+    return Ids(calls, calls | frozenset(cid for fact in found for cid in fact.ids) | prior)
 
 
 def each_pass(
@@ -205,7 +230,8 @@ class _Taken:
         might hold it)."""
         if candidate in self.ids():
             return False
-        if self._earlier is not None and candidate not in self._earlier.checked:
+        earlier = self._earlier
+        if earlier is not None and not earlier.whole and candidate not in earlier.checked:
             raise Unknowable(candidate)
         return True
 

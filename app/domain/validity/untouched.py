@@ -60,6 +60,10 @@ class Facts:
     calls: tuple[str, ...]  # its tool call ids
     results: tuple[str, ...]  # the call ids its tool results answer
 
+    @property
+    def ids(self) -> tuple[str, ...]:
+        return self.calls + self.results
+
 
 @per_value
 def facts(message: Message, target: Target) -> Facts:
@@ -78,32 +82,37 @@ def facts(message: Message, target: Target) -> Facts:
 
 def untouched(
     found: Sequence[Facts], target: Target, prior: frozenset[str], earlier: frozenset[str]
-) -> bool:
-    """Whether repairing the messages of ``found`` would change nothing and warn of nothing.
+) -> int:
+    """How many of the messages of ``found`` the repairs leave as they are, with no warning: all
+    of them, or those before the round in which the first change falls (0 when it falls in the
+    first). The repairs of the rest do not depend on them but through ``earlier_of``.
 
     ``prior``: the calls the provider holds (the view may open with their results);
     ``earlier``: the calls earlier rounds of the view made, as repaired (``repair.Earlier``)."""
     seen = set(prior) | earlier if target in ACROSS else set()
     open_calls = set(prior)  # the current round's calls not answered yet
     owned = False  # the current round has a call turn (prior calls may stay unanswered)
-    for fact in found:
-        if not fact.clean:
-            return False
+    start = 0  # where the current round starts
+    for n, fact in enumerate(found):
         if fact.kind == "start":
             if owned and open_calls:
-                return False  # the round closed with a call unanswered
+                return start  # the round closed with a call unanswered
+            start = n
+        if not fact.clean:
+            return start
+        if fact.kind == "start":
             if target in ACROSS:
                 if not seen.isdisjoint(fact.calls):
-                    return False  # a call id to rename
+                    return start  # a call id to rename
                 seen.update(fact.calls)
             open_calls, owned = set(fact.calls), True
             continue
         for call_id in fact.results:
             if call_id not in open_calls:
-                return False  # answered twice, outside its round, or unknown
+                return start  # answered twice, outside its round, or unknown
             open_calls.remove(call_id)
         if fact.kind == "close":
             if owned and open_calls:
-                return False
+                return start
             open_calls, owned = set(), False
-    return not (owned and open_calls)
+    return start if owned and open_calls else len(found)
