@@ -875,6 +875,8 @@ CALL_IDS = st.frozensets(IDS, max_size=2)
 NO_CALLS: frozenset[str] = frozenset()
 _ONE_SHOT = ("anthropic", NO_CALLS, NO_CALLS, False, "checked", "none", 0)
 RS_REASONING = ReasoningPart(text="s", metadata={"responses": {"item": RS_ITEM}})
+EMPTIED = assistant(thinking(), "")  # for OpenAI: nothing left to send once fitted
+_PRIOR_P1 = (frozenset({"p1"}), NO_CALLS, False, "none", "none", 0)
 EDITS = st.sampled_from(["none", "drop", "copy", "swap"])
 
 
@@ -911,6 +913,18 @@ def edited(messages: list[Message], edit: str, at: int) -> list[Message]:
 )
 @example([user("q"), assistant(call("a"), call("a")), tool(result("a"))], *_ONE_SHOT)
 @example([user("q"), assistant("t", RS_REASONING)], "responses", *_ONE_SHOT[1:])
+# An assistant turn the fitting leaves empty joins the round before it (found in review).
+@example([tool(result("p1")), EMPTIED, tool(result("p1"))], "openai", *_PRIOR_P1)
+@example(
+    [assistant(call("c1")), tool(result("c1")), user("ok"), EMPTIED, tool(result("p1"))],
+    "openai",
+    *_PRIOR_P1,
+)
+@example(
+    [user("q"), assistant(call("c1")), tool(result("c1")), assistant(" "), tool(result("c1"))],
+    "anthropic",
+    *_ONE_SHOT[1:],
+)
 def test_one_walk_tells_what_the_repairs_leave_as_it_is(
     messages: list[Message],
     target: Target,

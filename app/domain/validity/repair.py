@@ -26,6 +26,7 @@ from app.domain.validity.untouched import (
     Facts,
     boundary,
     facts,
+    held,
     malformed,
     untouched,
 )
@@ -77,8 +78,7 @@ class Earlier:
 
     def then(self, found: Sequence[Facts]) -> Earlier:
         """This, followed by messages the repairs leave as they are, of ``found`` facts."""
-        calls = frozenset(call for fact in found if fact.kind == "start" for call in fact.calls)
-        ids = frozenset(cid for fact in found for cid in fact.ids)
+        calls, ids = held(found)
         return Earlier(self.calls | calls, self.ids | ids, self.checked, self.whole)
 
 
@@ -131,8 +131,8 @@ def repair_passes(
 
 def _held(found: Sequence[Facts], prior: frozenset[str]) -> Ids:
     """The ``Ids`` of messages the repairs leave as they are, of ``found`` facts."""
-    calls = frozenset(call for fact in found if fact.kind == "start" for call in fact.calls)
-    return Ids(calls, calls | frozenset(cid for fact in found for cid in fact.ids) | prior)
+    calls, ids = held(found)
+    return Ids(calls, ids | prior)
 
 
 def each_pass(

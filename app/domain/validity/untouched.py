@@ -2,11 +2,12 @@
 
 A compile repairs its view twice: the stored history right after the base compiler, then the
 request it sends. Most views need nothing (an agent's history is valid, and the second repair
-meets what the first one made), yet the repairs walk them in four passes asking each message
+meets what the first one made), yet the repairs walk them pass after pass, asking each message
 for its parts again and again. Here each message's facts for a target are gathered once and
-kept beside it (``memo.per_value``), and one walk over them answers whether any pass would
-change anything: a message the target does not take as it is, a call id to rename, a result
-outside the round of its call or a second one, a call its round leaves unanswered.
+kept beside it (``memo.per_value``), and one walk over them finds how much of the view no pass
+would change: up to the round of the first message the target does not take as it is, call id
+to rename, result outside the round of its call or second one, or call its round leaves
+unanswered.
 """
 
 from __future__ import annotations
@@ -80,32 +81,40 @@ def facts(message: Message, target: Target) -> Facts:
     return Facts(boundary(message, target), clean, calls, results)
 
 
+def held(found: Sequence[Facts]) -> tuple[frozenset[str], frozenset[str]]:
+    """The calls the rounds of ``found`` make (their assistant messages') and every id they
+    hold."""
+    calls = frozenset(call for fact in found if fact.kind == "start" for call in fact.calls)
+    return calls, frozenset(cid for fact in found for cid in fact.ids)
+
+
 def untouched(
-    found: Sequence[Facts], target: Target, prior: frozenset[str], earlier: frozenset[str]
+    found: Sequence[Facts], target: Target, prior: frozenset[str], earlier_calls: frozenset[str]
 ) -> int:
     """How many of the messages of ``found`` the repairs leave as they are, with no warning: all
     of them, or those before the round in which the first change falls (0 when it falls in the
-    first). The repairs of the rest do not depend on them but through ``earlier_of``.
+    first). The repairs of the rest depend on those only through what ``repair.Earlier.then``
+    tells them.
 
     ``prior``: the calls the provider holds (the view may open with their results);
-    ``earlier``: the calls earlier rounds of the view made, as repaired (``repair.Earlier``)."""
-    seen = set(prior) | earlier if target in ACROSS else set()
+    ``earlier_calls``: the calls earlier rounds of the view made, as repaired."""
+    seen = set(prior) | earlier_calls if target in ACROSS else set()
     open_calls = set(prior)  # the current round's calls not answered yet
     owned = False  # the current round has a call turn (prior calls may stay unanswered)
-    start = 0  # where the current round starts
+    # Where the current round starts: a clean assistant message, so a start once fitted too (a
+    # message the fitting changes may not be: one left empty joins the round before it).
+    start = 0
     for n, fact in enumerate(found):
-        if fact.kind == "start":
-            if owned and open_calls:
-                return start  # the round closed with a call unanswered
-            start = n
         if not fact.clean:
             return start
         if fact.kind == "start":
+            if owned and open_calls:
+                return start  # the round closed with a call unanswered
             if target in ACROSS:
                 if not seen.isdisjoint(fact.calls):
-                    return start  # a call id to rename
+                    return n  # a call id to rename, in the round it starts
                 seen.update(fact.calls)
-            open_calls, owned = set(fact.calls), True
+            start, open_calls, owned = n, set(fact.calls), True
             continue
         for call_id in fact.results:
             if call_id not in open_calls:
