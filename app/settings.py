@@ -141,8 +141,9 @@ class Settings(BaseSettings):
     tail_cache_bytes: int = Field(
         64 * 1024 * 1024,
         ge=0,
-        description="The tails long session compiles read, kept by session and view so the next "
-        "compile reads only the rows stored since (LRU, estimated bytes; 0 turns it off).",
+        description="The tails long session compiles read, and the short histories full compiles "
+        "read whole, kept by session (and view or encoding) so the next compile reads only the "
+        "rows stored since (LRU, estimated bytes; 0 turns it off).",
     )
     answer_cache_bytes: int = Field(
         64 * 1024 * 1024,

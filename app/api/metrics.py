@@ -94,8 +94,8 @@ class Metrics:
         self.session_reads = Counter(
             "ctxc_session_compile_reads",
             "Session compiles by what they read: the tail and a digest of the rest, a kept tail "
-            "and the rows since, the whole history, the messages after the cursor (delta), or "
-            "nothing (remembered)",
+            "and the rows since, the whole history, a short history kept whole and the rows "
+            "since (kept_whole), the messages after the cursor (delta), or nothing (remembered)",
             ["read"],
             registry=r,
         )

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import random
 from collections.abc import Iterator
+from typing import Any
 
 import httpx
 import pytest
@@ -98,3 +99,42 @@ def test_a_kept_tail_compiles_as_a_tail_read_anew(
         assert compiled(client, sid, **body) == compiled(fresh, sid, **body)
     assert kept_reads(client) > kept
     assert digest_of(api, sid) != first  # moved forward or made anew meanwhile
+
+
+def kept_whole_reads(client: httpx.Client) -> float:
+    """Compiles so far that read a short history kept whole and the rows since."""
+    return reads(client).get("kept_whole", 0)
+
+
+@pytest.mark.parametrize("seed", range(len(PROVIDERS)))
+def test_a_short_history_kept_whole_compiles_as_one_read_anew(
+    client: httpx.Client, fresh: httpx.Client, seed: int
+) -> None:
+    """A history too short for a digest is read whole; the next compile of the same version
+    reads the rows stored since. Through appends on either server, compactions (a new version)
+    and compiles that trim, each compile of the one is the compile of the other."""
+    rng = random.Random(seed)
+    sid = new_session(client, provider=PROVIDERS[seed], context_window=128_000)
+    n = 20
+    append(client, sid, [m for i in range(n) for m in turn(i, call_id=f"c{i % 7}")])
+    before = kept_whole_reads(client)
+    for _ in range(STEPS):
+        turns = rng.randint(1, 3)
+        reused = rng.random() < 0.5
+        trace = "e1" if rng.random() < 0.2 else None
+        batch = [
+            m
+            for i in range(n, n + turns)
+            for m in turn(i, f"c{i % 7}" if reused else None, trace=trace)
+        ]
+        append(rng.choice((client, fresh)), sid, batch)
+        n += turns
+        if rng.random() < 0.15:
+            done = client.post(f"/v1/sessions/{sid}/compact", json={"kind": "tool_payloads"})
+            assert done.status_code == 201, done.text
+        body: dict[str, Any] = {"execution_id": "e1"} if rng.random() < 0.2 else {}
+        if rng.random() < 0.3:
+            body["context_window"] = 3_000  # trimmed, and still too short for a digest
+        assert compiled(client, sid, **body) == compiled(fresh, sid, **body)
+    assert kept_whole_reads(client) > before
+    assert kept_whole_reads(fresh) == 0

@@ -70,9 +70,11 @@ class Options:
 
 
 Mode = Literal["full", "delta"]
-# What a session compile read: the tail with a digest of the rest, the whole history, the
-# messages after the cursor (a delta), or nothing (the output it made before: ``remembered``).
-Read = Literal["tail", "kept", "whole", "delta", "remembered"]
+# What a session compile read: the tail with a digest of the rest (``kept``: a kept tail and the
+# rows since), the whole history (``kept_whole``: a short one as the last compile kept it and
+# the rows since), the messages after the cursor (a delta), or nothing (the output it made
+# before: ``remembered``).
+Read = Literal["tail", "kept", "whole", "kept_whole", "delta", "remembered"]
 
 
 @dataclass(frozen=True)

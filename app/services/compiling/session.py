@@ -15,9 +15,7 @@ from collections.abc import Sequence
 from contextlib import nullcontext
 from dataclasses import dataclass, replace
 from functools import partial
-from typing import Any
 
-from sqlalchemy import Row
 from sqlalchemy.exc import IntegrityError
 
 from app.domain.compilers.base import Compiler, Item, NeedsHistory
@@ -55,8 +53,9 @@ from app.services.compiling.request import (
     spec_of,
     tools_tokens,
 )
-from app.services.compiling.stored import items_of
+from app.services.compiling.stored import few, items_of
 from app.services.compiling.tails import Tail, View, long_history, read_tail, view_of
+from app.services.compiling.wholes import read_whole
 from app.services.sessions import require_session_and_tenant_name, session_profile
 from app.services.sessions.calibration import calibration_for, key_for
 from app.services.sessions.originals import keep_originals
@@ -272,12 +271,23 @@ async def _read_and_compile(ctx: Context, loaded: Loaded, plan: Plan, options: O
 
 
 async def _whole(ctx: Context, loaded: Loaded, plan: Plan, options: Options) -> Compiled:
+    """Read and compile the whole history (a short one as the last compile kept it and the rows
+    since), or in delta mode the messages after the cursor."""
+    at, encoding = (loaded.pk, loaded.row.history_version), loaded.profile.encoding
+    if plan.cursor is None and not plan.long:
+        whole = await read_whole(ctx.session, ctx.cache, ctx.tenant, at, encoding)
+        output, items = await _run(ctx, loaded, plan, options, whole.items, None)
+        return Compiled(output, items, None, "kept_whole" if whole.kept else "whole")
     # A long history read whole takes memory in proportion to it: one at a time.
     long = plan.long and plan.cursor is None
     async with ctx.digester.reading(long) if ctx.digester else nullcontext():
-        encoding = loaded.profile.encoding
         rows = await compiles.rows_after(ctx.session, loaded.pk, plan.cursor or 0, encoding)
-        output, items = await _run(ctx, loaded, plan, options, rows, None)
+        parsed = (
+            items_of(rows, at, ctx.cache)
+            if few(rows)
+            else await cpu.run_sync(items_of, rows, at, ctx.cache)
+        )
+        output, items = await _run(ctx, loaded, plan, options, parsed, None)
     return Compiled(output, items, None, "delta" if plan.cursor is not None else "whole")
 
 
@@ -286,16 +296,16 @@ async def _run(
     loaded: Loaded,
     plan: Plan,
     options: Options,
-    rows: Sequence[Row[Any]],
+    stored: Sequence[Item],
     tail: Tail | None,
 ) -> tuple[Output, tuple[Item, ...]]:
-    """The compile of ``rows``, or of the ``tail``, and the pending messages: on the event loop
-    when it is light, else in a worker thread."""
+    """The compile of the ``stored`` items, or of the ``tail``, and the pending messages: on the
+    event loop when it is light, else in a worker thread."""
     work = partial(_work, ctx, loaded, plan, options)
-    read = rows if tail is None else tail.items
+    read = stored if tail is None else tail.items
     if light(read, plan.target, options) and not scans(plan.spec):
-        return work(rows, tail)
-    return await cpu.run_sync(work, rows, tail)
+        return work(stored, tail)
+    return await cpu.run_sync(work, stored, tail)
 
 
 def _work(
@@ -303,7 +313,7 @@ def _work(
     loaded: Loaded,
     plan: Plan,
     options: Options,
-    rows: Sequence[Row[Any]],
+    stored: Sequence[Item],
     tail: Tail | None,
 ) -> tuple[Output, tuple[Item, ...]]:
     row, encoding = loaded.row, loaded.profile.encoding
@@ -311,9 +321,7 @@ def _work(
         Item(row.last_seq + i, DEFAULT_SECTION, message, counts[encoding])
         for i, (message, counts) in enumerate(options.pending, start=1)
     )
-    history = (loaded.pk, row.history_version)
-    stored = tail.items if tail is not None else items_of(rows, history, ctx.cache)
-    items = (*stored, *pending)
+    items = (*(tail.items if tail is not None else stored), *pending)
     elided = None if tail is None else tail.elided(items)
     caller = Caller(ctx.tenant, loaded.tenant_name)
     snapshot = snapshot_of(
