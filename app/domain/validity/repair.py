@@ -108,8 +108,9 @@ def repair_passes(
     """``repair``, its warnings kept per pass (fit, ids, pairing, unsendable): each pass warns in
     message order, so the warnings of two consecutive parts of a view merge pass by pass.
     ``labels``: the index each message is cited by (default: its index in ``messages``); with
-    ``want_ids``, the view's ``Ids`` too. A view they would leave as it is (``untouched``, one
-    walk) is returned as it is."""
+    ``want_ids``, the view's ``Ids`` too. The part of the view they would leave as it is
+    (``untouched``, one walk: often all of it) is returned as it is; only the rest goes through
+    them, told of that part (``Earlier.then``)."""
     found = [facts(message, target) for message in messages]
     before = earlier or Earlier(whole=True)
     kept = untouched(found, target, prior_call_ids, before.calls)
@@ -124,8 +125,8 @@ def repair_passes(
     )
     entries += [(kept + i, message) for i, message in rest]
     if ids is not None:
-        held = _held(found[:kept], prior_call_ids)
-        ids = Ids(held.calls | ids.calls, held.taken | ids.taken)
+        before_ids = _held(found[:kept], prior_call_ids)
+        ids = Ids(before_ids.calls | ids.calls, before_ids.taken | ids.taken)
     return entries, passes, ids
 
 
