@@ -8,13 +8,17 @@ compile of the other, and the kept tails were used."""
 from __future__ import annotations
 
 import random
+import sqlite3
+import uuid
 from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 import httpx
 import pytest
 
 from app.settings import Settings
+from app.storage.migrate import upgrade
 from tests.api.test_tail_compile import (
     WINDOW,
     _sql,
@@ -24,7 +28,7 @@ from tests.api.test_tail_compile import (
     turn,
     wait_for_digest,
 )
-from tests.conftest import METRICS_TOKEN, Api, LiveServer, new_session, serve_api
+from tests.conftest import METRICS_TOKEN, Api, LiveServer, make_key, new_session, serve_api
 
 STEPS = 30
 PROVIDERS = ("anthropic", "gpt-4o", "openai-responses")
@@ -138,3 +142,52 @@ def test_a_short_history_kept_whole_compiles_as_one_read_anew(
         assert compiled(client, sid, **body) == compiled(fresh, sid, **body)
     assert kept_whole_reads(client) > before
     assert kept_whole_reads(fresh) == 0
+
+
+def restore(path: Path, older: Path) -> None:
+    """Every table of the database at ``path`` as it is in the copy ``older``, in one
+    transaction (what a server sees of a restore from a backup while it runs)."""
+    db = sqlite3.connect(path, isolation_level=None)
+    try:
+        db.execute("ATTACH DATABASE ? AS older", (str(older),))
+        tables = db.execute(
+            "SELECT name FROM older.sqlite_master WHERE type = 'table' AND name NOT LIKE 'sqlite_%'"
+        ).fetchall()
+        db.execute("PRAGMA foreign_keys = OFF")
+        db.execute("BEGIN IMMEDIATE")
+        for (table,) in tables:
+            db.execute(f'DELETE FROM main."{table}"')
+            db.execute(f'INSERT INTO main."{table}" SELECT * FROM older."{table}"')
+        db.execute("COMMIT")
+    finally:
+        db.close()
+
+
+def test_a_sqlite_file_restored_from_an_older_copy_is_read_anew(tmp_path: Path) -> None:
+    """After the database is put back as an older copy was, new appends reuse the seqs of messages
+    the kept read holds: the next compile sees the row it kept is not there, reads all of the rows,
+    and answers as a server that kept nothing."""
+    path = tmp_path / "ctxc.db"
+    url = f"sqlite+aiosqlite:///{path}"
+    upgrade(url)
+    key = make_key(url, f"t-{uuid.uuid4().hex[:6]}")
+    keeping = LiveServer(Settings(database_url=url, auth="keys", view_cache_bytes=0))
+    headers = {"Authorization": f"Bearer {key}"}
+    with keeping as server, httpx.Client(base_url=server.url, headers=headers) as client:
+        sid = new_session(client, provider="gpt-4o", context_window=128_000)
+        append(client, sid, [m for i in range(10) for m in turn(i)])
+        compiled(client, sid)
+        with sqlite3.connect(path) as source, sqlite3.connect(tmp_path / "older.db") as copy:
+            source.backup(copy)
+        append(client, sid, turn(10, call_id="lost"))
+        assert "lost" in str(compiled(client, sid))
+        restore(path, tmp_path / "older.db")
+        append(client, sid, turn(11, call_id="kept"))
+        answer = compiled(client, sid)
+    nothing_kept = Settings(database_url=url, auth="keys", view_cache_bytes=0, tail_cache_bytes=0)
+    with (
+        LiveServer(nothing_kept) as server,
+        httpx.Client(base_url=server.url, headers=headers) as c,
+    ):
+        assert answer == compiled(c, sid)
+    assert "lost" not in str(answer) and "kept" in str(answer)

@@ -6,14 +6,20 @@ lock, so rows commit in seq order. What a full compile read of a history short e
 whole (``tails.long_history`` is false) is therefore still the history's opening while the
 version is the same: the next compile reads only the rows stored after it, as a long history's
 kept tail does (``tails``). Kept in ``MessageCache.tails``, by tenant, session and encoding.
+
+The rows since are read from the last one kept on, which must be the row kept (its seq and the
+time it was written: a database restored from an older copy reuses seqs); the version is read
+again after them (a compaction between the session's read and theirs rewrites the rows). Either
+failing, all the rows are read, as without a kept read.
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass
-from typing import cast
+from dataclasses import dataclass, replace
+from typing import Any, cast
 
+from sqlalchemy import Row
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from app.domain.compilers.base import Item
@@ -32,12 +38,20 @@ class Whole:
     version: int  # the history's, when read
     items: tuple[Item, ...]
     size: int  # what keeping it costs, estimated in bytes
+    last_at: Any = None  # when the last row read was written
     kept: bool = False  # grown from one kept from an earlier compile
 
     @property
     def after(self) -> int:
         """The last seq read (0 when none)."""
         return self.items[-1].seq if self.items else 0
+
+    def continued_by(self, rows: Sequence[Row[Any]]) -> bool:
+        """Whether ``rows``, read from the last seq read on, start with the very row read last
+        (not another written since at its seq: a database restored from an older copy)."""
+        if not self.items:
+            return True
+        return bool(rows) and rows[0].seq == self.after and rows[0].at == self.last_at
 
 
 async def read_whole(
@@ -54,14 +68,21 @@ async def read_whole(
     key = (tenant, pk, f"whole:{encoding}")
     found = cast(Whole | None, cache.tails.get(key)) if cache.tails.max_bytes else None
     kept = found if found is not None and found.version == version else None
-    rows = await compiles.rows_after(db, pk, kept.after if kept else 0, encoding)
-    if kept is not None and await digests.history_version(db, pk) != version:
-        # A compaction since the session was read: its rows are of another history. Read them
-        # all, as a compile that kept nothing would.
-        kept = None
-        rows = await compiles.rows_after(db, pk, 0, encoding)
-    new = items_of(rows, at, cache) if few(rows) else await cpu.run_sync(items_of, rows, at, cache)
-    whole = _grown(kept, version, new)
+    rows = await compiles.rows_after(db, pk, max(kept.after - 1, 0) if kept else 0, encoding)
+    if kept is not None:
+        now = await digests.history_version(db, pk)
+        if now == version and kept.continued_by(rows):
+            rows = rows[1:] if kept.items else rows
+        else:  # a compaction since the session was read: read all its rows, of that version
+            kept, version = None, version if now is None else now
+            rows = await compiles.rows_after(db, pk, 0, encoding)
+    history = (pk, version)
+    new = (
+        items_of(rows, history, cache)
+        if few(rows)
+        else await cpu.run_sync(items_of, rows, history, cache)
+    )
+    whole = _grown(kept, version, new, rows[-1].at if rows else None)
     if whole.size <= cache.tails.max_bytes // ONE_TAIL_SHARE:
         cache.tails.put(key, whole, whole.size, replace=True)
     else:
@@ -69,9 +90,11 @@ async def read_whole(
     return whole
 
 
-def _grown(kept: Whole | None, version: int, new: Sequence[Item]) -> Whole:
-    """``kept`` (or nothing) with the ``new`` items after it."""
+def _grown(kept: Whole | None, version: int, new: Sequence[Item], last_at: Any) -> Whole:
+    """``kept`` (or nothing) with the ``new`` items after it, the last written at ``last_at``."""
     size = sum(BYTES_PER_TOKEN * i.tokens + OVERHEAD for i in new)
     if kept is None:
-        return Whole(version, tuple(new), OVERHEAD + size)
-    return Whole(version, (*kept.items, *new), kept.size + size, kept=True)
+        return Whole(version, tuple(new), OVERHEAD + size, last_at)
+    if not new:
+        return replace(kept, kept=True)
+    return Whole(version, (*kept.items, *new), kept.size + size, last_at, kept=True)
