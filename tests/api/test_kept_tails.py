@@ -72,6 +72,29 @@ def kept_reads(client: httpx.Client) -> float:
     return reads(client).get("kept", 0)
 
 
+def grow(rng: random.Random, clients: tuple[httpx.Client, ...], sid: str, n: int, most: int) -> int:
+    """Append 1 to ``most`` turns after the ``n`` stored, through either client: half the time
+    reusing call ids (renamed across the parts), a fifth of the time traces of execution ``e1``
+    (its compiles read the whole history and make the digest theirs, a new generation, which a
+    tail kept of the one before must not outlive). The turns stored now."""
+    turns = rng.randint(1, most)
+    reused = rng.random() < 0.5
+    trace = "e1" if rng.random() < 0.2 else None
+    batch = [
+        m
+        for i in range(n, n + turns)
+        for m in turn(i, f"c{i % 7}" if reused else None, trace=trace)
+    ]
+    append(rng.choice(clients), sid, batch)
+    return n + turns
+
+
+def compact(client: httpx.Client, sid: str) -> None:
+    """A tool-payload compaction: the history's next version."""
+    done = client.post(f"/v1/sessions/{sid}/compact", json={"kind": "tool_payloads"})
+    assert done.status_code == 201, done.text
+
+
 @pytest.mark.parametrize("seed", range(len(PROVIDERS)))
 def test_a_kept_tail_compiles_as_a_tail_read_anew(
     api: Api, client: httpx.Client, fresh: httpx.Client, seed: int
@@ -84,21 +107,9 @@ def test_a_kept_tail_compiles_as_a_tail_read_anew(
     wait_for_digest(api, sid)
     first, kept = digest_of(api, sid), kept_reads(client)
     for _ in range(STEPS):
-        turns = rng.randint(1, 4)
-        reused = rng.random() < 0.5
-        # Traces of another execution: its compiles read the whole history and make the digest
-        # theirs (a new generation), which a tail kept of the one before must not outlive.
-        trace = "e1" if rng.random() < 0.2 else None
-        batch = [
-            m
-            for i in range(n, n + turns)
-            for m in turn(i, f"c{i % 7}" if reused else None, trace=trace)
-        ]
-        append(rng.choice((client, fresh)), sid, batch)
-        n += turns
+        n = grow(rng, (client, fresh), sid, n, 4)
         if rng.random() < 0.1:
-            done = client.post(f"/v1/sessions/{sid}/compact", json={"kind": "tool_payloads"})
-            assert done.status_code == 201, done.text
+            compact(client, sid)
         body = {"execution_id": rng.choice(("e1", "e2"))} if rng.random() < 0.3 else {}
         assert compiled(client, sid, **body) == compiled(fresh, sid, **body)
     assert kept_reads(client) > kept
@@ -123,19 +134,9 @@ def test_a_short_history_kept_whole_compiles_as_one_read_anew(
     append(client, sid, [m for i in range(n) for m in turn(i, call_id=f"c{i % 7}")])
     before = kept_whole_reads(client)
     for _ in range(STEPS):
-        turns = rng.randint(1, 3)
-        reused = rng.random() < 0.5
-        trace = "e1" if rng.random() < 0.2 else None
-        batch = [
-            m
-            for i in range(n, n + turns)
-            for m in turn(i, f"c{i % 7}" if reused else None, trace=trace)
-        ]
-        append(rng.choice((client, fresh)), sid, batch)
-        n += turns
+        n = grow(rng, (client, fresh), sid, n, 3)
         if rng.random() < 0.15:
-            done = client.post(f"/v1/sessions/{sid}/compact", json={"kind": "tool_payloads"})
-            assert done.status_code == 201, done.text
+            compact(client, sid)
         body: dict[str, Any] = {"execution_id": "e1"} if rng.random() < 0.2 else {}
         if rng.random() < 0.3:
             body["context_window"] = 3_000  # trimmed, and still too short for a digest
