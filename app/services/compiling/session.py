@@ -53,7 +53,7 @@ from app.services.compiling.request import (
     spec_of,
     tools_tokens,
 )
-from app.services.compiling.stored import few, items_of
+from app.services.compiling.stored import parse
 from app.services.compiling.tails import Tail, View, long_history, read_tail, view_of
 from app.services.compiling.wholes import read_whole
 from app.services.sessions import require_session_and_tenant_name, session_profile
@@ -282,11 +282,7 @@ async def _whole(ctx: Context, loaded: Loaded, plan: Plan, options: Options) -> 
     long = plan.long and plan.cursor is None
     async with ctx.digester.reading(long) if ctx.digester else nullcontext():
         rows = await compiles.rows_after(ctx.session, loaded.pk, plan.cursor or 0, encoding)
-        parsed = (
-            items_of(rows, at, ctx.cache)
-            if few(rows)
-            else await cpu.run_sync(items_of, rows, at, ctx.cache)
-        )
+        parsed = await parse(rows, at, ctx.cache)
         output, items = await _run(ctx, loaded, plan, options, parsed, None)
     return Compiled(output, items, None, "delta" if plan.cursor is not None else "whole")
 

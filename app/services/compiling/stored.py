@@ -17,6 +17,7 @@ from sqlalchemy import Row
 from app.domain.compilers.base import Item
 from app.domain.messages import Message, ToolCallPart, ToolResultPart
 from app.services.sessions.cache import MessageCache
+from app.services.tenancy import cpu
 from app.storage.db import json_loads
 
 # A session's history as the cache knows it: the session's pk and its history version.
@@ -60,6 +61,19 @@ def items_of(rows: Sequence[Row[Any]], history: History, cache: MessageCache) ->
         else:
             items.append(Item(row.seq, row.section, message, row.tokens))
     return items
+
+
+async def parse(rows: Sequence[Row[Any]], history: History, cache: MessageCache) -> list[Item]:
+    """``items_of`` on the event loop when the rows are few and small, else in a worker
+    thread."""
+    if few(rows):
+        return items_of(rows, history, cache)
+    return await cpu.run_sync(items_of, rows, history, cache)
+
+
+def kept_bytes(items: Sequence[Item]) -> int:
+    """What keeping parsed ``items`` beyond a compile costs, estimated in bytes."""
+    return sum(BYTES_PER_TOKEN * i.tokens + OVERHEAD for i in items)
 
 
 def few(rows: Sequence[Row[Any]]) -> bool:

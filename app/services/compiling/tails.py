@@ -25,9 +25,8 @@ from app.domain.compilers.spec import CompilerSpec
 from app.domain.providers import ProviderProfile
 from app.domain.sessions import SessionPk, TenantId
 from app.domain.validity.repair import Earlier
-from app.services.compiling.stored import BYTES_PER_TOKEN, OVERHEAD, few, items_of, tool_ids
+from app.services.compiling.stored import OVERHEAD, kept_bytes, parse, tool_ids
 from app.services.sessions.cache import MessageCache, canonical_json
-from app.services.tenancy import cpu
 from app.storage import digests
 from app.storage.digests import Place, Stored
 from app.storage.models import SessionRow
@@ -129,14 +128,14 @@ async def read_tail(
     if not await digests.still(db, at, stored):
         cache.tails.pop(key)
         return None
-    _keep(cache, key, tail)
+    keep_read(cache, key, tail, tail.size)
     return tail
 
 
 async def _reusable(db: AsyncSession, cache: MessageCache, key: Key, at: Place) -> Tail | None:
     """The tail kept under ``key``, if it is of the history ``at`` and of the view's digest as
     they are (none looked up when none are kept)."""
-    kept = cast(Tail | None, cache.tails.get(key)) if cache.tails.max_bytes else None
+    kept = cast(Tail | None, kept_read(cache, key))
     if kept is None or kept.version != at.version or not await digests.still(db, at, kept.stored):
         return None
     return kept
@@ -160,10 +159,17 @@ async def _read(
     return await _grown(db, at, _empty(stored, at.version), rows, profile, cache)
 
 
-def _keep(cache: MessageCache, key: Key, tail: Tail) -> None:
-    """Keep ``tail`` under ``key``, unless it would take more than a share of what tails may."""
-    if tail.size <= cache.tails.max_bytes // ONE_TAIL_SHARE:
-        cache.tails.put(key, tail, tail.size, replace=True)
+def kept_read(cache: MessageCache, key: Key) -> object | None:
+    """What a compile's read kept under ``key`` (a tail, or a short history read whole: none
+    looked up when nothing is kept)."""
+    return cache.tails.get(key) if cache.tails.max_bytes else None
+
+
+def keep_read(cache: MessageCache, key: Key, read: object, size: int) -> None:
+    """Keep ``read`` (of ``size`` estimated bytes) under ``key`` for the next compile, unless it
+    would take more than a share of what kept reads may."""
+    if size <= cache.tails.max_bytes // ONE_TAIL_SHARE:
+        cache.tails.put(key, read, size, replace=True)
     else:
         cache.tails.pop(key)
 
@@ -187,17 +193,13 @@ async def _grown(
 ) -> Tail:
     """``tail`` with the stored ``rows`` after it, and what the digest's ids answer about the
     ids they add."""
-    history, stored = (at.pk, at.version), tail.stored
-    new = (
-        items_of(rows, history, cache)
-        if few(rows)
-        else await cpu.run_sync(items_of, rows, history, cache)
-    )
+    stored = tail.stored
+    new = await parse(rows, (at.pk, at.version), cache)
     ids = (*tail.ids, *tool_ids(new, stored.digest.upto))
     asked = candidate_ids(ids, profile.output, stored.digest)
     calls, held = await digests.ids_among(db, at.pk, at.view_key, stored, asked - tail.asked)
     added = len(ids) - len(tail.ids) + len(asked) - len(tail.asked) + len(calls) + len(held)
-    size = tail.size + ID_BYTES * added + sum(BYTES_PER_TOKEN * i.tokens + OVERHEAD for i in new)
+    size = tail.size + ID_BYTES * added + kept_bytes(new)
     items = (*tail.items, *new)
     return replace(
         tail,

@@ -24,10 +24,9 @@ from sqlalchemy.ext.asyncio import AsyncSession
 
 from app.domain.compilers.base import Item
 from app.domain.sessions import SessionPk, TenantId
-from app.services.compiling.stored import BYTES_PER_TOKEN, OVERHEAD, few, items_of
-from app.services.compiling.tails import ONE_TAIL_SHARE
+from app.services.compiling.stored import OVERHEAD, kept_bytes, parse
+from app.services.compiling.tails import keep_read, kept_read
 from app.services.sessions.cache import MessageCache
-from app.services.tenancy import cpu
 from app.storage import compiles, digests
 
 
@@ -66,33 +65,25 @@ async def read_whole(
     next compile."""
     pk, version = at
     key = (tenant, pk, f"whole:{encoding}")
-    found = cast(Whole | None, cache.tails.get(key)) if cache.tails.max_bytes else None
+    found = cast(Whole | None, kept_read(cache, key))
     kept = found if found is not None and found.version == version else None
     rows = await compiles.rows_after(db, pk, max(kept.after - 1, 0) if kept else 0, encoding)
     if kept is not None:
         now = await digests.history_version(db, pk)
         if now == version and kept.continued_by(rows):
             rows = rows[1:] if kept.items else rows
-        else:  # a compaction since the session was read: read all its rows, of that version
+        else:  # rewritten since (a compaction, a restore): all its rows, of the version seen
             kept, version = None, version if now is None else now
             rows = await compiles.rows_after(db, pk, 0, encoding)
-    history = (pk, version)
-    new = (
-        items_of(rows, history, cache)
-        if few(rows)
-        else await cpu.run_sync(items_of, rows, history, cache)
-    )
+    new = await parse(rows, (pk, version), cache)
     whole = _grown(kept, version, new, rows[-1].at if rows else None)
-    if whole.size <= cache.tails.max_bytes // ONE_TAIL_SHARE:
-        cache.tails.put(key, whole, whole.size, replace=True)
-    else:
-        cache.tails.pop(key)
+    keep_read(cache, key, whole, whole.size)
     return whole
 
 
 def _grown(kept: Whole | None, version: int, new: Sequence[Item], last_at: Any) -> Whole:
     """``kept`` (or nothing) with the ``new`` items after it, the last written at ``last_at``."""
-    size = sum(BYTES_PER_TOKEN * i.tokens + OVERHEAD for i in new)
+    size = kept_bytes(new)
     if kept is None:
         return Whole(version, tuple(new), OVERHEAD + size, last_at)
     if not new:
