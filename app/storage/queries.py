@@ -6,9 +6,10 @@ from collections.abc import Mapping, Sequence
 from datetime import datetime
 from typing import Any
 
-from sqlalchemy import case, delete, func, or_, select, update
+from sqlalchemy import BindParameter, Select, bindparam, case, delete, func, or_, select, update
 from sqlalchemy.dialects import postgresql, sqlite
 from sqlalchemy.ext.asyncio import AsyncSession
+from sqlalchemy.orm import aliased
 
 from app.domain.sessions import SessionPk, TenantId
 from app.storage.models import (
@@ -300,15 +301,31 @@ async def archived_covering(
     return (await db.scalars(query)).all()
 
 
-async def last_reported(db: AsyncSession, pk: SessionPk) -> CompileRow | None:
-    """The compile whose outcome the caller reported last (usage, or an error)."""
-    query = (
-        select(CompileRow)
+def _unacted_report() -> Select[tuple[dict[str, Any] | None, str | None, bool]]:
+    later = aliased(CompileRow)
+    pk: BindParameter[int] = bindparam("pk")
+    since = select(later.id).where(
+        later.session_pk == pk, later.created_at > CompileRow.reported_at
+    )
+    return (
+        select(CompileRow.usage, CompileRow.error_kind, since.exists())
         .where(CompileRow.session_pk == pk, CompileRow.reported_at.is_not(None))
         .order_by(CompileRow.reported_at.desc())
         .limit(1)
     )
-    return await db.scalar(query)
+
+
+# Built once: an alias costs more to build than the query takes to run.
+UNACTED_REPORT = _unacted_report()
+
+
+async def unacted_report(
+    db: AsyncSession, pk: SessionPk
+) -> tuple[dict[str, Any] | None, str | None] | None:
+    """The usage and error kind of the compile whose outcome the caller reported last, when no
+    compile of the session was made since that report (one query); None otherwise."""
+    found = (await db.execute(UNACTED_REPORT, {"pk": pk})).one_or_none()
+    return None if found is None or found[2] else (found[0], found[1])
 
 
 async def rewrite_history(db: AsyncSession, pk: SessionPk) -> None:

@@ -37,9 +37,5 @@ async def reported(
     with a cursor acknowledgement, acted on once: by the first compile after it."""
     if given is not None:
         return given
-    found = await queries.last_reported(db, pk)
-    if found is None or found.reported_at is None:
-        return None
-    if await queries.compiled_since(db, pk, found.reported_at):
-        return None
-    return Report.of(found.usage, found.error_kind, cache_apart)
+    found = await queries.unacted_report(db, pk)
+    return None if found is None else Report.of(*found, cache_apart)

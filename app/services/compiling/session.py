@@ -120,7 +120,8 @@ async def compile_session(
     compacted = list(ran or ())
     if compacting:
         compacted = await run_due(ctx, loaded, options)
-        loaded = await load(ctx, session_id, options)  # a compaction may end the provider session
+        if compacted:  # a compaction may end the provider session
+            loaded = await load(ctx, session_id, options)
     plan = await plan_for(ctx, loaded, options)
     compiled = await compile_view(ctx, loaded, plan, options)
     if compacting and (fitted := await _fit_sent(ctx, loaded, options, compiled.output)):
