@@ -34,6 +34,7 @@ from app.services import compiling
 from app.services.compiling import Compilation, Options
 from app.services.sessions.messages import Writer
 from app.services.sidecar import turns
+from app.services.sidecar.phases import COMPILE, OPEN, READ, STORE, UPSTREAM, Phases, phase, timing
 from app.services.sidecar.turns import Opened
 from app.services.tenancy import cpu
 from app.storage import queries
@@ -84,8 +85,10 @@ async def handle(request: Request, endpoint: Endpoint, call: Call | None = None)
     """Answer one sidecar request; every refusal in the provider's own error JSON. ``call``:
     what the route's path says of the request (see ``Call``)."""
     state: AppState = request.state.ctxc
+    Phases.begin()
     try:
-        turn = await read_turn(request, state, endpoint, call)
+        with phase(READ):
+            turn = await read_turn(request, state, endpoint, call)
         return await until_disconnect(request, lambda: _run(state, turn), endpoint.provider, state)
     except responses.Unmanaged as unmanaged:
         try:
@@ -97,12 +100,19 @@ async def handle(request: Request, endpoint: Endpoint, call: Call | None = None)
 
 
 async def _run(state: AppState, turn: Turn) -> Response:
-    opened = None if turn.session_id is None else await _open(state, turn)
+    opened = None
+    if turn.session_id is not None:
+        with phase(OPEN):
+            opened = await _open(state, turn)
     scale: float | None = None
     for attempt in (1, 2):
-        done = await _compile(state, turn, opened, scale)
-        payload = _payload(turn, opened, done)
-        upstream = await send(state, turn.upstream(state), payload, turn.headers, params=turn.query)
+        with phase(COMPILE):
+            done = await _compile(state, turn, opened, scale)
+            payload = _payload(turn, opened, done)
+        with phase(UPSTREAM):
+            upstream = await send(
+                state, turn.upstream(state), payload, turn.headers, params=turn.query
+            )
         if upstream.status_code == 200:
             headers = _headers(turn, opened, done, retried=attempt == 2)
             if turn.stream:
@@ -298,7 +308,7 @@ def _headers(turn: Turn, opened: Opened | None, done: Compilation, retried: bool
             headers["x-ctxc-forked-to"] = opened.forked_to
     if retried:
         headers["x-ctxc-retried"] = "prompt_too_long"
-    return headers
+    return headers | timing()
 
 
 async def _answered(
@@ -327,8 +337,9 @@ async def _answered(
     outcome = _outcome(opened)
     if opened is not None:
         # After recalls the usage is of the request with their pages: it teaches nothing.
-        stored = await _kept(state, turn, opened, done, data, teaches=not recalls)
-        headers.update(stored)
+        with phase(STORE):
+            stored = await _kept(state, turn, opened, done, data, teaches=not recalls)
+        headers.update(stored | timing())
         outcome = "stored" if stored["x-ctxc-stored"] == "true" else "not_stored"
     state.metrics.sidecar.labels(turn.endpoint.provider, outcome).inc()
     return Response(data, 200, returned_headers(upstream) | headers)

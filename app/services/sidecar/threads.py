@@ -59,6 +59,7 @@ from app.services.compiling import item_of
 from app.services.sessions import Stamp, add_session
 from app.services.sessions.cache import Entry, canonical_json
 from app.services.sessions.messages import Writer, insert_messages
+from app.services.sidecar.phases import HASH, phase
 from app.services.tenancy import cpu
 from app.storage import compiles, queries
 from app.storage.models import ProxyThreadRow, SessionRow
@@ -236,9 +237,10 @@ async def held(thread: ProxyThreadRow, sent: Sent) -> bool:
     if len(sent.items) < thread.sent + thread.replies:
         return False
     prefix = sent.items[: thread.sent]
-    if len(prefix) > INLINE_ITEMS:
-        return await cpu.run_sync(raw_digest, prefix) == thread.raw
-    return raw_digest(prefix) == thread.raw
+    with phase(HASH):
+        if len(prefix) > INLINE_ITEMS:
+            return await cpu.run_sync(raw_digest, prefix) == thread.raw
+        return raw_digest(prefix) == thread.raw
 
 
 async def new_start(
@@ -247,9 +249,10 @@ async def new_start(
     """Where the new part of ``history`` starts, when it extends what the session stores; None
     when it does not (a fork)."""
     if thread is not None:
-        if len(history.keys) > INLINE_ITEMS:
-            return await cpu.run_sync(_extends, thread, history)
-        return _extends(thread, history)
+        with phase(HASH):
+            if len(history.keys) > INLINE_ITEMS:
+                return await cpu.run_sync(_extends, thread, history)
+            return _extends(thread, history)
     assert history.offset == 0
     if row.last_seq == 0:
         return 0
