@@ -246,11 +246,14 @@ def stream(http: httpx.Client, path: str, body: bytes) -> tuple[Timed, bytes]:
 
 
 def server_timing(header: str) -> dict[str, float]:
-    """The phases of a ``Server-Timing`` header, in milliseconds."""
-    phases = {}
+    """ctxc's phases in a ``Server-Timing`` header, in milliseconds (its entries come first;
+    the upstream's own, after them, are left out)."""
+    phases: dict[str, float] = {}
     for entry in filter(None, header.split(", ")):
         name, _, duration = entry.partition(";dur=")
-        phases[name] = float(duration)
+        if not duration.replace(".", "", 1).isdigit():
+            break  # the upstream's
+        phases.setdefault(name, float(duration))
     return phases
 
 

@@ -303,7 +303,7 @@ async def archived_covering(
 
 def _unacted_report() -> Select[tuple[dict[str, Any] | None, str | None, bool]]:
     later = aliased(CompileRow)
-    pk: BindParameter[int] = bindparam("pk")
+    pk: BindParameter[str] = bindparam("pk")
     since = select(later.id).where(
         later.session_pk == pk, later.created_at > CompileRow.reported_at
     )

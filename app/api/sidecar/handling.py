@@ -114,7 +114,7 @@ async def _run(state: AppState, turn: Turn) -> Response:
                 state, turn.upstream(state), payload, turn.headers, params=turn.query
             )
         if upstream.status_code == 200:
-            headers = _headers(turn, opened, done, retried=attempt == 2)
+            headers = _headers(turn, opened, done, upstream, retried=attempt == 2)
             if turn.stream:
                 store = _stored(state, turn, opened, done)
                 return Passthrough(
@@ -138,7 +138,7 @@ async def _run(state: AppState, turn: Turn) -> Response:
             scale = shrink(turn.endpoint.provider, data)
             continue
         state.metrics.sidecar.labels(turn.endpoint.provider, "upstream_error").inc()
-        headers = _headers(turn, opened, done, retried=attempt == 2)
+        headers = _headers(turn, opened, done, upstream, retried=attempt == 2)
         return Response(data, upstream.status_code, returned_headers(upstream) | headers)
     raise AssertionError("unreachable")
 
@@ -290,8 +290,10 @@ def _place(endpoint: Endpoint, body: dict[str, Any], output: Output) -> None:
         body[endpoint.system] = system
 
 
-def _headers(turn: Turn, opened: Opened | None, done: Compilation, retried: bool) -> dict[str, str]:
-    """What ctxc tells the agent beside the provider's answer."""
+def _headers(
+    turn: Turn, opened: Opened | None, done: Compilation, upstream: httpx.Response, retried: bool
+) -> dict[str, str]:
+    """What ctxc tells the agent beside the provider's ``upstream`` answer."""
     out = done.output
     headers = {
         responses.MANAGED: "true",
@@ -308,7 +310,7 @@ def _headers(turn: Turn, opened: Opened | None, done: Compilation, retried: bool
             headers["x-ctxc-forked-to"] = opened.forked_to
     if retried:
         headers["x-ctxc-retried"] = "prompt_too_long"
-    return headers | timing()
+    return headers | timing(upstream.headers)
 
 
 async def _answered(
@@ -329,8 +331,8 @@ async def _answered(
         upstream, data, recalls = await recalling.settle(
             state, turn, opened, done, payload, upstream
         )
-        if recalls:
-            headers["x-ctxc-recalls"] = str(recalls)
+        if recalls:  # the answer is the last round's: its upstream's timing
+            headers |= {"x-ctxc-recalls": str(recalls)} | timing(upstream.headers)
         if upstream.status_code != 200:
             state.metrics.sidecar.labels(turn.endpoint.provider, "upstream_error").inc()
             return Response(data, upstream.status_code, returned_headers(upstream) | headers)
@@ -339,7 +341,7 @@ async def _answered(
         # After recalls the usage is of the request with their pages: it teaches nothing.
         with phase(STORE):
             stored = await _kept(state, turn, opened, done, data, teaches=not recalls)
-        headers.update(stored | timing())
+        headers.update(stored | timing(upstream.headers))
         outcome = "stored" if stored["x-ctxc-stored"] == "true" else "not_stored"
     state.metrics.sidecar.labels(turn.endpoint.provider, outcome).inc()
     return Response(data, 200, returned_headers(upstream) | headers)

@@ -10,7 +10,7 @@ own: the outer one counts only the rest.
 from __future__ import annotations
 
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
 from contextvars import ContextVar
 
@@ -21,6 +21,8 @@ HASH = "hash"  # within ``open``: the history hashed and compared with the sessi
 COMPILE = "compile"  # the compile (its compactions too) and the body to forward
 UPSTREAM = "upstream"  # until the upstream's answer began (its status and headers)
 STORE = "store"  # the turn stored (said only on an answer that is not streamed)
+
+TIMING = "server-timing"  # the header
 
 _CURRENT: ContextVar[Phases | None] = ContextVar("ctxc_sidecar_phases", default=None)
 
@@ -71,7 +73,11 @@ def phase(name: str) -> Iterator[None]:
         yield
 
 
-def timing() -> dict[str, str]:
-    """The ``Server-Timing`` header of the current turn's phases so far (none outside a turn)."""
+def timing(upstream: Mapping[str, str] | None = None) -> dict[str, str]:
+    """The ``Server-Timing`` header of the current turn's phases so far, then the entries of
+    the upstream's own (in its answer's headers ``upstream``: kept); none outside a turn."""
     phases = _CURRENT.get()
-    return {} if phases is None else {"server-timing": phases.header()}
+    if phases is None:
+        return {}
+    theirs = None if upstream is None else upstream.get(TIMING)
+    return {TIMING: ", ".join(filter(None, (phases.header(), theirs)))}
