@@ -166,7 +166,11 @@ async def ids_among(
 
 async def history_version(db: AsyncSession, pk: SessionPk) -> int | None:
     """How many compactions rewrote the session's history (None: the session is gone)."""
-    return await db.scalar(select(SessionRow.history_version).where(SessionRow.pk == pk))
+    return await db.scalar(_VERSION, {"pk": pk})
+
+
+# Built once, as the other statements of a compile (a statement made anew pays a cache lookup).
+_VERSION = select(SessionRow.history_version).where(SessionRow.pk == bindparam("pk"))
 
 
 @dataclass(frozen=True)
