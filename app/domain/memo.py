@@ -9,7 +9,8 @@ A kept answer costs the garbage collector as little as it can: a value has one w
 whichever functions keep answers for it, and each function one small dict of answers per value
 (a full collection walks every object that can hold others, and the caches keep millions of
 messages). When the value is freed, the reference's callback drops all of them, before its
-identity can name another object.
+identity can name another object; a lookup still checks that the reference is the value's, so
+answers a failed callback left behind are never given to another value.
 """
 
 from __future__ import annotations
@@ -59,15 +60,19 @@ def per_value(fn: Callable[[V, A], R]) -> Callable[[V, A], R]:
     _MEMOS.append(memo)
 
     def kept(value: V, arg: A) -> R:
-        answers = memo.get(id(value))
+        key = id(value)
+        answers = memo.get(key)
         if answers is not None:
-            found = answers.get(arg, _MISSING)
-            if found is not _MISSING:
+            ref = _REFS.get(key)
+            if ref is None or ref() is not value:  # left by a freed value whose callback failed
+                memo.pop(key, None)
+                answers = None
+            elif (found := answers.get(arg, _MISSING)) is not _MISSING:
                 return found  # type: ignore[no-any-return]
         result = fn(value, arg)
         if answers is None:
             _watch(value)
-            answers = memo.setdefault(id(value), {})
+            answers = memo.setdefault(key, {})
         answers[arg] = result
         return result
 

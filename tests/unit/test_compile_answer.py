@@ -1,6 +1,7 @@
 """A compile's answer (app/api/routes/compilation.py ``encoded``) is the JSON pydantic makes of
-it, byte for byte, though its messages are encoded by orjson: over generated messages, system
-prompts and omitted fields, and with an integer orjson refuses."""
+it, byte for byte, though its messages are encoded by orjson: over generated messages of JSON
+values (what messages hold), system prompts and omitted fields, and with an integer orjson
+refuses."""
 
 from __future__ import annotations
 

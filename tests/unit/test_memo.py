@@ -59,8 +59,54 @@ def test_a_value_that_takes_a_freed_one_s_identity_gets_its_own_answer() -> None
         second = message("new")
         if id(second) == freed:
             break
+    assert id(second) == freed
     assert shout(second, "!") == "NEW!"
     assert calls[-1] == ("new", "!")
+
+
+def test_answers_a_failed_callback_left_are_not_given_to_another_value() -> None:
+    first = message("old")
+    assert shout(first, "!") == "OLD!"
+    freed = id(first)
+    del memo._REFS[freed]  # its reference freed first: no callback runs when the value goes
+    del first
+    for _ in range(10_000):
+        second = message("new")
+        if id(second) == freed:
+            break
+    assert id(second) == freed
+    assert shout(second, "!") == "NEW!"
+
+
+def test_one_reference_per_value_whichever_functions_ask() -> None:
+    value = message("one")
+    shout(value, "!")
+    ref = memo._REFS[id(value)]
+    size(value, "!")
+    shout(value, "?")
+    assert memo._REFS[id(value)] is ref
+
+
+class Node:
+    """A value in a reference cycle: freed by the collector, not by its count."""
+
+    def __init__(self) -> None:
+        self.me = self
+
+
+@per_value
+def named(value: Node, how: str) -> str:
+    return f"node{how}"
+
+
+def test_answers_of_a_value_freed_by_the_collector_go() -> None:
+    node = Node()
+    assert named(node, "!") == "node!"
+    key = id(node)
+    del node
+    gc.collect()
+    assert key not in memo._REFS
+    assert not any(key in found for found in memo._MEMOS)
 
 
 def test_kept_answers_add_few_objects_for_the_collector() -> None:

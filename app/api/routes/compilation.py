@@ -157,9 +157,11 @@ def _answer(done: Compilation, tools: list[JSONObject] | None = None) -> bytes:
 
 
 def encoded(result: CompileResult, omit: set[str]) -> bytes:
-    """``result`` as JSON without the fields ``omit`` names. Its messages, most of it, are
-    encoded by orjson (pydantic walks them value by value, about ten times slower), unless they
-    hold what orjson refuses (an integer beyond 64 bits): then pydantic encodes it all."""
+    """``result`` as JSON without the fields ``omit`` names, the bytes pydantic makes of it.
+    Its messages, most of it, are encoded by orjson (pydantic walks them value by value, about
+    ten times slower): they hold JSON values only (parsed from JSON, or made of them), which
+    both encode alike; what orjson refuses (an integer beyond 64 bits, nesting past 255) makes
+    pydantic encode it all."""
     fields = result.model_copy(update={"messages": []}).model_dump(mode="json", exclude=omit)
     fields["messages"] = result.messages  # in its place: the key was there, its value empty
     try:
