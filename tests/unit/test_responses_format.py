@@ -784,3 +784,18 @@ def test_transcripts_compile_to_responses_and_read_back_the_same(name: str) -> N
     again = from_responses(items, instructions)
     assert to_responses(again) == (instructions, items)
     assert render(again, "responses") == (instructions, items, [])
+
+
+@pytest.mark.parametrize("name", sorted(DOCUMENTED))
+def test_a_message_s_items_kept_between_renders_are_each_render_s_own(name: str) -> None:
+    # The items a message makes are kept while it lives (the next compile of a session meets
+    # the same message objects): each render gets the same items, as dicts of its own.
+    instructions, items = DOCUMENTED[name]
+    messages = from_responses(items, instructions)
+    first = render(messages, "responses")
+    second = render(messages, "responses")
+    assert first == second
+    assert all(a is not b for a, b in zip(first[1], second[1], strict=True))
+    if first[1]:
+        first[1][0].clear()  # one render's item changed: the next render's is not
+    assert render(messages, "responses") == second

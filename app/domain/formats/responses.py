@@ -24,7 +24,7 @@ and ``extra`` (its other fields: ``id``, ``status``...). Part-level hints are de
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any, Final
 
 from app.domain.errors import FormatError, Path
@@ -191,18 +191,23 @@ def _role_problem(role: Any, item: JSONObject) -> str:
     return why
 
 
-def to_responses(messages: Sequence[Message]) -> tuple[str | None, list[JSONObject]]:
-    """``(instructions, input)`` for canonical messages (the inverse of ``from_responses``).
+def to_responses(
+    messages: Sequence[Message],
+    items_of: Callable[[Message], Sequence[JSONObject]] | None = None,
+) -> tuple[str | None, list[JSONObject]]:
+    """``(instructions, input)`` for canonical messages (the inverse of ``from_responses``);
+    ``items_of``: what gives a message's items (``responses_items``, or a kept copy of them).
 
     Items are neither merged nor reordered: provider validity is the compile step's job.
     """
     flags = instruction_flags(messages)
     instructions = [m for m, flag in zip(messages, flags, strict=True) if flag]
+    items_of = items_of or responses_items
     items = [
         item
         for message, flag in zip(messages, flags, strict=True)
         if not flag
-        for item in responses_items(message)
+        for item in items_of(message)
     ]
     return instructions_text(instructions), items
 

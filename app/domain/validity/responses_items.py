@@ -7,7 +7,8 @@ from collections.abc import Sequence
 from typing import Final
 
 from app.domain.formats._responses_kinds import PROVIDER, is_item, produced_by_model
-from app.domain.formats.responses import to_responses
+from app.domain.formats.responses import responses_items, to_responses
+from app.domain.memo import per_value
 from app.domain.messages import JSONObject, Message, OpaquePart, Part, ReasoningPart
 from app.domain.validity.responses_rules import model_output
 from app.domain.validity.targets import carried
@@ -77,7 +78,7 @@ def responses_request(
     entries: list[Entry], warnings: list[str]
 ) -> tuple[str | None, list[JSONObject]]:
     """``(instructions, input)`` for repaired entries, item ids made acceptable."""
-    instructions, items = to_responses([message for _, message in entries])
+    instructions, items = to_responses([message for _, message in entries], _items_of)
     seen: set[str] = set()
     fixed = [(i, _fixed_id(i, item, seen, warnings)) for i, item in enumerate(items)]
     # A repeated item left out may leave the reasoning before it with nothing after it.
@@ -90,6 +91,17 @@ def responses_request(
             continue
         out.append(item)
     return instructions or None, out[::-1]
+
+
+def _items_of(message: Message) -> list[JSONObject]:
+    """A repaired message's input items: made once while it lives (a session's stored messages
+    come back as the same objects every compile), each compile getting its own copies."""
+    return [dict(item) for item in _kept_items(message, "responses")]
+
+
+@per_value
+def _kept_items(message: Message, _: str) -> tuple[JSONObject, ...]:
+    return tuple(responses_items(message))
 
 
 def _fixed_id(
