@@ -21,6 +21,7 @@ from app.domain.messages import (
     ToolCallPart,
     ToolResultPart,
 )
+from app.domain.validity import render
 from tests.unit.strategies import caller_meta, json_objects, json_values, messy_text
 
 EPHEMERAL = {"type": "ephemeral"}
@@ -442,3 +443,22 @@ def test_anthropic_messages_convert_to_openai_input_that_reads_back(
     converted = to_openai(from_anthropic(*document))
     assert all(isinstance(m.get("tool_call_id", ""), str) for m in converted)
     from_openai(converted)
+
+
+def test_a_message_s_turn_kept_between_renders_is_each_render_s_own() -> None:
+    # A message's turn is kept while it lives (the next compile of a session meets the same
+    # message objects); each render gets it as a dict of its own, and the steps that follow
+    # (merging, ordering, trimming a final prefill) change no other render's.
+    turns = [
+        {"role": "user", "content": "Read it."},
+        {"role": "assistant", "content": [{"type": "text", "text": "Reading "}]},
+        {"role": "assistant", "content": [{"type": "text", "text": "the file.  "}]},
+    ]
+    messages = from_anthropic(turns)
+    first = render(messages, "anthropic")
+    second = render(messages, "anthropic")
+    assert first == second
+    assert all(a is not b for a, b in zip(first[1], second[1], strict=True))
+    first[1][0]["content"] = "changed"  # one render's turn changed: the next render's is not
+    assert render(messages, "anthropic") == second
+    assert second[1][-1]["content"][-1]["text"] == "the file."  # the prefill trimmed

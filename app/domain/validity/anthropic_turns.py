@@ -8,6 +8,7 @@ from dataclasses import dataclass
 from typing import Any, Final
 
 from app.domain.formats.anthropic import System, anthropic_message, in_messages, to_anthropic
+from app.domain.memo import per_value
 from app.domain.messages import JSONObject, Message, TextPart, ToolResultPart
 from app.domain.validity.anthropic_rules import THINKING, blocks_of
 from app.domain.validity.breakpoints import limit_breakpoints
@@ -37,7 +38,7 @@ def anthropic_request(entries: list[Entry], warnings: list[str]) -> tuple[System
     """``(system, messages)`` for repaired entries, adding a warning per change of shape."""
     system = _system(entries, warnings)
     turns = [
-        _Turn([i], anthropic_message(m), _results_only(m))
+        _Turn([i], dict(_kept_turn(m, "anthropic")), _results_only(m))
         for i, m in entries
         if m.role != "system" or in_messages(m)
     ]
@@ -47,6 +48,14 @@ def anthropic_request(entries: list[Entry], warnings: list[str]) -> tuple[System
     _user_first(turns, warnings)
     _trim_final(turns, warnings)
     return limit_breakpoints(system, [turn.body for turn in turns], warnings)
+
+
+@per_value
+def _kept_turn(message: Message, _: str) -> JSONObject:
+    """A repaired message's turn, made once while it lives (a session's stored messages come
+    back as the same objects every compile). Each compile takes its own copy of it, whose keys
+    the steps below replace (they never change what the turn's values hold)."""
+    return anthropic_message(message)
 
 
 def _system(entries: list[Entry], warnings: list[str]) -> System:
