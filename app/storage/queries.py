@@ -53,6 +53,12 @@ async def list_keys(db: AsyncSession) -> Sequence[tuple[ApiKeyRow, str]]:
 _SESSION_ROW = select(SessionRow).where(
     SessionRow.tenant_id == bindparam("tenant"), SessionRow.id == bindparam("id")
 )
+_SESSION_THREAD = (
+    select(SessionRow, ProxyThreadRow)
+    .outerjoin(ProxyThreadRow, ProxyThreadRow.session_pk == SessionRow.pk)
+    .where(SessionRow.tenant_id == bindparam("tenant"), SessionRow.id == bindparam("id"))
+    .execution_options(populate_existing=True)
+)
 _COMPILE_ROW = select(CompileRow).where(
     CompileRow.id == bindparam("id"), CompileRow.session_pk == bindparam("pk")
 )
@@ -67,6 +73,14 @@ _LOCK_SESSION = (  # a write that changes nothing: no object of the session to b
 
 async def session_row(db: AsyncSession, tenant: TenantId, session_id: str) -> SessionRow | None:
     return await db.scalar(_SESSION_ROW, {"tenant": tenant, "id": session_id})
+
+
+async def session_and_thread(
+    db: AsyncSession, tenant: TenantId, session_id: str
+) -> tuple[SessionRow, ProxyThreadRow | None] | None:
+    """The session ``session_id`` and its sidecar thread, if it has one (one query)."""
+    found = (await db.execute(_SESSION_THREAD, {"tenant": tenant, "id": session_id})).first()
+    return None if found is None else (found[0], found[1])
 
 
 async def threads_beside(

@@ -57,8 +57,9 @@ async def open_turn(w: Writer, session_id: str, fields: Fields, sent: Sent) -> O
     The usual turn (a thread that the history extends) only reads, and parses only what follows
     the part the thread holds; a new session, a first thread or a fork write, under the
     session's lock, after matching again."""
-    row = await queries.session_row(w.db, w.tenant, session_id)
-    if row is not None and (opened := await _extending(w.db, row, session_id, sent)):
+    found = await queries.session_and_thread(w.db, w.tenant, session_id)
+    row = None if found is None else found[0]
+    if found is not None and (opened := await _extending(w.db, *found, session_id, sent)):
         return opened
     if row is None:
         row = await _made(w, session_id, fields)
@@ -77,10 +78,14 @@ async def open_turn(w: Writer, session_id: str, fields: Fields, sent: Sent) -> O
 
 
 async def _extending(
-    db: AsyncSession, row: SessionRow, session_id: str, sent: Sent
+    db: AsyncSession,
+    row: SessionRow,
+    thread: ProxyThreadRow | None,
+    session_id: str,
+    sent: Sent,
 ) -> Opened | None:
-    """The turn, when its history extends the session's thread (read only); None otherwise."""
-    thread = await threads.thread_row(db, SessionPk(row.pk))
+    """The turn, when its history extends the session's ``thread`` (read only); None
+    otherwise."""
     opened = None
     if thread is not None and await threads.held(thread, sent):
         history = await sent.parse(thread.sent)
