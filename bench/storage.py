@@ -129,7 +129,7 @@ async def _sizes(url: str) -> dict[str, int]:
     return sizes
 
 
-# ``queries.UNACTED_REPORT`` as the app runs it.
+# ``queries.unacted_report``'s statement as the app runs it.
 _LAST_REPORTED = """
     SELECT usage, error_kind, EXISTS (
         SELECT later.id FROM compiles AS later

@@ -342,7 +342,7 @@ def _unacted_report() -> Select[tuple[dict[str, Any] | None, str | None, bool]]:
     )
 
 
-UNACTED_REPORT = _unacted_report()
+_UNACTED_REPORT = _unacted_report()
 
 
 async def unacted_report(
@@ -350,7 +350,7 @@ async def unacted_report(
 ) -> tuple[dict[str, Any] | None, str | None] | None:
     """The usage and error kind of the compile whose outcome the caller reported last, when no
     compile of the session was made since that report (one query); None otherwise."""
-    found = (await db.execute(UNACTED_REPORT, {"pk": pk})).one_or_none()
+    found = (await db.execute(_UNACTED_REPORT, {"pk": pk})).one_or_none()
     return None if found is None or found[2] else (found[0], found[1])
 
 

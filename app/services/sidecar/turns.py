@@ -58,11 +58,9 @@ async def open_turn(w: Writer, session_id: str, fields: Fields, sent: Sent) -> O
     the part the thread holds; a new session, a first thread or a fork write, under the
     session's lock, after matching again."""
     found = await queries.session_and_thread(w.db, w.tenant, session_id)
-    row = None if found is None else found[0]
     if found is not None and (opened := await _extending(w.db, *found, session_id, sent)):
         return opened
-    if row is None:
-        row = await _made(w, session_id, fields)
+    row = found[0] if found is not None else await _made(w, session_id, fields)
     history = await sent.parse(0)
     if not await queries.lock_session(w.db, SessionPk(row.pk)):
         raise NotFound("session", session_id)
