@@ -10,13 +10,16 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
+import fastapi.routing
 import httpx
 import pytest
+from fastapi.routing import APIRoute
 from sqlalchemy.engine import make_url
 from starlette.testclient import TestClient
 
 from app.adapters.summarizers.resilient import Resilient
-from app.main import create_app
+from app.api.routes import compilation
+from app.main import ROUTERS, create_app
 from app.settings import Settings
 from app.storage.migrate import upgrade
 from tests.conftest import (
@@ -115,6 +118,20 @@ def test_the_lifespan_builds_the_configured_summarizer(database_url: str) -> Non
         assert client.get("/readyz").status_code == 200
     assert isinstance(summarizer, Resilient)
     assert summarizer.name == "webhook"
+
+
+def test_start_up_finds_where_each_endpoint_is_defined(database_url: str) -> None:
+    """FastAPI looks up an endpoint's source line on the first request to it (`inspect` reads
+    and tokenizes its module): start-up does it for every endpoint, so a fresh server's first
+    compile does not."""
+    found = fastapi.routing._endpoint_context_cache
+    found.clear()
+    with TestClient(create_app(Settings(database_url=database_url))):
+        primed = dict(found)
+    endpoints = [r.endpoint for m in ROUTERS for r in m.router.routes if isinstance(r, APIRoute)]
+    assert compilation.compile_posted in endpoints
+    assert {id(e) for e in endpoints} <= set(primed)
+    assert primed[id(compilation.compile_posted)]["function"] == "compile_posted"
 
 
 @pytest.mark.parametrize("kind", ["sqlite", "postgres"])
