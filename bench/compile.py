@@ -36,9 +36,19 @@ JSON = {"content-type": "application/json"}
 
 
 def history(size: int, seed: int) -> list[dict[str, Any]]:
+    """An agent history of ``size`` messages, none of them in another seed's history: the tool
+    call turns, whose ids ``agent_batch`` derives from their position alone, are given the seed
+    too (a history that shared them would find a quarter of its messages already parsed)."""
     rng = random.Random(seed)
-    out = [m for i in range(0, size, 10) for m in agent_batch(rng, i)]
+    out = [_own(m, seed) for i in range(0, size, 10) for m in agent_batch(rng, i)]
     return out[:size]
+
+
+def _own(message: dict[str, Any], seed: int) -> dict[str, Any]:
+    if "tool_call_id" in message:
+        return message | {"tool_call_id": f"{message['tool_call_id']}_{seed}"}
+    calls = [c | {"id": f"{c['id']}_{seed}"} for c in message.get("tool_calls") or []]
+    return message | {"tool_calls": calls} if calls else message
 
 
 def lc_count(messages: list[BaseMessage]) -> int:
