@@ -14,6 +14,14 @@ Configurations, side by side in one run: the baseline (one worker with uvicorn's
 keep-alive, as `ctxc serve` ran before `--workers`), then one and two workers as `ctxc serve`
 runs now. Then the same loops over 8 sessions of 100,000 stored messages, for the RSS.
 
+Those loops never wait: the server is saturated, every session's next request queues behind
+the others', and by Little's law a loop takes sessions / throughput however fast a compile is
+alone. An agent waits for its model between turns, so with two workers the 64 sessions also
+loop paced: each waits a random time (exponential, and a random first wait) whose mean makes
+the load offered ``PACES`` of the saturated loops/s just measured, as agents whose model calls
+take that long would. Their compile p99 against the unloaded median is the latency an agent
+feels on a server that is not saturated.
+
 The generator runs in ``GENERATORS`` processes (httpx, asyncio), each driving its share of the
 sessions on a pool of its own, as separate agents would.
 
@@ -30,7 +38,7 @@ import random
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -47,6 +55,7 @@ BIG_SESSIONS = int(os.environ.get("LOAD_BIG_SESSIONS", "8"))
 BIG_STORED = 100_000
 PROFILES = {"stateful": "claude-code", "stateless": "openai"}
 ALONE_SECONDS = 3.0  # one session looping alone on the same server first: the unloaded compile
+PACES = (0.5, 0.8)  # paced loops: the load offered, as a fraction of the saturated loops/s
 CLOSED = (httpx.RemoteProtocolError, httpx.ReadError, httpx.WriteError)
 
 
@@ -57,6 +66,7 @@ class Tally:
     errors: list[str] = field(default_factory=list)
     closed: int = 0
     alone: float = 0.0  # the compile median of one session looping alone, seconds
+    offered: float = 0.0  # paced: the loops/s the sessions' waits offer (0: saturated)
 
     def add(self, other: Tally) -> None:
         self.loops += other.loops
@@ -70,12 +80,13 @@ class Config:
     name: str
     workers: int
     env: dict[str, str]
+    paces: tuple[float, ...] = ()
 
 
 CONFIGS = (
     Config("baseline: 1 worker, keep-alive 5 s", 1, {"CTXC_KEEP_ALIVE_SECONDS": "5"}),
     Config("1 worker", 1, {}),
-    Config("2 workers", 2, {}),
+    Config("2 workers", 2, {}, PACES),
 )
 
 
@@ -92,11 +103,20 @@ def turn(n: int) -> list[dict[str, Any]]:
 
 
 async def _loop(
-    client: httpx.AsyncClient, sid: str, stateful: bool, until: float, tally: Tally
+    client: httpx.AsyncClient, sid: str, stateful: bool, until: float, tally: Tally, wait: float
 ) -> None:
+    """Loop one session until ``until``; with a mean ``wait`` (s), an exponential wait before
+    each loop (the model call an agent waits for), the first one uniform."""
+    rng = random.Random(sid)
+    if wait:
+        await asyncio.sleep(rng.uniform(0, 2 * wait))
     n = 0
     while time.monotonic() < until:
         n += 1
+        if n > 1 and wait:
+            await asyncio.sleep(rng.expovariate(1 / wait))
+            if time.monotonic() >= until:
+                break
         try:
             appended = await client.post(f"/v1/sessions/{sid}/messages", json={"messages": turn(n)})
             if appended.status_code != 201:
@@ -122,8 +142,10 @@ async def _loop(
             tally.errors.append(repr(exc))
 
 
-def _generate(base: str, key: str, sids: list[str], stateful: bool, seconds: float) -> Tally:
-    """One generator process: its sessions' loops, for ``seconds``."""
+def _generate(
+    base: str, key: str, sids: list[str], stateful: bool, seconds: float, wait: float = 0.0
+) -> Tally:
+    """One generator process: its sessions' loops, for ``seconds`` (``wait``: see ``_loop``)."""
 
     async def run() -> Tally:
         tally = Tally()
@@ -133,7 +155,8 @@ def _generate(base: str, key: str, sids: list[str], stateful: bool, seconds: flo
             base_url=base, headers=headers, limits=limits, timeout=120
         ) as client:
             until = time.monotonic() + seconds
-            await asyncio.gather(*(_loop(client, sid, stateful, until, tally) for sid in sids))
+            loops = (_loop(client, sid, stateful, until, tally, wait) for sid in sids)
+            await asyncio.gather(*loops)
         return tally
 
     return asyncio.run(run())
@@ -191,6 +214,24 @@ def _sessions(base: str, key: str, profile: str, count: int, stored: int) -> lis
         return sids
 
 
+def _run(
+    base: str, key: str, sids: list[str], stateful: bool, seconds: float, wait: float
+) -> Tally:
+    """The sessions' loops, shared between the generator processes (one session looping alone
+    first, for the unloaded median)."""
+    shares = [sids[i::GENERATORS] for i in range(GENERATORS)]
+    context = multiprocessing.get_context("spawn")
+    with context.Pool(GENERATORS) as pool:
+        alone = pool.apply(_generate, (base, key, sids[:1], stateful, ALONE_SECONDS))
+        tallies = pool.starmap(
+            _generate, [(base, key, share, stateful, seconds, wait) for share in shares]
+        )
+    total = Tally(alone=percentile(alone.compiles or [0.0], 50))
+    for tally in tallies:
+        total.add(tally)
+    return total
+
+
 def measure(
     url: str,
     config: Config,
@@ -199,9 +240,10 @@ def measure(
     seconds: float,
     built: dict[str, tuple[str, list[str]]] | None = None,
 ) -> dict[str, tuple[Tally, int]]:
-    """Each loop kind in turn on a fresh server of ``config``: its tally and the peak RSS. With
-    ``built`` (by kind: a key and its sessions), those sessions are used, else new ones (and
-    ``built`` gets them, for the next configuration)."""
+    """Each loop kind in turn on a fresh server of ``config``: its tally and the peak RSS (then
+    its paced loops, keyed by kind and pace). With ``built`` (by kind: a key and its sessions),
+    those sessions are used, else new ones (and ``built`` gets them, for the next
+    configuration)."""
     out = {}
     for kind, profile in PROFILES.items():
         with serve(url, config) as (base, new_key, pid):
@@ -211,18 +253,13 @@ def measure(
                 key, sids = new_key, _sessions(base, new_key, profile, sessions, stored)
                 if built is not None:
                     built[kind] = (key, sids)
-            shares = [sids[i::GENERATORS] for i in range(GENERATORS)]
-            context = multiprocessing.get_context("spawn")
-            with context.Pool(GENERATORS) as pool:
-                lone = (base, key, sids[:1], kind == "stateful", ALONE_SECONDS)
-                alone = pool.apply(_generate, lone)
-                tallies = pool.starmap(
-                    _generate, [(base, key, share, kind == "stateful", seconds) for share in shares]
-                )
-            total = Tally(alone=percentile(alone.compiles or [0.0], 50))
-            for tally in tallies:
-                total.add(tally)
+            total = _run(base, key, sids, kind == "stateful", seconds, 0.0)
             out[kind] = (total, _peak_rss_kib(pid, config.workers))
+            for pace in config.paces:
+                offered = pace * total.loops / seconds
+                paced = _run(base, key, sids, kind == "stateful", seconds, len(sids) / offered)
+                paced.offered = offered
+                out[f"{kind} {pace:.0%}"] = (paced, _peak_rss_kib(pid, config.workers))
     return out
 
 
@@ -230,6 +267,8 @@ def report(name: str, tally: Tally, rss_kib: int, seconds: float, floor: float |
     rate = tally.loops / seconds
     ms = [c * 1000 for c in tally.compiles] or [0.0]
     ratio = f"{rate / floor:5.2f}x" if floor else "  1.00x"
+    if tally.offered:
+        ratio = f"offered {tally.offered:5.1f}"
     alone = tally.alone * 1000
     p99 = percentile(ms, 99)
     print(
@@ -261,6 +300,9 @@ def run() -> None:
                     tally, rss = by_kind[loop_kind]
                     rate = report(name, tally, rss, SECONDS, floor)
                     floor = floor or rate
+                    for pace in next(c for c in CONFIGS if c.name == name).paces:
+                        tally, rss = by_kind[f"{loop_kind} {pace:.0%}"]
+                        report(f"{name}, paced at {pace:.0%}", tally, rss, SECONDS, None)
     if os.environ.get("LOAD_BIG", "1") == "1":
         print(
             f"Load over {BIG_SESSIONS} sessions of {BIG_STORED:,} stored messages, "
@@ -270,8 +312,9 @@ def run() -> None:
             _ctxc(url, "migrate")
             built: dict[str, tuple[str, list[str]]] = {}  # built once, 100,000 messages each
             for config in CONFIGS[1:]:
+                unpaced = replace(config, paces=())
                 for loop_kind, (tally, rss) in measure(
-                    url, config, BIG_SESSIONS, BIG_STORED, SECONDS, built
+                    url, unpaced, BIG_SESSIONS, BIG_STORED, SECONDS, built
                 ).items():
                     report(f"{config.name}, {loop_kind}", tally, rss, SECONDS, None)
 
