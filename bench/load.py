@@ -17,10 +17,11 @@ runs now. Then the same loops over 8 sessions of 100,000 stored messages, for th
 Those loops never wait: the server is saturated, every session's next request queues behind
 the others', and by Little's law a loop takes sessions / throughput however fast a compile is
 alone. An agent waits for its model between turns, so with two workers the 64 sessions also
-loop paced: each waits a random time (exponential, and a random first wait) whose mean makes
-the load offered ``PACES`` of the saturated loops/s just measured, as agents whose model calls
-take that long would. Their compile p99 against the unloaded median is the latency an agent
-feels on a server that is not saturated.
+loop paced: each session starts its loops on a schedule of its own (exponential gaps, a random
+first start) whose rate offers ``PACES`` of the saturated loops/s just measured, whatever a
+loop takes, as agents whose model calls take that long would. Their compile p99 against the
+unloaded median is the latency an agent feels on a server that is not saturated (the printed
+RSS is the peak since the server started, the saturated run's included).
 
 The generator runs in ``GENERATORS`` processes (httpx, asyncio), each driving its share of the
 sessions on a pool of its own, as separate agents would.
@@ -105,18 +106,20 @@ def turn(n: int) -> list[dict[str, Any]]:
 async def _loop(
     client: httpx.AsyncClient, sid: str, stateful: bool, until: float, tally: Tally, wait: float
 ) -> None:
-    """Loop one session until ``until``; with a mean ``wait`` (s), an exponential wait before
-    each loop (the model call an agent waits for), the first one uniform."""
+    """Loop one session until ``until``; paced (a mean ``wait``, s), its loops start on a
+    schedule of their own: the first at a uniform offset, each next one an exponential draw after
+    the one before was due (at once when a loop ran late), so the session offers one loop per
+    ``wait`` whatever a loop takes."""
     rng = random.Random(sid)
-    if wait:
-        await asyncio.sleep(rng.uniform(0, 2 * wait))
+    due = time.monotonic() + (rng.uniform(0, 2 * wait) if wait else 0.0)
     n = 0
-    while time.monotonic() < until:
+    while True:
+        if wait:
+            await asyncio.sleep(max(0.0, min(due, until) - time.monotonic()))
+            due += rng.expovariate(1 / wait)
+        if time.monotonic() >= until:
+            break
         n += 1
-        if n > 1 and wait:
-            await asyncio.sleep(rng.expovariate(1 / wait))
-            if time.monotonic() >= until:
-                break
         try:
             appended = await client.post(f"/v1/sessions/{sid}/messages", json={"messages": turn(n)})
             if appended.status_code != 201:
@@ -255,7 +258,7 @@ def measure(
                     built[kind] = (key, sids)
             total = _run(base, key, sids, kind == "stateful", seconds, 0.0)
             out[kind] = (total, _peak_rss_kib(pid, config.workers))
-            for pace in config.paces:
+            for pace in config.paces if total.loops else ():
                 offered = pace * total.loops / seconds
                 paced = _run(base, key, sids, kind == "stateful", seconds, len(sids) / offered)
                 paced.offered = offered
