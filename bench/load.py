@@ -67,7 +67,7 @@ class Tally:
     errors: list[str] = field(default_factory=list)
     closed: int = 0
     alone: float = 0.0  # the compile median of one session looping alone, seconds
-    offered: float = 0.0  # paced: the loops/s the sessions' waits offer (0: saturated)
+    offered: float = 0.0  # paced: the loops/s the sessions' schedules offer (0: saturated)
 
     def add(self, other: Tally) -> None:
         self.loops += other.loops
