@@ -7,6 +7,7 @@ import gc
 from collections.abc import AsyncIterator, Callable
 from contextlib import AbstractAsyncContextManager, AsyncExitStack, asynccontextmanager, suppress
 from datetime import UTC, datetime, timedelta
+from typing import Any
 
 import anyio
 import fastapi.routing
@@ -42,6 +43,7 @@ from app.api.routes import (
 from app.api.schemas import MessagesAppend, SessionExport
 from app.api.transfer_schemas import SessionExportV2
 from app.domain.sessions import TenantId
+from app.domain.tokens import TokenCounter
 from app.services.compaction import leases
 from app.services.compaction.preparing import Preparer
 from app.services.compiling.digesting import Digester
@@ -138,26 +140,7 @@ async def _open_state(settings: Settings, metrics: Metrics, stack: AsyncExitStac
     counter = await anyio.to_thread.run_sync(load_counter)
     summarizer = summarizers_from_settings(settings, counter)
     stack.push_async_callback(summarizer.aclose)
-    cache = MessageCache(
-        counter,
-        settings.compile_cache_bytes,
-        stored_bytes=settings.stored_cache_bytes,
-        view_bytes=settings.view_cache_bytes,
-        tail_bytes=settings.tail_cache_bytes,
-    )
-    answers: Lru[bytes, bytes] = Lru(settings.answer_cache_bytes)
-    _collect(
-        metrics,
-        stack,
-        CacheCollector(
-            {
-                "messages": cache.entries,
-                "answers": answers,
-                "views": cache.views,
-                "tails": cache.tails,
-            }
-        ),
-    )
+    cache, answers = _caches(settings, counter, metrics, stack)
     upstreams, digester, preparer = await _background(settings, metrics, maker, stack)
     return AppState(
         settings=settings,
@@ -178,6 +161,29 @@ async def _open_state(settings: Settings, metrics: Metrics, stack: AsyncExitStac
         upstreams=upstreams,
         preparer=preparer,
     )
+
+
+def _caches(
+    settings: Settings, counter: TokenCounter, metrics: Metrics, stack: AsyncExitStack
+) -> tuple[MessageCache, Lru[bytes, bytes]]:
+    """The parsed-message cache (with its stored, view and tail parts) and the answer cache,
+    their sizes reported in /metrics while the app runs."""
+    cache = MessageCache(
+        counter,
+        settings.compile_cache_bytes,
+        stored_bytes=settings.stored_cache_bytes,
+        view_bytes=settings.view_cache_bytes,
+        tail_bytes=settings.tail_cache_bytes,
+    )
+    answers: Lru[bytes, bytes] = Lru(settings.answer_cache_bytes)
+    caches: dict[str, Lru[Any, Any]] = {
+        "messages": cache.entries,
+        "answers": answers,
+        "views": cache.views,
+        "tails": cache.tails,
+    }
+    _collect(metrics, stack, CacheCollector(caches))
+    return cache, answers
 
 
 def _prime_endpoints() -> None:
