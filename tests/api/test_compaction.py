@@ -294,8 +294,15 @@ def test_a_compile_over_the_trigger_compacts_first(client: httpx.Client) -> None
     assert (again == []) == (stored <= POLICY["trigger_tokens"] or len(canonical(client, sid)) < 10)
 
 
-def test_reported_usage_drives_reactive_compaction_once(client: httpx.Client) -> None:
-    sid = session_with(client, compaction=QUIET, context_window=10_000)
+# A policy measuring the history as sent finds by reads alone, in the compile's own, that no
+# report calls for a compaction; the reports that do are acted on as under the other.
+MEASURES = ("stored", "sent")
+
+
+@pytest.mark.parametrize("measure", MEASURES)
+def test_reported_usage_drives_reactive_compaction_once(client: httpx.Client, measure: str) -> None:
+    policy = {**QUIET, "measure": measure}
+    sid = session_with(client, compaction=policy, context_window=10_000)
     first = compile_it(client, sid)
     assert first["compactions"] == []
     ack = {"compile_id": first["compile_id"], "usage": {"prompt_tokens": 8_800}}
@@ -305,8 +312,9 @@ def test_reported_usage_drives_reactive_compaction_once(client: httpx.Client) ->
     assert compile_it(client, sid)["compactions"] == []  # that report was acted on
 
 
-def test_prompt_too_long_calls_for_a_full_compaction(client: httpx.Client) -> None:
-    sid = session_with(client, compaction=QUIET)
+@pytest.mark.parametrize("measure", MEASURES)
+def test_prompt_too_long_calls_for_a_full_compaction(client: httpx.Client, measure: str) -> None:
+    sid = session_with(client, compaction={**QUIET, "measure": measure})
     first = compile_it(client, sid)
     ack = {"compile_id": first["compile_id"], "error_kind": "prompt_too_long"}
     client.post(f"/v1/sessions/{sid}/cursor", json=ack).raise_for_status()

@@ -13,6 +13,7 @@ from app.domain.compaction.planning import (
     Kind,
     plan_sent,
     plan_session,
+    reactive_kind,
     sent_items,
     sent_marks,
 )
@@ -23,7 +24,7 @@ from app.domain.providers import ProviderProfile
 from app.domain.sessions import SessionPk, TenantId
 from app.services.compaction import Done, Gate, Where, policy_of, stored_items
 from app.services.compaction.compactor import Compactor
-from app.services.compaction.reports import Report
+from app.services.compaction.reports import Report, reported
 from app.services.sessions import require_session, session_profile
 from app.storage import queries
 from app.storage.models import SessionRow
@@ -71,6 +72,32 @@ async def compact_due(
         return []
     where = Where.of(session, profile, context_window)
     return await compactor.due(session, policy, where, report)
+
+
+async def nothing_due(
+    compactor: Compactor,
+    session: SessionRow,
+    profile: ProviderProfile,
+    context_window: int | None,
+    override: dict[str, Any] | None,
+    report: Report | None,
+) -> bool:
+    """Whether ``compact_due`` would find nothing due, found by reads alone (so in the
+    compile's own autocommit reads, with no transaction left and begun again): true without an
+    enabled policy, and under a ``sent`` policy (whose request-boundary compaction is the
+    compile's, ``compact_sent``) when no report calls for a reactive compaction. False when one
+    may be due."""
+    policy = policy_of(session.compaction_policy, override, profiles=compactor.profiles)
+    if policy is None or not policy.enabled:
+        return True
+    if policy.measure != "sent":
+        return False
+    where = Where.of(session, profile, context_window)
+    pk, apart = SessionPk(session.pk), where.output == "anthropic"
+    found = await reported(compactor.db, pk, report, apart)
+    too_long = found is not None and found.too_long  # "full", and the task may be cut
+    prompt = None if found is None else found.prompt_tokens
+    return reactive_kind(prompt, where.context_window, too_long, policy) is None
 
 
 async def compact_sent(
