@@ -17,6 +17,7 @@ from sqlalchemy import (
     String,
     Table,
     Text,
+    and_,
     bindparam,
     func,
     insert,
@@ -75,6 +76,22 @@ _ROWS_AFTER = {
     for encoding, columns in ROW_COLUMNS.items()
 }
 
+# The same, each row with the history's version (every column None but the version when no
+# row is after): read in one statement, the rows are of that version.
+_SESSIONS = cast(Table, SessionRow.__table__)
+_VERSIONED_ROWS_AFTER = {
+    encoding: select(_SESSIONS.c.history_version.label("version"), *columns)
+    .select_from(
+        _SESSIONS.outerjoin(
+            MessageRow.__table__,
+            and_(_MESSAGES.session_pk == _SESSIONS.c.pk, _MESSAGES.seq > _AFTER),
+        )
+    )
+    .where(_SESSIONS.c.pk == _PK)
+    .order_by(_MESSAGES.seq)
+    for encoding, columns in ROW_COLUMNS.items()
+}
+
 _NO_TEXT: Any = null().cast(String)  # a column one side of a union does not have
 # The roles and tool parts of the messages in (low, seq].
 _WINDOW = union_all(
@@ -111,6 +128,19 @@ async def rows_after(
     """The stored messages after ``after_seq`` (0: all), in seq order, as plain rows:
     ``seq, section, role, name, content, meta`` and ``tokens`` in ``encoding``."""
     return (await db.execute(_ROWS_AFTER[encoding], {"pk": pk, "after": after_seq})).all()
+
+
+async def versioned_rows_after(
+    db: AsyncSession, pk: SessionPk, after_seq: int, encoding: str
+) -> tuple[int | None, Sequence[Row[Any]]]:
+    """``rows_after`` and the history's version they are of, read in one statement (None: the
+    session is gone)."""
+    found = (
+        await db.execute(_VERSIONED_ROWS_AFTER[encoding], {"pk": pk, "after": after_seq})
+    ).all()
+    if not found:
+        return None, ()
+    return found[0].version, [row for row in found if row.seq is not None]
 
 
 async def open_calls(db: AsyncSession, pk: SessionPk, seq: int) -> frozenset[str]:

@@ -8,9 +8,9 @@ version is the same: the next compile reads only the rows stored after it, as a 
 kept tail does (``tails``). Kept in ``MessageCache.tails``, by tenant, session and encoding.
 
 The rows since are read from the last one kept on, which must be the row kept (its seq and the
-time it was written: a database restored from an older copy reuses seqs); the version is read
-again after them (a compaction between the session's read and theirs rewrites the rows). Either
-failing, all the rows are read, as without a kept read.
+time it was written: a database restored from an older copy reuses seqs), with the history's
+version in the same statement (a compaction between the session's read and theirs rewrites the
+rows). Either failing, all the rows are read, as without a kept read.
 """
 
 from __future__ import annotations
@@ -27,7 +27,7 @@ from app.domain.sessions import SessionPk, TenantId
 from app.services.compiling.stored import OVERHEAD, kept_bytes, parse
 from app.services.compiling.tails import keep_read, kept_read
 from app.services.sessions.cache import MessageCache
-from app.storage import compiles, digests
+from app.storage import compiles
 
 
 @dataclass(frozen=True)
@@ -67,9 +67,10 @@ async def read_whole(
     key = (tenant, pk, f"whole:{encoding}")
     found = cast(Whole | None, kept_read(cache, key))
     kept = found if found is not None and found.version == version else None
-    rows = await compiles.rows_after(db, pk, max(kept.after - 1, 0) if kept else 0, encoding)
-    if kept is not None:
-        now = await digests.history_version(db, pk)
+    if kept is None:
+        rows = await compiles.rows_after(db, pk, 0, encoding)
+    else:
+        now, rows = await compiles.versioned_rows_after(db, pk, max(kept.after - 1, 0), encoding)
         if now == version and kept.continued_by(rows):
             rows = rows[1:] if kept.items else rows
         else:  # rewritten since (a compaction, a restore): all its rows, of the version seen
