@@ -5,6 +5,7 @@ fields over it."""
 
 from __future__ import annotations
 
+from collections.abc import Awaitable, Callable
 from typing import Any
 
 from app.domain.compaction.planning import (
@@ -65,39 +66,26 @@ async def compact_due(
     context_window: int | None,
     override: dict[str, Any] | None,
     report: Report | None,
+    begin: Callable[[], Awaitable[None]],
 ) -> list[Done]:
-    """The compactions a compile of ``session`` is due (none without an enabled policy)."""
+    """The compactions a compile of ``session`` is due (none without an enabled policy).
+    ``begin`` is awaited first, once one may be due (a compile's autocommit reads end there:
+    compactions need transactions of their own). Under a ``sent`` policy, whose
+    request-boundary compaction is the compile's (``compact_sent``), finding that no report calls
+    for a reactive one is a read, done before it."""
     policy = policy_of(session.compaction_policy, override, profiles=compactor.profiles)
     if policy is None or not policy.enabled:
         return []
     where = Where.of(session, profile, context_window)
+    if policy.measure == "sent":
+        found = await reported(
+            compactor.db, SessionPk(session.pk), report, where.output == "anthropic"
+        )
+        prompt, too_long = (found.prompt_tokens, found.too_long) if found else (None, False)
+        if reactive_kind(prompt, where.context_window, too_long, policy) is None:
+            return []  # nor is the task cut: that is for a prompt too long
+    await begin()
     return await compactor.due(session, policy, where, report)
-
-
-async def nothing_due(
-    compactor: Compactor,
-    session: SessionRow,
-    profile: ProviderProfile,
-    context_window: int | None,
-    override: dict[str, Any] | None,
-    report: Report | None,
-) -> bool:
-    """Whether ``compact_due`` would find nothing due, found by reads alone (so in the
-    compile's own autocommit reads, with no transaction left and begun again): true without an
-    enabled policy, and under a ``sent`` policy (whose request-boundary compaction is the
-    compile's, ``compact_sent``) when no report calls for a reactive compaction. False when one
-    may be due."""
-    policy = policy_of(session.compaction_policy, override, profiles=compactor.profiles)
-    if policy is None or not policy.enabled:
-        return True
-    if policy.measure != "sent":
-        return False
-    where = Where.of(session, profile, context_window)
-    pk, apart = SessionPk(session.pk), where.output == "anthropic"
-    found = await reported(compactor.db, pk, report, apart)
-    too_long = found is not None and found.too_long  # "full", and the task may be cut
-    prompt = None if found is None else found.prompt_tokens
-    return reactive_kind(prompt, where.context_window, too_long, policy) is None
 
 
 async def compact_sent(

@@ -35,7 +35,7 @@ from app.domain.providers import ProviderProfile
 from app.domain.sessions import PromptFragment, SessionPk
 from app.domain.tokens import Encoder
 from app.services.compaction import Done
-from app.services.compaction.compacting import compact_due, compact_sent, nothing_due
+from app.services.compaction.compacting import compact_due, compact_sent
 from app.services.compaction.reports import Report
 from app.services.compiling import remembered
 from app.services.compiling.digesting import digest_snapshot, job_after, keep_tokens
@@ -159,13 +159,25 @@ async def run_due(ctx: Context, loaded: Loaded, options: Options) -> list[Done]:
     if options.usage is not None or options.error_kind is not None:
         anthropic = loaded.profile.output == "anthropic"
         report = Report.of(options.usage, options.error_kind, anthropic)
-    due = (ctx.compactor, loaded.row, loaded.profile, options.context_window, options.compaction)
-    if await nothing_due(*due, report):  # found in the compile's own reads
-        return []
-    await db.commit()  # compactions need transactions of their own: out of autocommit
-    done = await compact_due(*due, report)
-    await db.commit()  # ends the reads that found nothing due
-    await autocommit(db)
+    began = False
+
+    async def begin() -> None:
+        nonlocal began
+        began = True
+        await db.commit()  # compactions need transactions of their own: out of autocommit
+
+    done = await compact_due(
+        ctx.compactor,
+        loaded.row,
+        loaded.profile,
+        options.context_window,
+        options.compaction,
+        report,
+        begin,
+    )
+    if began:
+        await db.commit()  # ends the reads that found nothing due
+        await autocommit(db)
     return done
 
 
