@@ -24,11 +24,14 @@ from app.domain.models import BUILTIN_CATALOG
 from app.domain.summaries import Reason
 from app.domain.tokens import TokenCounter
 from app.services import compiling
-from app.services.compaction.compacting import compact_now
+from app.services.compaction.compacting import compact_due, compact_now
 from app.services.compaction.compactor import Compactor, Deployment
 from app.services.compaction.refusals import NotCompacted
+from app.services.compaction.reports import Report
+from app.services.sessions import session_profile
 from app.services.sessions.cache import MessageCache
 from app.services.tenancy.keys import authenticate
+from app.storage import queries
 from app.storage.db import create_engine, create_sessionmaker
 from tests.api.sse import stream
 from tests.api.test_compile import valid
@@ -310,6 +313,54 @@ def test_reported_usage_drives_reactive_compaction_once(client: httpx.Client, me
     second = compile_it(client, sid)
     assert [c["kind"] for c in second["compactions"]][:1] == ["micro"]  # 88%: micro
     assert compile_it(client, sid)["compactions"] == []  # that report was acted on
+
+
+def due_begun(api: Api, sid: str, report: Report | None = None) -> tuple[list[str], bool]:
+    """The kinds ``compact_due`` runs for the session ``sid`` as a compile with ``report`` asks,
+    and whether it awaited ``begin`` (the compile leaving its autocommit reads)."""
+
+    async def run() -> tuple[list[str], bool]:
+        engine = create_engine(api.database_url)
+        begun: list[bool] = []
+
+        async def begin() -> None:
+            begun.append(True)
+
+        try:
+            async with create_sessionmaker(engine)() as db:
+                tenant = await authenticate(db, api.key_a)
+                assert tenant is not None
+                row = await queries.session_row(db, tenant, sid)
+                assert row is not None
+                counter = load_counter()
+                summarizer = Extractive(counter.encoder("o200k_base").count, 2_000)
+                deployment = Deployment(counter, summarizer, BUILTIN_CATALOG)
+                compactor = Compactor(db, deployment, datetime.now(UTC))
+                profile = session_profile(row, BUILTIN_CATALOG)
+                done = await compact_due(compactor, row, profile, None, None, report, begin)
+                await db.commit()
+                return [d.row.kind for d in done], bool(begun)
+        finally:
+            await engine.dispose()
+
+    return asyncio.run(run())
+
+
+def test_a_compile_leaves_its_reads_only_when_a_compaction_may_be_due(
+    api: Api, client: httpx.Client
+) -> None:
+    """``compact_due`` awaits ``begin`` before any compaction, and under a policy measuring the
+    history as sent not at all while no report calls for one (nor without an enabled policy)."""
+    sent = session_with(client, compaction={**QUIET, "measure": "sent"}, context_window=10_000)
+    assert due_begun(api, sent) == ([], False)
+    assert due_begun(api, sent, Report(prompt_tokens=1_000)) == ([], False)
+    kinds, begun = due_begun(api, sent, Report(prompt_tokens=8_800))
+    assert kinds[:1] == ["micro"] and begun
+    assert due_begun(api, sent, Report(too_long=True)) == (["full"], True)
+    stored = session_with(client, compaction=QUIET)
+    assert due_begun(api, stored) == ([], True)  # its boundary compaction reads the history
+    off = session_with(client, compaction={**QUIET, "enabled": False})
+    assert due_begun(api, off) == ([], False)
 
 
 @pytest.mark.parametrize("measure", MEASURES)

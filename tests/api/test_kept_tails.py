@@ -7,6 +7,7 @@ compile of the other, and the kept tails were used."""
 
 from __future__ import annotations
 
+import asyncio
 import random
 import sqlite3
 import uuid
@@ -16,8 +17,12 @@ from typing import Any
 
 import httpx
 import pytest
+from sqlalchemy import text
 
+from app.domain.sessions import SessionPk
 from app.settings import Settings
+from app.storage import compiles
+from app.storage.db import create_engine, create_sessionmaker
 from app.storage.migrate import upgrade
 from tests.api.test_tail_compile import (
     WINDOW,
@@ -192,3 +197,40 @@ def test_a_sqlite_file_restored_from_an_older_copy_is_read_anew(tmp_path: Path) 
     ):
         assert answer == compiled(c, sid)
     assert "lost" not in str(answer) and "kept" in str(answer)
+
+
+def versioned(url: str, sid: str, after: int) -> tuple[int | None, list[Any], list[Any]]:
+    """``compiles.versioned_rows_after`` of the session ``sid`` after ``after``, beside
+    ``rows_after`` read in the same transaction."""
+
+    async def run() -> tuple[int | None, list[Any], list[Any]]:
+        engine = create_engine(url)
+        try:
+            async with create_sessionmaker(engine)() as db:
+                found = await db.scalar(text("SELECT pk FROM sessions WHERE id = :id"), {"id": sid})
+                pk = SessionPk(found or "gone")
+                version, rows = await compiles.versioned_rows_after(db, pk, after, "o200k_base")
+                plain = await compiles.rows_after(db, pk, after, "o200k_base")
+                return version, [tuple(r)[1:] for r in rows], [tuple(r) for r in plain]
+        finally:
+            await engine.dispose()
+
+    return asyncio.run(run())
+
+
+def test_the_rows_since_come_with_the_version_they_are_of(api: Api, client: httpx.Client) -> None:
+    """The rows a short history kept whole reads since its last, and the history's version, in
+    one statement: the rows are ``rows_after``'s from any seq (none past the last), the version
+    moves with a compaction, and a deleted session has neither."""
+    sid = new_session(client, provider="gpt-4o")
+    append(client, sid, [m for i in range(6) for m in turn(i, call_id=f"c{i}")])
+    last = client.get(f"/v1/sessions/{sid}").json()["last_seq"]
+    for after in (0, 1, last // 2, last - 1, last, last + 5):
+        version, rows, plain = versioned(api.database_url, sid, after)
+        assert version == 0
+        assert rows == plain and len(rows) == max(0, last - after)
+    compact(client, sid)
+    version, rows, plain = versioned(api.database_url, sid, 0)
+    assert version == 1 and rows == plain
+    assert client.delete(f"/v1/sessions/{sid}").status_code == 204
+    assert versioned(api.database_url, sid, 0) == (None, [], [])

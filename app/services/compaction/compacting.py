@@ -84,6 +84,7 @@ async def compact_due(
         prompt, too_long = (found.prompt_tokens, found.too_long) if found else (None, False)
         if reactive_kind(prompt, where.context_window, too_long, policy) is None:
             return []  # nor is the task cut: that is for a prompt too long
+        report = found  # read once
     await begin()
     return await compactor.due(session, policy, where, report)
 

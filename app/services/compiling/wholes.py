@@ -10,7 +10,8 @@ kept tail does (``tails``). Kept in ``MessageCache.tails``, by tenant, session a
 The rows since are read from the last one kept on, which must be the row kept (its seq and the
 time it was written: a database restored from an older copy reuses seqs), with the history's
 version in the same statement (a compaction between the session's read and theirs rewrites the
-rows). Either failing, all the rows are read, as without a kept read.
+rows). Either failing, all the rows are read, as without a kept read. Rows are always read with
+the version they are of, and kept under it.
 """
 
 from __future__ import annotations
@@ -67,15 +68,15 @@ async def read_whole(
     key = (tenant, pk, f"whole:{encoding}")
     found = cast(Whole | None, kept_read(cache, key))
     kept = found if found is not None and found.version == version else None
-    if kept is None:
-        rows = await compiles.rows_after(db, pk, 0, encoding)
-    else:
-        now, rows = await compiles.versioned_rows_after(db, pk, max(kept.after - 1, 0), encoding)
+    after = max(kept.after - 1, 0) if kept else 0
+    now, rows = await compiles.versioned_rows_after(db, pk, after, encoding)
+    if kept is not None:
         if now == version and kept.continued_by(rows):
             rows = rows[1:] if kept.items else rows
-        else:  # rewritten since (a compaction, a restore): all its rows, of the version seen
-            kept, version = None, version if now is None else now
-            rows = await compiles.rows_after(db, pk, 0, encoding)
+        else:  # rewritten since (a compaction, a restore): all its rows
+            kept = None
+            now, rows = await compiles.versioned_rows_after(db, pk, 0, encoding)
+    version = version if now is None else now  # the rows' own (None: the session is gone)
     new = await parse(rows, (pk, version), cache)
     whole = _grown(kept, version, new, rows[-1].at if rows else None)
     keep_read(cache, key, whole, whole.size)
