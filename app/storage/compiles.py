@@ -17,7 +17,6 @@ from sqlalchemy import (
     String,
     Table,
     Text,
-    and_,
     bindparam,
     func,
     insert,
@@ -76,18 +75,11 @@ _ROWS_AFTER = {
     for encoding, columns in ROW_COLUMNS.items()
 }
 
-# The same, each row with the history's version (every column None but the version when no
-# row is after): read in one statement, the rows are of that version.
-_SESSIONS = cast(Table, SessionRow.__table__)
+# The same, each row with the history's version (read in the one statement: the rows are of it).
+_VERSION = select(SessionRow.history_version).where(SessionRow.pk == _PK)
 _VERSIONED_ROWS_AFTER = {
-    encoding: select(_SESSIONS.c.history_version.label("version"), *columns)
-    .select_from(
-        _SESSIONS.outerjoin(
-            MessageRow.__table__,
-            and_(_MESSAGES.session_pk == _SESSIONS.c.pk, _MESSAGES.seq > _AFTER),
-        )
-    )
-    .where(_SESSIONS.c.pk == _PK)
+    encoding: select(_VERSION.scalar_subquery().label("version"), *columns)
+    .where(_MESSAGES.session_pk == _PK, _MESSAGES.seq > _AFTER)
     .order_by(_MESSAGES.seq)
     for encoding, columns in ROW_COLUMNS.items()
 }
@@ -133,14 +125,12 @@ async def rows_after(
 async def versioned_rows_after(
     db: AsyncSession, pk: SessionPk, after_seq: int, encoding: str
 ) -> tuple[int | None, Sequence[Row[Any]]]:
-    """``rows_after`` and the history's version they are of, read in one statement (None: the
-    session is gone)."""
-    found = (
-        await db.execute(_VERSIONED_ROWS_AFTER[encoding], {"pk": pk, "after": after_seq})
-    ).all()
-    if not found:
-        return None, ()
-    return found[0].version, [row for row in found if row.seq is not None]
+    """``rows_after`` and the history's version they are of, read in one statement (when there
+    are none, the version alone; None: the session is gone)."""
+    rows = (await db.execute(_VERSIONED_ROWS_AFTER[encoding], {"pk": pk, "after": after_seq})).all()
+    if rows:
+        return rows[0].version, rows
+    return await db.scalar(_VERSION, {"pk": pk}), ()
 
 
 async def open_calls(db: AsyncSession, pk: SessionPk, seq: int) -> frozenset[str]:
