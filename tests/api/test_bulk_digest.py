@@ -11,8 +11,10 @@ from collections.abc import Iterator
 import httpx
 import pytest
 
+from app.services.compiling.tails import KEEP_WINDOWS, MOVE_AT
 from tests.api.test_tail_compile import (
     WINDOW,
+    _sql,
     append,
     compiled,
     digest_upto,
@@ -71,3 +73,34 @@ def test_a_short_session_needs_no_digest(api: Api, client: httpx.Client) -> None
     before = reads(client).get("whole", 0)
     compiled(client, sid)
     assert reads(client)["whole"] == before + 1
+
+
+def tail_tokens(api: Api, sid: str, upto: int) -> int:
+    """The tokens stored from seq ``upto`` on, summed in the database."""
+    found = _sql(
+        api.database_url,
+        "SELECT coalesce(sum(m.tokens_o200k), 0) FROM messages m"
+        " JOIN sessions s ON s.pk = m.session_pk WHERE s.id = :sid AND m.seq >= :upto",
+        sid=sid,
+        upto=upto,
+    )
+    return int(found[0][0])
+
+
+def test_every_small_append_leaves_a_tail_under_what_moves_the_digest(
+    api: Api, client: httpx.Client
+) -> None:
+    """An append works out the tail's tokens from the last sum of them and what the session's
+    total grew since: after each of many one-turn appends the tail past the digest is still under
+    what moves it forward, and the digest moved on the way."""
+    sid = new_session(client, provider="gpt-4o", context_window=WINDOW)
+    append(client, sid, [m for n in range(60) for m in turn(n)])
+    first = digest_upto(api, sid)
+    assert first is not None
+    mark, moved = MOVE_AT * int(KEEP_WINDOWS * WINDOW), 0
+    for n in range(60, 120):
+        append(client, sid, turn(n))
+        upto = digest_upto(api, sid)
+        assert upto is not None and tail_tokens(api, sid, upto) < mark
+        moved += upto > first
+    assert moved

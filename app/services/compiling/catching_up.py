@@ -69,7 +69,7 @@ async def catch_up(
             if stored is None and digester.futile(pk, own.view.key, version, own.row.last_seq):
                 return "none"
             async with digester.reading(stored is None):
-                job = await _job(db, own, stored, counter)
+                job = await _job(db, digester, own, stored, counter)
                 await db.commit()
                 if job is None:
                     return "none"
@@ -94,7 +94,7 @@ async def _own(
 
 
 async def _job(
-    db: AsyncSession, own: Own, stored: Stored | None, counter: TokenCounter
+    db: AsyncSession, digester: Digester, own: Own, stored: Stored | None, counter: TokenCounter
 ) -> Job | None:
     """The job bringing ``stored`` (or a new digest) up to date: None when its tail is short."""
     pk, encoding = SessionPk(own.row.pk), own.profile.encoding
@@ -102,8 +102,10 @@ async def _job(
         rows = await compiles.rows_after(db, pk, 0, encoding)
     else:
         digest = stored.digest
-        if await digests.tail_tokens(db, pk, digest.upto, encoding) < MOVE_AT * own.keep_tokens:
-            return None  # what most appends find: nothing but this sum read
+        at = digests.Place(pk, own.view.key, own.row.history_version)
+        total = int(getattr(own.row, queries.TOTAL_COLUMNS[encoding]))
+        if await digester.tail_tokens(db, at, stored, encoding, total) < MOVE_AT * own.keep_tokens:
+            return None  # what most appends find: nothing read but the session and digest
         rows = await digests.rows_from(db, pk, digest.needed, digest.upto, encoding)
     items = await cpu.run_sync(_items, rows)
     encoder = counter.encoder(encoding)

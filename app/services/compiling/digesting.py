@@ -48,6 +48,7 @@ from app.storage.models import SessionRow
 
 log = logging.getLogger(__name__)
 FUTILE_KEPT = 4096
+TAILS_KEPT = 4096  # digests whose tail's tokens are known (a few dozen bytes each)
 # Long histories read whole at once in this process: what bounds a worker's memory while the
 # first compiles of long sessions (or of ones a digest cannot serve) run.
 WHOLE_READS = 1
@@ -92,6 +93,9 @@ class Digester:
         # Histories of which no digest could be made, by session and view: (their version, how
         # many messages they had); not tried again until they grew by a tenth.
         self._futile: LRUCache[tuple[str, str], tuple[int, int]] = LRUCache(FUTILE_KEPT)
+        # Per digest as stored (session, view, version, generation, upto) and encoding: the
+        # tokens stored from its upto on when last summed, and the session's total then.
+        self._tails: LRUCache[tuple[Any, ...], tuple[int, int]] = LRUCache(TAILS_KEPT)
         self._whole = asyncio.Semaphore(WHOLE_READS)
 
     def reading(self, long: bool) -> AbstractAsyncContextManager[Any]:
@@ -109,6 +113,25 @@ class Digester:
 
     def _is_futile(self, job: Job) -> bool:
         return job.prior is None and self.futile(job.pk, job.view_key, job.version, len(job.items))
+
+    async def tail_tokens(
+        self, db: AsyncSession, at: digests.Place, stored: Stored, encoding: str, total: int
+    ) -> int:
+        """The tokens (in ``encoding``) stored from ``stored``'s upto on, in the history ``at``
+        whose stored total is ``total``: within a version stored messages are only appended, so
+        what the last sum of them found grows by what the total grew since; summed in the
+        database the first time, and when the total is below what it was (a database put back
+        as an older copy was). An append racing the sum puts the estimate off by its tokens,
+        which only moves the digest a write early (the job weighs the tail it reads, and does
+        nothing under the mark) or late (the next compile's own job moves it too)."""
+        upto = stored.digest.upto
+        key = (at.pk, at.view_key, at.version, stored.generation, upto, encoding)
+        found = self._tails.get(key)
+        if found is not None and total >= found[1]:
+            return found[0] + total - found[1]
+        tail = await digests.tail_tokens(db, at.pk, upto, encoding)
+        self._tails[key] = (tail, total)
+        return tail
 
     def futile(self, pk: SessionPk, view_key: str, version: int, size: int) -> bool:
         """Whether no digest could be made of this history (``size`` messages long) when it
