@@ -131,14 +131,20 @@ def _rows_from(encoding: str, ranges: int) -> Executable:
     return union_all(*scans, newest).order_by("seq") if scans else newest.order_by("seq")
 
 
-async def tail_tokens(db: AsyncSession, pk: SessionPk, upto: int, encoding: str) -> int:
+async def tail_and_total(
+    db: AsyncSession, pk: SessionPk, upto: int, encoding: str
+) -> tuple[int, int]:
     """The stored tokens (in ``encoding``) of the messages from seq ``upto`` on, summed in the
-    database (one primary-key range, no content read)."""
+    database (one primary-key range), and the session's stored total, in one statement (the
+    one is of the other's snapshot; (0, 0) for a session gone)."""
     column = _MESSAGES.tokens_o200k if encoding == "o200k_base" else _MESSAGES.tokens_cl100k
-    query = select(func.coalesce(func.sum(column), 0)).where(
+    total = SessionRow.tokens_o200k if encoding == "o200k_base" else SessionRow.tokens_cl100k
+    tail = select(func.coalesce(func.sum(column), 0)).where(
         _MESSAGES.session_pk == pk, _MESSAGES.seq >= upto
     )
-    return int(await db.scalar(query) or 0)
+    query = select(tail.scalar_subquery(), total).where(SessionRow.pk == pk)
+    found = (await db.execute(query)).first()
+    return (0, 0) if found is None else (int(found[0] or 0), int(found[1]))
 
 
 async def ids_among(

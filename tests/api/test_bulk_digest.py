@@ -7,9 +7,13 @@ from __future__ import annotations
 
 import uuid
 from collections.abc import Iterator
+from contextlib import contextmanager
+from typing import Any
 
 import httpx
 import pytest
+from sqlalchemy import event
+from sqlalchemy.engine import Engine
 
 from app.services.compiling.tails import KEEP_WINDOWS, MOVE_AT
 from tests.api.test_tail_compile import (
@@ -92,15 +96,34 @@ def test_every_small_append_leaves_a_tail_under_what_moves_the_digest(
 ) -> None:
     """An append works out the tail's tokens from the last sum of them and what the session's
     total grew since: after each of many one-turn appends the tail past the digest is still under
-    what moves it forward, and the digest moved on the way."""
+    what moves it forward, the digest moved on the way, and the tail was summed in the database
+    once per digest it had (the server runs in this process: its statements are counted)."""
     sid = new_session(client, provider="gpt-4o", context_window=WINDOW)
     append(client, sid, [m for n in range(60) for m in turn(n)])
     first = digest_upto(api, sid)
     assert first is not None
-    mark, moved = MOVE_AT * int(KEEP_WINDOWS * WINDOW), 0
-    for n in range(60, 120):
-        append(client, sid, turn(n))
-        upto = digest_upto(api, sid)
-        assert upto is not None and tail_tokens(api, sid, upto) < mark
-        moved += upto > first
-    assert moved
+    mark, uptos = MOVE_AT * int(KEEP_WINDOWS * WINDOW), {first}
+    with counted("sum(messages.tokens_o200k)") as sums:
+        for n in range(60, 120):
+            append(client, sid, turn(n))
+            upto = digest_upto(api, sid)
+            assert upto is not None and tail_tokens(api, sid, upto) < mark
+            uptos.add(upto)
+    assert len(uptos) > 1
+    assert 1 <= len(sums) <= len(uptos)
+
+
+@contextmanager
+def counted(fragment: str) -> Iterator[list[str]]:
+    """The statements this process runs meanwhile that hold ``fragment``."""
+    found: list[str] = []
+
+    def seen(conn: Any, cursor: Any, statement: str, *_: Any) -> None:
+        if fragment in statement:
+            found.append(statement)
+
+    event.listen(Engine, "before_cursor_execute", seen)
+    try:
+        yield found
+    finally:
+        event.remove(Engine, "before_cursor_execute", seen)

@@ -48,7 +48,7 @@ from app.storage.models import SessionRow
 
 log = logging.getLogger(__name__)
 FUTILE_KEPT = 4096
-TAILS_KEPT = 4096  # digests whose tail's tokens are known (a few dozen bytes each)
+TAILS_KEPT = 4096  # digests whose tail's tokens are known (about half a kilobyte each)
 # Long histories read whole at once in this process: what bounds a worker's memory while the
 # first compiles of long sessions (or of ones a digest cannot serve) run.
 WHOLE_READS = 1
@@ -118,19 +118,20 @@ class Digester:
         self, db: AsyncSession, at: digests.Place, stored: Stored, encoding: str, total: int
     ) -> int:
         """The tokens (in ``encoding``) stored from ``stored``'s upto on, in the history ``at``
-        whose stored total is ``total``: within a version stored messages are only appended, so
-        what the last sum of them found grows by what the total grew since; summed in the
-        database the first time, and when the total is below what it was (a database put back
-        as an older copy was). An append racing the sum puts the estimate off by its tokens,
-        which only moves the digest a write early (the job weighs the tail it reads, and does
-        nothing under the mark) or late (the next compile's own job moves it too)."""
+        whose stored total was ``total`` when read: within a version stored messages are only
+        appended, so what the last sum of them found grows by what the total grew since. Summed
+        in the database (with the total, in one statement) the first time, and when the total
+        is below what it was (a database put back as an older copy was). Appends racing a sum
+        are in both the sum and its total; one between the caller's read of ``total`` and the
+        sum only makes this estimate early, and a digest moved early is none (the job weighs
+        the tail it reads, and does nothing under the mark)."""
         upto = stored.digest.upto
         key = (at.pk, at.view_key, at.version, stored.generation, upto, encoding)
         found = self._tails.get(key)
         if found is not None and total >= found[1]:
             return found[0] + total - found[1]
-        tail = await digests.tail_tokens(db, at.pk, upto, encoding)
-        self._tails[key] = (tail, total)
+        tail, then = await digests.tail_and_total(db, at.pk, upto, encoding)
+        self._tails[key] = (tail, then)
         return tail
 
     def futile(self, pk: SessionPk, view_key: str, version: int, size: int) -> bool:
