@@ -178,6 +178,7 @@ def _caches(
     answers: Lru[bytes, bytes] = Lru(settings.answer_cache_bytes)
     caches: dict[str, Lru[Any, Any]] = {
         "messages": cache.entries,
+        "stored": cache.stored,
         "answers": answers,
         "views": cache.views,
         "tails": cache.tails,

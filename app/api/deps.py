@@ -81,7 +81,7 @@ class AppState:
     async def caught_up(self, tenant: TenantId, session_id: str) -> None:
         """After a write grew a session: its own view's digest brought up to date."""
         catalog = self.settings.catalog
-        await catch_up(self.digester, tenant, session_id, self.registry, catalog, self.counter)
+        await catch_up(self.digester, tenant, session_id, self.registry, catalog, self.cache)
 
 
 async def get_state(request: Request) -> AppState:

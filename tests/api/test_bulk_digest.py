@@ -27,7 +27,7 @@ from tests.api.test_tail_compile import (
     turn,
     whole,
 )
-from tests.conftest import Api, new_session, serve_api
+from tests.conftest import Api, new_session, scrape, serve_api
 
 
 @pytest.fixture(scope="module")
@@ -50,6 +50,33 @@ def test_appends_in_batches_leave_a_digest_the_first_compile_reads(
     assert tail_reads(client) == before + 1
     assert first["left_out"][0]["reason"] == "token_limit"
     assert first == compiled(client, sid) == whole(api, client, sid)
+
+
+def stored_lookups(client: httpx.Client) -> dict[str, float]:
+    """Lookups of parsed stored messages so far, by result."""
+    found = {}
+    for line in scrape(client).text.splitlines():
+        if line.startswith('ctxc_cache_lookups_total{cache="stored"'):
+            found[line.split('result="')[1].split('"')[0]] = float(line.rsplit(" ", 1)[1])
+    return found
+
+
+def test_the_first_compile_after_appends_finds_its_tail_parsed(
+    api: Api, client: httpx.Client
+) -> None:
+    """The append that moved the digest parsed the tail it read and kept it as a compile's read
+    does: the first compile after the writes parses next to nothing of the tail it reads."""
+    sid = new_session(client, provider="gpt-4o", context_window=WINDOW)
+    for start in range(0, 300, 25):
+        append(client, sid, [m for n in range(start, start + 25) for m in turn(n)])
+    before = stored_lookups(client)
+    before_tails = tail_reads(client)
+    compiled(client, sid)
+    after = stored_lookups(client)
+    assert tail_reads(client) == before_tails + 1
+    hits = after.get("hit", 0) - before.get("hit", 0)
+    misses = after.get("miss", 0) - before.get("miss", 0)
+    assert hits >= 20 and misses <= hits // 10, (hits, misses)
 
 
 def test_an_import_leaves_a_digest_the_first_compile_reads(api: Api, client: httpx.Client) -> None:

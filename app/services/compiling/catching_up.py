@@ -24,12 +24,13 @@ from app.domain.compilers.registry import Registry
 from app.domain.models import Catalog
 from app.domain.providers import ProviderProfile
 from app.domain.sessions import SessionPk, TenantId
-from app.domain.tokens import TokenCounter, count_message
+from app.domain.tokens import count_message
 from app.services.compiling.digesting import Digester, Job, Outcome, Runner
 from app.services.compiling.request import spec_of
-from app.services.compiling.stored import item_of
+from app.services.compiling.stored import History, item_of, items_of
 from app.services.compiling.tails import KEEP_WINDOWS, MOVE_AT, View, long_history, view_of
 from app.services.sessions import session_profile
+from app.services.sessions.cache import MessageCache
 from app.services.tenancy import cpu
 from app.storage import compiles, digests, queries
 from app.storage.digests import Stored
@@ -54,7 +55,7 @@ async def catch_up(
     session_id: str,
     registry: Registry,
     catalog: Catalog,
-    counter: TokenCounter,
+    cache: MessageCache,
 ) -> Outcome:
     """Make or move the digest of the session's own view, if it is long enough to need one
     (its history read whole only when it has none yet, one such read at a time)."""
@@ -69,7 +70,7 @@ async def catch_up(
             if stored is None and digester.futile(pk, own.view.key, version, own.row.last_seq):
                 return "none"
             async with digester.reading(stored is None):
-                job = await _job(db, digester, own, stored, counter)
+                job = await _job(db, digester, own, stored, cache)
                 await db.commit()
                 if job is None:
                     return "none"
@@ -94,7 +95,7 @@ async def _own(
 
 
 async def _job(
-    db: AsyncSession, digester: Digester, own: Own, stored: Stored | None, counter: TokenCounter
+    db: AsyncSession, digester: Digester, own: Own, stored: Stored | None, cache: MessageCache
 ) -> Job | None:
     """The job bringing ``stored`` (or a new digest) up to date: None when its tail is short."""
     pk, encoding = SessionPk(own.row.pk), own.profile.encoding
@@ -107,8 +108,10 @@ async def _job(
         if await digester.tail_tokens(db, at, stored, encoding, total) < MOVE_AT * own.keep_tokens:
             return None  # what most appends find: nothing read but the session and digest
         rows = await digests.rows_from(db, pk, digest.needed, digest.upto, encoding)
-    items = await cpu.run_sync(_items, rows)
-    encoder = counter.encoder(encoding)
+    history: History = (pk, own.row.history_version)
+    tail = int(MOVE_AT * own.keep_tokens)
+    items = await cpu.run_sync(_items, rows, history, cache, tail)
+    encoder = cache.counter.encoder(encoding)
     snapshot = Snapshot(
         items=(),
         tenant="",
@@ -120,5 +123,14 @@ async def _job(
     return Job(pk, view.key, version, items, view.base, snapshot, own.keep_tokens, stored)
 
 
-def _items(rows: Sequence[Row[Any]]) -> list[Item]:
-    return [item_of(r) for r in rows]
+def _items(
+    rows: Sequence[Row[Any]], history: History, cache: MessageCache, tail: int
+) -> list[Item]:
+    """The rows parsed; the last ``tail`` tokens of them, what a compile reads once the digest
+    has moved (it leaves less), kept in ``cache`` as a compile's read keeps them: the first
+    compile after the write finds them parsed (and what the digest's making asked of them)."""
+    start, tokens = len(rows), 0
+    while start > 0 and tokens < tail:
+        start -= 1
+        tokens += rows[start].tokens
+    return [item_of(r) for r in rows[:start]] + items_of(rows[start:], history, cache)
