@@ -21,13 +21,14 @@ from tests.api.test_tail_compile import (
     _sql,
     append,
     compiled,
+    counts,
     digest_upto,
     reads,
     tail_reads,
     turn,
     whole,
 )
-from tests.conftest import Api, new_session, scrape, serve_api
+from tests.conftest import Api, new_session, serve_api
 
 
 @pytest.fixture(scope="module")
@@ -54,11 +55,7 @@ def test_appends_in_batches_leave_a_digest_the_first_compile_reads(
 
 def stored_lookups(client: httpx.Client) -> dict[str, float]:
     """Lookups of parsed stored messages so far, by result."""
-    found = {}
-    for line in scrape(client).text.splitlines():
-        if line.startswith('ctxc_cache_lookups_total{cache="stored"'):
-            found[line.split('result="')[1].split('"')[0]] = float(line.rsplit(" ", 1)[1])
-    return found
+    return counts(client, 'ctxc_cache_lookups_total{cache="stored"', "result")
 
 
 def test_the_first_compile_after_appends_finds_its_tail_parsed(

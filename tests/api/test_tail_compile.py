@@ -72,13 +72,18 @@ def compiled(client: httpx.Client, sid: str, **body: Any) -> dict[str, Any]:
     return out
 
 
-def reads(client: httpx.Client) -> dict[str, float]:
-    """Session compiles so far, by what they read."""
+def counts(client: httpx.Client, prefix: str, label: str) -> dict[str, float]:
+    """The values so far of the metric lines that start with ``prefix``, by ``label``."""
     found = {}
     for line in scrape(client).text.splitlines():
-        if line.startswith("ctxc_session_compile_reads_total{"):
-            found[line.split('read="')[1].split('"')[0]] = float(line.rsplit(" ", 1)[1])
+        if line.startswith(prefix):
+            found[line.split(f'{label}="')[1].split('"')[0]] = float(line.rsplit(" ", 1)[1])
     return found
+
+
+def reads(client: httpx.Client) -> dict[str, float]:
+    """Session compiles so far, by what they read."""
+    return counts(client, "ctxc_session_compile_reads_total{", "read")
 
 
 def tail_reads(client: httpx.Client) -> float:
