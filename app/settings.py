@@ -128,8 +128,8 @@ class Settings(BaseSettings):
     stored_cache_bytes: int = Field(
         64 * 1024 * 1024,
         ge=0,
-        description="Stored messages kept parsed for session compiles, by session and seq "
-        "(LRU, estimated bytes; 0 turns it off).",
+        description="Stored messages kept parsed for session compiles (and the tail an append "
+        "that moves a digest parsed), by session and seq (LRU, estimated bytes; 0 turns it off).",
     )
     view_cache_bytes: int = Field(
         64 * 1024 * 1024,

@@ -108,9 +108,12 @@ async def _job(
         if await digester.tail_tokens(db, at, stored, encoding, total) < MOVE_AT * own.keep_tokens:
             return None  # what most appends find: nothing read but the session and digest
         rows = await digests.rows_from(db, pk, digest.needed, digest.upto, encoding)
-    history: History = (pk, own.row.history_version)
-    tail = int(MOVE_AT * own.keep_tokens)
-    items = await cpu.run_sync(_items, rows, history, cache, tail)
+    version = own.row.history_version
+    # Kept for the next compile only if the rows are of the version read (a compaction that
+    # committed since rewrote them in place).
+    kept = cache if await digests.history_version(db, pk) == version else None
+    history: History = (pk, version)
+    items = await cpu.run_sync(_items, rows, history, kept, own.keep_tokens)
     encoder = cache.counter.encoder(encoding)
     snapshot = Snapshot(
         items=(),
@@ -124,13 +127,15 @@ async def _job(
 
 
 def _items(
-    rows: Sequence[Row[Any]], history: History, cache: MessageCache, tail: int
+    rows: Sequence[Row[Any]], history: History, cache: MessageCache | None, tail: int
 ) -> list[Item]:
-    """The rows parsed; the last ``tail`` tokens of them, what a compile reads once the digest
-    has moved (it leaves less), kept in ``cache`` as a compile's read keeps them: the first
-    compile after the write finds them parsed (and what the digest's making asked of them)."""
+    """The rows parsed; the last ``tail`` tokens of them (what the digest keeps, about what a
+    compile reads once it has moved) kept in ``cache`` as a compile's read keeps them: the
+    first compile after the write finds them parsed (and what the digest's making asked of
+    them)."""
     start, tokens = len(rows), 0
-    while start > 0 and tokens < tail:
+    while cache is not None and start > 0 and tokens < tail:
         start -= 1
         tokens += rows[start].tokens
-    return [item_of(r) for r in rows[:start]] + items_of(rows[start:], history, cache)
+    kept = items_of(rows[start:], history, cache) if cache is not None else []
+    return [item_of(r) for r in rows[:start]] + kept

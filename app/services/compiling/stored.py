@@ -4,7 +4,9 @@ Within a history version a stored row is never rewritten (a seq that a compactio
 takes again is another row, written at another time; a tool-payload compaction rewrites rows in
 place, and moves the version), so what a compile parsed of it is kept, by session, history
 version, seq and the time it was written, in a bounded cache (``MessageCache.stored``): a turn
-parses only what is new. A session's keys are its own: no tenant hits, or can time, another's.
+parses only what is new. The append that moves a digest keeps the tail it parsed there too
+(``catching_up``), for the compile after it. A session's keys are its own: no tenant hits, or
+can time, another's.
 """
 
 from __future__ import annotations
