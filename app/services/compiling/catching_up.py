@@ -133,9 +133,10 @@ def _items(
     compile reads once it has moved) kept in ``cache`` as a compile's read keeps them: the
     first compile after the write finds them parsed (and what the digest's making asked of
     them)."""
+    if cache is None:
+        return [item_of(r) for r in rows]
     start, tokens = len(rows), 0
-    while cache is not None and start > 0 and tokens < tail:
+    while start > 0 and tokens < tail:
         start -= 1
         tokens += rows[start].tokens
-    kept = items_of(rows[start:], history, cache) if cache is not None else []
-    return [item_of(r) for r in rows[:start]] + kept
+    return [item_of(r) for r in rows[:start]] + items_of(rows[start:], history, cache)
