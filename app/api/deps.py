@@ -24,6 +24,7 @@ from app.services.compaction.preparing import Preparer
 from app.services.compiling import Context
 from app.services.compiling.catching_up import catch_up
 from app.services.compiling.digesting import Digester
+from app.services.compiling.prepared import prepare
 from app.services.sessions.cache import Lru, MessageCache
 from app.services.sessions.events import EventReader
 from app.services.tenancy import cpu, keys
@@ -79,9 +80,13 @@ class AppState:
         )
 
     async def caught_up(self, tenant: TenantId, session_id: str) -> None:
-        """After a write grew a session: its own view's digest brought up to date."""
+        """After a write grew a session: its own view's digest brought up to date, and when
+        that moved it, the compile with no options prepared."""
         catalog = self.settings.catalog
-        await catch_up(self.digester, tenant, session_id, self.registry, catalog, self.cache)
+        done = await catch_up(self.digester, tenant, session_id, self.registry, catalog, self.cache)
+        if done in ("made", "moved") and self.cache.views.max_bytes > 0:
+            async with self.sessionmaker() as db:
+                await prepare(self.compile_context(tenant, db), session_id)
 
 
 async def get_state(request: Request) -> AppState:

@@ -94,6 +94,51 @@ def test_an_import_leaves_a_digest_the_first_compile_reads(api: Api, client: htt
     assert first == whole(api, client, copy)
 
 
+@pytest.fixture(scope="module")
+def deployed(database_url: str) -> Iterator[Api]:
+    """A second server on the same database, with session compiles remembered (as deployed)."""
+    yield from serve_api(database_url)
+
+
+@pytest.fixture
+def remembering(deployed: Api, client: httpx.Client) -> Iterator[httpx.Client]:
+    """A client of ``deployed`` as the same tenant as ``client``."""
+    with httpx.Client(base_url=deployed.url, headers=client.headers, timeout=60) as other:
+        yield other
+
+
+def test_a_write_that_moves_the_digest_prepares_the_compile_after_it(
+    api: Api, client: httpx.Client, remembering: httpx.Client
+) -> None:
+    """The append that moved the digest compiled the session as a compile with no options does:
+    that compile is answered from what it kept, the same answer as one reading it all; a compile
+    of the same view with other options grows the tail it kept. An import does the same."""
+    sid = new_session(remembering, provider="gpt-4o", context_window=WINDOW)
+    for start in range(0, 100, 25):  # 400 messages: under the largest body an import takes
+        append(remembering, sid, [m for n in range(start, start + 25) for m in turn(n)])
+    assert digest_upto(api, sid) is not None
+    exported = remembering.get(f"/v1/sessions/{sid}/export").json()  # before any compile
+    before = reads(remembering)
+    first = compiled(remembering, sid)
+    assert _added(before, reads(remembering)) == {"remembered": 1}
+    tools = [{"type": "function", "function": {"name": "grep", "parameters": {}}}]
+    compiled(remembering, sid, tools=tools)
+    assert _added(before, reads(remembering)) == {"remembered": 1, "kept": 1}
+    exported["session"]["id"] = copy = f"copy-{uuid.uuid4().hex}"
+    imported = remembering.post("/v1/sessions/import", json=exported)
+    assert imported.status_code == 201, imported.text
+    before = reads(remembering)
+    again = compiled(remembering, copy)
+    assert _added(before, reads(remembering)) == {"remembered": 1}
+    assert first == whole(api, client, sid)
+    assert again == whole(api, client, copy)
+
+
+def _added(before: dict[str, float], after: dict[str, float]) -> dict[str, float]:
+    """The session compiles ``after`` counts beyond ``before``, by what they read."""
+    return {k: v - before.get(k, 0) for k, v in after.items() if v != before.get(k, 0)}
+
+
 def test_a_short_session_needs_no_digest(api: Api, client: httpx.Client) -> None:
     sid = new_session(client, provider="gpt-4o", context_window=WINDOW)
     append(client, sid, [m for n in range(10) for m in turn(n)])
