@@ -135,8 +135,8 @@ class Settings(BaseSettings):
         64 * 1024 * 1024,
         ge=0,
         description="Session compiles kept by session, history version and last seq, and what "
-        "else they depend on, for compilers that are repeatable (LRU, estimated bytes; 0 turns "
-        "it off).",
+        "else they depend on, for compilers that are repeatable, with the compile a write that "
+        "moved a digest prepares (LRU, estimated bytes; 0 turns both off).",
     )
     tail_cache_bytes: int = Field(
         64 * 1024 * 1024,

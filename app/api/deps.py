@@ -86,7 +86,8 @@ class AppState:
         done = await catch_up(self.digester, tenant, session_id, self.registry, catalog, self.cache)
         if done in ("made", "moved") and self.cache.views.max_bytes > 0:
             async with self.sessionmaker() as db:
-                await prepare(self.compile_context(tenant, db), session_id)
+                prepared = await prepare(self.compile_context(tenant, db), session_id)
+            self.metrics.prepared.labels(prepared).inc()
 
 
 async def get_state(request: Request) -> AppState:

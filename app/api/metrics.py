@@ -117,6 +117,13 @@ class Metrics:
             ["outcome"],
             registry=r,
         )
+        self.prepared = Counter(
+            "ctxc_prepared_compiles",
+            "Session compiles with no options made ahead by a write that moved a digest: prepared, "
+            "none (the compile is not repeatable, or reads no tail) or failed",
+            ["outcome"],
+            registry=r,
+        )
         self.preparations = Counter(
             "ctxc_compaction_preparations",
             "Request-boundary compactions prepared in the background: prepared, busy (another "

@@ -114,9 +114,12 @@ def test_a_write_that_moves_the_digest_prepares_the_compile_after_it(
     that compile is answered from what it kept, the same answer as one reading it all; a compile
     of the same view with other options grows the tail it kept. An import does the same."""
     sid = new_session(remembering, provider="gpt-4o", context_window=WINDOW)
+    prepared = counts(remembering, "ctxc_prepared_compiles_total{", "outcome")
     for start in range(0, 100, 25):  # 400 messages: under the largest body an import takes
         append(remembering, sid, [m for n in range(start, start + 25) for m in turn(n)])
     assert digest_upto(api, sid) is not None
+    now = counts(remembering, "ctxc_prepared_compiles_total{", "outcome")
+    assert now.get("prepared", 0) > prepared.get("prepared", 0) and "failed" not in now
     exported = remembering.get(f"/v1/sessions/{sid}/export").json()  # before any compile
     before = reads(remembering)
     first = compiled(remembering, sid)

@@ -15,26 +15,28 @@ nothing but the next compile doing the work.
 from __future__ import annotations
 
 import logging
+from typing import Literal
 
 from app.services.compiling.request import Context, Options
 from app.services.compiling.session import compile_view, load, plan_for
 from app.storage.db import autocommit
 
 log = logging.getLogger(__name__)
+Outcome = Literal["prepared", "none", "failed"]
 
 
-async def prepare(ctx: Context, session_id: str) -> bool:
+async def prepare(ctx: Context, session_id: str) -> Outcome:
     """Compile the session ``session_id`` as a compile with no options would and keep the
-    output; whether it did."""
+    output (none: that compile's output is not kept, or it reads no tail)."""
     options = Options()
     try:
         await autocommit(ctx.session)
         loaded = await load(ctx, session_id, options)
         plan = await plan_for(ctx, loaded, options)
         if plan.key is None or plan.view is None:
-            return False
+            return "none"
         await compile_view(ctx, loaded, plan, options)
-        return True
+        return "prepared"
     except Exception:  # the write is committed: a compile not prepared is one still to make
         log.warning("the compile of session %s could not be prepared", session_id, exc_info=True)
-        return False
+        return "failed"
