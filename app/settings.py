@@ -136,7 +136,7 @@ class Settings(BaseSettings):
         ge=0,
         description="Session compiles kept by session, history version and last seq, and what "
         "else they depend on, for compilers that are repeatable, with the compile a write that "
-        "moved a digest prepares (LRU, estimated bytes; 0 turns both off).",
+        "moved a digest warms (LRU, estimated bytes; 0 turns both off).",
     )
     tail_cache_bytes: int = Field(
         64 * 1024 * 1024,

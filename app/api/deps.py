@@ -5,6 +5,7 @@ from __future__ import annotations
 from collections.abc import AsyncIterator
 from dataclasses import dataclass
 from datetime import UTC, datetime
+from functools import partial
 from typing import Annotated
 
 from fastapi import Depends, Request, Security
@@ -24,7 +25,7 @@ from app.services.compaction.preparing import Preparer
 from app.services.compiling import Context
 from app.services.compiling.catching_up import catch_up
 from app.services.compiling.digesting import Digester
-from app.services.compiling.prepared import prepare
+from app.services.compiling.warming import warm
 from app.services.sessions.cache import Lru, MessageCache
 from app.services.sessions.events import EventReader
 from app.services.tenancy import cpu, keys
@@ -81,13 +82,12 @@ class AppState:
 
     async def caught_up(self, tenant: TenantId, session_id: str) -> None:
         """After a write grew a session: its own view's digest brought up to date, and when
-        that moved it, the compile with no options prepared."""
+        that moved it, the compile with no options warmed."""
         catalog = self.settings.catalog
         done = await catch_up(self.digester, tenant, session_id, self.registry, catalog, self.cache)
         if done in ("made", "moved") and self.cache.views.max_bytes > 0:
-            async with self.sessionmaker() as db:
-                prepared = await prepare(self.compile_context(tenant, db), session_id)
-            self.metrics.prepared.labels(prepared).inc()
+            context = partial(self.compile_context, tenant)
+            self.metrics.warmed.labels(await warm(self.sessionmaker, context, session_id)).inc()
 
 
 async def get_state(request: Request) -> AppState:

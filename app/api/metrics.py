@@ -117,10 +117,10 @@ class Metrics:
             ["outcome"],
             registry=r,
         )
-        self.prepared = Counter(
-            "ctxc_prepared_compiles",
-            "Session compiles with no options made ahead by a write that moved a digest: prepared, "
-            "none (the compile is not repeatable, or reads no tail) or failed",
+        self.warmed = Counter(
+            "ctxc_warmed_compiles",
+            "Session compiles with no options made ahead by a write that moved a digest: warmed, "
+            "none (not repeatable, or the tail is not enough) or failed",
             ["outcome"],
             registry=r,
         )

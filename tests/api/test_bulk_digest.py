@@ -107,20 +107,26 @@ def remembering(deployed: Api, client: httpx.Client) -> Iterator[httpx.Client]:
         yield other
 
 
-def test_a_write_that_moves_the_digest_prepares_the_compile_after_it(
+def test_a_write_that_moves_the_digest_warms_the_compile_after_it(
     api: Api, client: httpx.Client, remembering: httpx.Client
 ) -> None:
-    """The append that moved the digest compiled the session as a compile with no options does:
-    that compile is answered from what it kept, the same answer as one reading it all; a compile
-    of the same view with other options grows the tail it kept. An import does the same."""
+    """The append that moved the digest compiled the session as a compile with no options does,
+    recording nothing: that compile is answered from what it kept, the same answer as one
+    reading it all; a compile of the same view with other options grows the tail it kept. An
+    import does the same."""
     sid = new_session(remembering, provider="gpt-4o", context_window=WINDOW)
-    prepared = counts(remembering, "ctxc_prepared_compiles_total{", "outcome")
+    warmed = counts(remembering, "ctxc_warmed_compiles_total{", "outcome")
+    entries = counts(remembering, "ctxc_cache_entries{", "cache")
     for start in range(0, 100, 25):  # 400 messages: under the largest body an import takes
+        upto = digest_upto(api, sid)
         append(remembering, sid, [m for n in range(start, start + 25) for m in turn(n)])
-    assert digest_upto(api, sid) is not None
-    now = counts(remembering, "ctxc_prepared_compiles_total{", "outcome")
-    assert now.get("prepared", 0) > prepared.get("prepared", 0) and "failed" not in now
-    exported = remembering.get(f"/v1/sessions/{sid}/export").json()  # before any compile
+    assert digest_upto(api, sid) not in (None, upto)  # the last append moved it
+    now = counts(remembering, "ctxc_warmed_compiles_total{", "outcome")
+    assert now.get("warmed", 0) >= warmed.get("warmed", 0) + 2 and "failed" not in now
+    # One warmed output kept per session: each write's replaced the one before.
+    assert counts(remembering, "ctxc_cache_entries{", "cache")["views"] == entries["views"] + 1
+    exported = remembering.get(f"/v1/sessions/{sid}/export").json()
+    assert exported["compiles"] == [] and exported["session"]["cursor_seq"] is None
     before = reads(remembering)
     first = compiled(remembering, sid)
     assert _added(before, reads(remembering)) == {"remembered": 1}

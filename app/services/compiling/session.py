@@ -258,25 +258,31 @@ async def compile_view(ctx: Context, loaded: Loaded, plan: Plan, options: Option
 async def _read_and_compile(ctx: Context, loaded: Loaded, plan: Plan, options: Options) -> Compiled:
     """Read and compile: the tail with its digest when there is one and it is enough, else
     what the plan reads whole."""
-    tail = None
-    if plan.view is not None:
-        row, profile, execution = loaded.row, loaded.profile, options.execution_id
-        tail = await read_tail(
-            ctx.session, row, plan.view, execution, profile, ctx.cache, ctx.tenant
-        )
     try:
-        if tail is not None:
-            try:
-                output, items = await _run(ctx, loaded, plan, options, (), tail)
-                return Compiled(output, items, tail, "kept" if tail.kept else "tail")
-            except NeedsHistory:  # the tail was not enough: the whole history, as without one
-                pass
-        return await _whole(ctx, loaded, plan, options)
+        compiled = await compile_tail(ctx, loaded, plan, options)
+        return compiled or await _whole(ctx, loaded, plan, options)
     except NothingToSend:  # also what a session deleted between the reads above looks like
-        read = tail.items if tail else ()
-        if not read and not await compiles.session_exists(ctx.session, loaded.pk):
+        if not await compiles.session_exists(ctx.session, loaded.pk):
             raise NotFound("session", loaded.session_id) from None
         raise
+
+
+async def compile_tail(
+    ctx: Context, loaded: Loaded, plan: Plan, options: Options
+) -> Compiled | None:
+    """The compile of the tail with its digest, when the plan may read one, there is one, and it
+    is enough (None: else)."""
+    if plan.view is None:
+        return None
+    row, profile, execution = loaded.row, loaded.profile, options.execution_id
+    tail = await read_tail(ctx.session, row, plan.view, execution, profile, ctx.cache, ctx.tenant)
+    if tail is None:
+        return None
+    try:
+        output, items = await _run(ctx, loaded, plan, options, (), tail)
+    except NeedsHistory:  # the tail was not enough: the whole history, as without one
+        return None
+    return Compiled(output, items, tail, "kept" if tail.kept else "tail")
 
 
 async def _whole(ctx: Context, loaded: Loaded, plan: Plan, options: Options) -> Compiled:
