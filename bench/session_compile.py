@@ -59,7 +59,7 @@ BUDGET_S = 20.0  # ... within about this long, at least MIN_REPEATS
 MIN_REPEATS = 3
 SETTLE_S = 300.0  # the longest wait for a digest job after the first compile
 DIGESTS = "ctxc_digests_total"
-TAIL_READS = tuple(f'ctxc_session_compile_reads_total{{read="{r}"}}' for r in ("tail", "kept"))
+WHOLE_READS = 'ctxc_session_compile_reads_total{read="whole"}'
 MOVE_S = 5.0  # the wait for a digest moved after a compile that read a tail: often none is due
 ROUNDS = 20  # delta rounds per size
 TURN = 10  # messages appended per delta round
@@ -260,18 +260,15 @@ def settle(client: httpx.Client, jobs: float, patience: float = SETTLE_S) -> Non
         time.sleep(0.2)
 
 
-def tail_reads(client: httpx.Client) -> float:
-    """Compiles so far that read a tail (anew, or grown from a kept one)."""
-    return sum(metric(client, name) for name in TAIL_READS)
-
-
 def full(kind: str, url: str, client: httpx.Client, sid: str, size: int) -> Row:
     """Full-mode compiles of the session as it stands, and their floor: the first compile
     after growing (which reads what the digest does not cover yet) apart, then turns."""
-    jobs, tails = metric(client, DIGESTS), tail_reads(client)
+    jobs, wholes = metric(client, DIGESTS), metric(client, WHOLE_READS)
     _, first = compile_once(client, sid, {})
-    # A compile that read a tail found the digest the appends made; one may still be moving.
-    settle(client, jobs, MOVE_S if tail_reads(client) > tails else SETTLE_S)
+    # A compile that read the whole history has a digest made after it; one that read a tail
+    # (or the compile the appends warmed) found the digest the appends made, and one may still
+    # be moving.
+    settle(client, jobs, SETTLE_S if metric(client, WHOLE_READS) > wholes else MOVE_S)
     times: list[float] = []
     began = time.perf_counter()
     with floor(kind, url, sid, client) as base:
