@@ -143,6 +143,28 @@ def test_a_write_that_moves_the_digest_warms_the_compile_after_it(
     assert again == whole(api, client, copy)
 
 
+def test_a_write_warms_no_compile_that_reads_no_tail(
+    api: Api, client: httpx.Client, remembering: httpx.Client
+) -> None:
+    """A session resumed at its provider compiles a delta (after the cursor): the appends still
+    move the digest of its own view, but warm nothing, and the compile after them is a delta."""
+    sid = new_session(remembering, provider="codex-cli", context_window=WINDOW)
+    append(remembering, sid, turn(0))
+    answer = remembering.post(f"/v1/sessions/{sid}/compile", json={}).json()
+    body = {"compile_id": answer["compile_id"], "provider_session_id": "thread-1"}
+    assert remembering.post(f"/v1/sessions/{sid}/cursor", json=body).status_code == 200
+    warmed = counts(remembering, "ctxc_warmed_compiles_total{", "outcome")
+    for start in range(1, 100, 25):
+        append(remembering, sid, [m for n in range(start, start + 25) for m in turn(n)])
+    assert digest_upto(api, sid) is not None
+    now = counts(remembering, "ctxc_warmed_compiles_total{", "outcome")
+    assert now.get("none", 0) > warmed.get("none", 0)
+    assert now.get("warmed", 0) == warmed.get("warmed", 0)
+    before = reads(remembering)
+    assert compiled(remembering, sid)["mode"] == "delta"
+    assert _added(before, reads(remembering)) == {"delta": 1}
+
+
 def _added(before: dict[str, float], after: dict[str, float]) -> dict[str, float]:
     """The session compiles ``after`` counts beyond ``before``, by what they read."""
     return {k: v - before.get(k, 0) for k, v in after.items() if v != before.get(k, 0)}

@@ -11,7 +11,9 @@ a request drawn from a set (twice: the second finds what the first kept) and its
 the compile id, equal the fresh server's. Windows are set below the history's tokens, so the
 view is trimmed, but above what makes a history long enough for a digest: every compile that is
 not remembered reads the whole history (that a tail with its digest compiles as the whole does
-is test_tail_compile's subject).
+is test_tail_compile's subject). The ``LONG`` runs start with a session window that makes the
+history long: their appends make and move its digest, and warm the compile with no options in
+the replica they went through, which must answer what the fresh server compiles.
 """
 
 from __future__ import annotations
@@ -30,6 +32,8 @@ from tests.api.test_tail_compile import reads
 from tests.conftest import METRICS_TOKEN, LiveServer, make_key, new_session
 
 SEEDS = range(4)
+# Seeds run with a session window that makes the history long enough for a digest.
+LONG = [(10, 1_000), (11, 1_500)]
 STEPS = 24
 SMALL = -1  # a window set below the history's tokens (``_window``)
 BODIES: list[dict[str, Any]] = [
@@ -248,11 +252,16 @@ def _check(run: Run) -> None:
                 assert got == expected, (n, body, differing)
 
 
-@pytest.mark.parametrize("seed", SEEDS)
-def test_a_remembered_compile_is_the_compile_made_from_scratch(servers: Servers, seed: int) -> None:
+@pytest.mark.parametrize(("seed", "window"), [*((s, None) for s in SEEDS), *LONG])
+def test_a_remembered_compile_is_the_compile_made_from_scratch(
+    servers: Servers, seed: int, window: int | None
+) -> None:
+    """With a ``window``, the session is long in it from its first turns: appends make and move
+    its digest, and the one that moved it warms the compile with no options in the replica it
+    went through (app/services/compiling/warming.py)."""
     rng = random.Random(seed)
     with servers.replicas[0].client(servers.key) as c:
-        sid = new_session(c)
+        sid = new_session(c, **({"context_window": window} if window else {}))
     run = Run(servers, rng, sid)
     _append(run)
     steps, weights = zip(*STEPS_BY_WEIGHT, strict=True)
