@@ -120,7 +120,8 @@ class Metrics:
         self.warmed = Counter(
             "ctxc_warmed_compiles",
             "Session compiles with no options made ahead by a write that moved a digest: warmed, "
-            "none (not repeatable, or the tail is not enough) or failed",
+            "none (not repeatable, no tail to read: a delta, no digest, or not enough; the "
+            "session gone or nothing to send; a later write warmed first) or failed",
             ["outcome"],
             registry=r,
         )

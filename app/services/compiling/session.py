@@ -260,7 +260,7 @@ async def _read_and_compile(ctx: Context, loaded: Loaded, plan: Plan, options: O
     what the plan reads whole."""
     try:
         compiled = await compile_tail(ctx, loaded, plan, options)
-        return compiled or await _whole(ctx, loaded, plan, options)
+        return compiled if compiled is not None else await _whole(ctx, loaded, plan, options)
     except NothingToSend:  # also what a session deleted between the reads above looks like
         if not await compiles.session_exists(ctx.session, loaded.pk):
             raise NotFound("session", loaded.session_id) from None

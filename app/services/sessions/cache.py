@@ -40,7 +40,7 @@ Entry = tuple[Message, dict[str, int]]
 COUNT_THREADS = max(1, min(4, os.cpu_count() or 1))
 PARALLEL_MESSAGES = 64
 CHUNK = 16
-WARMED_KEPT = 4096  # sessions whose warmed output's key is known (about 150 bytes each)
+WARMED_KEPT = 4096  # sessions whose warmed output's key is known (about 600 bytes each)
 
 
 class Lru(Generic[K, V]):
@@ -129,9 +129,12 @@ class MessageCache:
         # The tails long session compiles read, by tenant, session and view: the next reads
         # what was stored since (app/services/compiling/tails.py).
         self.tails: Lru[tuple[str, str, str], Any] = Lru(tail_bytes)
-        # The key of the output a write last warmed per tenant and session (one such output
-        # kept per session: app/services/compiling/warming.py).
-        self.warmed: LRUCache[tuple[str, str], tuple[str, str, bytes]] = LRUCache(WARMED_KEPT)
+        # The output a write last warmed, per tenant and session: the history version and last
+        # seq it is of, and its key (one such output kept per session, while the session is
+        # among the last ``WARMED_KEPT``: app/services/compiling/warming.py).
+        self.warmed: LRUCache[tuple[str, str], tuple[tuple[int, int], tuple[str, str, bytes]]] = (
+            LRUCache(WARMED_KEPT)
+        )
         self.threads = threads
         self._pool: ThreadPoolExecutor | None = None
         self._pool_lock = threading.Lock()
