@@ -35,6 +35,11 @@ Trigger = Literal["compile", "request"]
 SUMMARY_BUCKETS = (0.005, 0.025, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 120, 300)
 
 
+def _outcomes(r: CollectorRegistry, name: str, documentation: str) -> Counter:
+    """A counter of some work by its ``outcome``."""
+    return Counter(name, documentation, ["outcome"], registry=r)
+
+
 class Metrics:
     """The service's Prometheus metrics, in a registry of its own (one per app)."""
 
@@ -52,6 +57,22 @@ class Metrics:
         self.tokens = Counter(
             "ctxc_tokens_counted", "Tokens counted, by encoding", ["encoding"], registry=r
         )
+        self._compiles(r)
+        self._summaries(r)
+        self._background(r)
+
+        # With `ctxc serve --workers N` each worker keeps its own metrics, and a scrape gets the
+        # figures of the worker that answered it: this says which one (a scraper can tell their
+        # counters apart, and a restarted worker's reset).
+        self.process = Gauge(
+            "ctxc_process_id",
+            "PID of the server process (worker) these figures are of",
+            registry=r,
+        )
+        self.process.set(os.getpid())
+
+    def _compiles(self, r: CollectorRegistry) -> None:
+        """Compiles: their answers, what they read, the compactions they ran, sidecar turns."""
         self.answers = Counter(
             "ctxc_stateless_compiles",
             "Stateless compile answers: compiled, or remembered from the same request",
@@ -69,26 +90,6 @@ class Metrics:
             "ctxc_compactions",
             "Compactions written, by kind and reason; trigger: a compile or POST .../compact",
             ["kind", "reason", "trigger"],
-            registry=r,
-        )
-        self.summaries = Counter(
-            "ctxc_summaries",
-            "Summaries by configured backend; outcome ok, fallback (the extractive summary "
-            "instead) or error",
-            ["backend", "outcome"],
-            registry=r,
-        )
-        self.summary_latency = Histogram(
-            "ctxc_summary_duration_seconds",
-            "Time to a summary (parts, retries and fallback included), by configured backend",
-            ["backend"],
-            buckets=SUMMARY_BUCKETS,
-            registry=r,
-        )
-        self.summarizer_requests = Counter(
-            "ctxc_summarizer_requests",
-            "Requests sent to a remote summariser (retries and parts included)",
-            ["backend"],
             registry=r,
         )
         self.session_reads = Counter(
@@ -110,39 +111,52 @@ class Metrics:
             ["provider", "outcome"],
             registry=r,
         )
-        self.digests = Counter(
+
+    def _summaries(self, r: CollectorRegistry) -> None:
+        """Summaries: how they ended, how long they took, what they asked of a remote model."""
+        self.summaries = Counter(
+            "ctxc_summaries",
+            "Summaries by configured backend; outcome ok, fallback (the extractive summary "
+            "instead) or error",
+            ["backend", "outcome"],
+            registry=r,
+        )
+        self.summary_latency = Histogram(
+            "ctxc_summary_duration_seconds",
+            "Time to a summary (parts, retries and fallback included), by configured backend",
+            ["backend"],
+            buckets=SUMMARY_BUCKETS,
+            registry=r,
+        )
+        self.summarizer_requests = Counter(
+            "ctxc_summarizer_requests",
+            "Requests sent to a remote summariser (retries and parts included)",
+            ["backend"],
+            registry=r,
+        )
+
+    def _background(self, r: CollectorRegistry) -> None:
+        """Work besides the answer: digests, warmed compiles, prepared compactions (by outcome)."""
+        self.digests = _outcomes(
+            r,
             "ctxc_digests",
             "Digests of long histories: made, moved forward, none to make, stale (the history "
             "changed first) or failed",
-            ["outcome"],
-            registry=r,
         )
-        self.warmed = Counter(
+        self.warmed = _outcomes(
+            r,
             "ctxc_warmed_compiles",
             "Session compiles with no options made ahead by a write that moved a digest: warmed, "
             "none (not repeatable, no tail to read: a delta, no digest, or not enough; the "
             "session gone or nothing to send; a later write warmed first) or failed",
-            ["outcome"],
-            registry=r,
         )
-        self.preparations = Counter(
+        self.preparations = _outcomes(
+            r,
             "ctxc_compaction_preparations",
             "Request-boundary compactions prepared in the background: prepared, busy (another "
             "held the lease), exists, none (nothing to prepare), refused (a constraint would be "
             "lost), stale (the history changed first), gone (the session) or failed",
-            ["outcome"],
-            registry=r,
         )
-
-        # With `ctxc serve --workers N` each worker keeps its own metrics, and a scrape gets the
-        # figures of the worker that answered it: this says which one (a scraper can tell their
-        # counters apart, and a restarted worker's reset).
-        self.process = Gauge(
-            "ctxc_process_id",
-            "PID of the server process (worker) these figures are of",
-            registry=r,
-        )
-        self.process.set(os.getpid())
 
     def compiled(self, source: Source, mode: str, outcome: str = "ok") -> None:
         self.compiles.labels(source, mode, outcome).inc()
