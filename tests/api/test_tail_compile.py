@@ -7,14 +7,23 @@ from __future__ import annotations
 
 import asyncio
 import time
-from collections.abc import Iterator
+from collections.abc import Awaitable, Callable, Iterator
 from typing import Any
 
 import httpx
 import pytest
-from sqlalchemy import text
+from sqlalchemy import delete, select, text
+from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 
-from app.storage.db import create_engine
+from app.adapters.tokenizers import load_counter
+from app.domain.compilers.registry import BUILTINS
+from app.domain.sessions import TenantId
+from app.services.compiling.catching_up import catch_up
+from app.services.compiling.digesting import Digester
+from app.services.sessions.cache import MessageCache
+from app.settings import Settings
+from app.storage.db import create_engine, create_sessionmaker
+from app.storage.models import DigestRow, SessionRow
 from tests.api.test_compile import valid
 from tests.conftest import Api, new_session, scrape, serve_api
 
@@ -251,3 +260,96 @@ def test_traces_of_the_older_part_decide_which_executions_a_digest_serves(
         assert answer == whole(api, client, sid, execution_id=execution)
     hidden = {r["reason"]: r for r in compiled(client, sid, execution_id="e2")["left_out"]}
     assert hidden["trace"]["count"] == 2 * 15
+
+
+def test_a_write_moves_no_digest_of_an_execution_whose_traces_it_holds(
+    api: Api, client: httpx.Client
+) -> None:
+    """A digest made by a compile of execution e1 shows e1's traces. An append that brings the
+    session's own view up to date (a compile with no execution, which hides them) must not move
+    that digest forward as its own: the compile after it would take e1's traces as shown."""
+    sid = new_session(client, provider="gpt-4o", context_window=WINDOW)
+    traced = [m for n in range(150) for m in turn(n, trace="e1" if n % 10 == 3 else None)]
+    append(client, sid, traced)
+    whole(api, client, sid, execution_id="e1")  # e1's digest is made, none other
+    upto = wait_for_digest(api, sid)
+    append(client, sid, [m for n in range(150, 200) for m in turn(n)])  # past what it keeps
+    assert digest_upto(api, sid) == upto  # left for e1's compiles to move
+    assert compiled(client, sid) == whole(api, client, sid)
+    assert compiled(client, sid, execution_id="e1") == whole(api, client, sid, execution_id="e1")
+
+
+class Racing(AsyncSession):
+    """A database session after one of whose commits another replica's write lands: ``race``,
+    once it finds something to do (it answers whether it did)."""
+
+    race: Callable[[], Awaitable[bool]] | None = None
+
+    async def commit(self) -> None:
+        await super().commit()
+        if Racing.race is not None and await Racing.race():
+            Racing.race = None
+
+
+async def _digest_row(url: str, sid: str) -> DigestRow:
+    engine = create_engine(url)
+    try:
+        async with create_sessionmaker(engine)() as db:
+            found = select(DigestRow).join(SessionRow, SessionRow.pk == DigestRow.session_pk)
+            row = (await db.execute(found.where(SessionRow.id == sid))).scalar_one()
+            db.expunge(row)
+            return row
+    finally:
+        await engine.dispose()
+
+
+async def _catch_up_racing(url: str, sid: str, theirs: DigestRow) -> str:
+    """The session's own digest made from its whole history by the write's catch-up, while
+    another replica puts ``theirs`` in its place right after the first step is saved."""
+    engine = create_engine(url)
+    plain = create_sessionmaker(engine)
+
+    async def race() -> bool:
+        async with plain() as db:
+            mine = select(DigestRow).where(DigestRow.session_pk == theirs.session_pk)
+            if (await db.execute(mine)).first() is None:
+                return False  # no step saved yet
+            await db.execute(delete(DigestRow).where(DigestRow.session_pk == theirs.session_pk))
+            db.add(DigestRow(**{c: getattr(theirs, c) for c in DIGEST_COLUMNS}))
+            await db.commit()
+            return True
+
+    Racing.race = race
+    try:
+        async with plain() as db:
+            tenant = await db.scalar(select(SessionRow.tenant_id).where(SessionRow.id == sid))
+        digester = Digester(async_sessionmaker(engine, class_=Racing, expire_on_commit=False))
+        cache = MessageCache(load_counter(), 1 << 20)
+        catalog = Settings(database_url=url).catalog
+        return await catch_up(digester, TenantId(tenant), sid, BUILTINS, catalog, cache)
+    finally:
+        Racing.race = None
+        await engine.dispose()
+
+
+DIGEST_COLUMNS = ("session_pk", "view_key", "generation", "upto", "digest", "updated_at")
+
+
+def test_a_digest_job_moves_no_digest_another_replica_put_in_its_place(
+    api: Api, client: httpx.Client
+) -> None:
+    """Another replica may replace a session's digest between two steps of a job making it: by
+    one made for execution e1, showing e1's traces. The job (here a write's catch-up, for the
+    view that hides them) goes no further; moving e1's as its own, the compiles after it would
+    take e1's traces as shown."""
+    sid = new_session(client, provider="gpt-4o", context_window=WINDOW)
+    traced = [m for n in range(150) for m in turn(n, trace="e1" if n % 10 == 3 else None)]
+    append(client, sid, traced)
+    whole(api, client, sid, execution_id="e1")
+    theirs = asyncio.run(_digest_row(api.database_url, sid))
+    assert theirs.digest["execution_id"] == "e1"
+    append(client, sid, [m for n in range(150, 200) for m in turn(n)])
+    # None: the catch-up makes the session's own from the start.
+    _sql(api.database_url, "DELETE FROM digests WHERE session_pk = :pk", pk=theirs.session_pk)
+    assert asyncio.run(_catch_up_racing(api.database_url, sid, theirs)) == "stale"
+    assert asyncio.run(_digest_row(api.database_url, sid)).digest == theirs.digest

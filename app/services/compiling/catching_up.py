@@ -58,7 +58,8 @@ async def catch_up(
     cache: MessageCache,
 ) -> Outcome:
     """Make or move the digest of the session's own view, if it is long enough to need one
-    (its history read whole only when it has none yet, one such read at a time)."""
+    (its history read whole only when it has none yet, one such read at a time): not one made
+    for an execution whose traces it shows (moved as the view's, it would show them to it)."""
     try:
         async with digester.maker() as db:
             own = await _own(db, tenant, session_id, registry, catalog)
@@ -67,6 +68,8 @@ async def catch_up(
             pk = SessionPk(own.row.pk)
             version = own.row.history_version
             stored = await digests.load(db, pk, own.view.key, version)
+            if stored is not None and not stored.digest.serves(None):
+                return "none"  # an execution's, showing its traces: the view's compile replaces it
             if stored is None and digester.futile(pk, own.view.key, version, own.row.last_seq):
                 return "none"
             async with digester.reading(stored is None):
