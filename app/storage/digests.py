@@ -194,19 +194,21 @@ async def save(
     digest: Digest,
     ids: Ids,
     now: datetime,
-    generation: str | None = None,
+    prior: Stored | None = None,
 ) -> bool:
     """Keep ``digest`` (made of the history ``at``) and the ids its part added, in one
-    transaction under the session's lock; the caller commits. Without a ``generation`` it
-    replaces the view's digest, made anew from the whole history; with one it moves that
-    generation forward, unless another digest replaced it or went further first. False when
-    nothing was kept (the history changed, or the session is gone)."""
+    transaction under the session's lock; the caller commits. Without a ``prior`` it replaces
+    the view's digest, made anew from the whole history; with one (what it was moved forward
+    from) it moves that digest, unless another replaced or moved it first. False when nothing
+    was kept (the history changed, the session is gone, or the prior is no longer there)."""
     if not await queries.lock_session(db, at.pk) or await history_version(db, at.pk) != at.version:
         return False
     data = digest.to_json() | {"version": at.version}
-    if generation is None:
+    if prior is None:
         generation = await _replace(db, at, digest.upto, data, now)
-    elif not await _move(db, at, generation, digest.upto, data, now):
+    elif await _move(db, at, prior, digest.upto, data, now):
+        generation = prior.generation
+    else:
         return False
     await _keep_ids(db, at, generation, digest.upto, ids)
     return True
@@ -239,20 +241,21 @@ async def _replace(
 async def _move(
     db: AsyncSession,
     at: Place,
-    generation: str,
+    prior: Stored,
     upto: int,
     data: dict[str, Any],
     now: datetime,
 ) -> bool:
-    """The ``generation`` moved forward to ``upto``; False when another replaced it or went
-    as far first."""
+    """``prior`` moved forward to ``upto``; False when another replaced or moved it first (a
+    move from where it no longer is would keep beside this part's ids those of the other's,
+    which another execution's view may have taken)."""
     moved = await db.execute(
         update(DigestRow)
         .where(
             DigestRow.session_pk == at.pk,
             DigestRow.view_key == at.view_key,
-            DigestRow.generation == generation,
-            DigestRow.upto < upto,
+            DigestRow.generation == prior.generation,
+            DigestRow.upto == prior.digest.upto,
         )
         .values(upto=upto, digest=data, updated_at=now)
     )

@@ -6,8 +6,10 @@ execution whose traces the view shows changes."""
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import time
 from collections.abc import Awaitable, Callable, Iterator
+from datetime import UTC, datetime
 from typing import Any
 
 import httpx
@@ -17,11 +19,13 @@ from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 
 from app.adapters.tokenizers import load_counter
 from app.domain.compilers.registry import BUILTINS
-from app.domain.sessions import TenantId
+from app.domain.sessions import SessionPk, TenantId
+from app.domain.validity.repair import Ids
 from app.services.compiling.catching_up import catch_up
 from app.services.compiling.digesting import Digester
 from app.services.sessions.cache import MessageCache
 from app.settings import Settings
+from app.storage import digests
 from app.storage.db import create_engine, create_sessionmaker
 from app.storage.models import DigestRow, SessionRow
 from tests.api.test_compile import valid
@@ -332,6 +336,17 @@ async def _catch_up_racing(url: str, sid: str, theirs: DigestRow) -> str:
         await engine.dispose()
 
 
+def settled_digest(api: Api, client: httpx.Client, sid: str) -> DigestRow:
+    """The session's digest once no digest job ends and it stays where it is for a moment."""
+    deadline = time.monotonic() + 30
+    while time.monotonic() < deadline:
+        jobs, row = digest_jobs(client), asyncio.run(_digest_row(api.database_url, sid))
+        time.sleep(0.5)
+        if digest_jobs(client) == jobs and digest_upto(api, sid) == row.upto:
+            return row
+    raise AssertionError("the digest did not settle")
+
+
 DIGEST_COLUMNS = ("session_pk", "view_key", "generation", "upto", "digest", "updated_at")
 
 
@@ -346,10 +361,44 @@ def test_a_digest_job_moves_no_digest_another_replica_put_in_its_place(
     traced = [m for n in range(150) for m in turn(n, trace="e1" if n % 10 == 3 else None)]
     append(client, sid, traced)
     whole(api, client, sid, execution_id="e1")
-    theirs = asyncio.run(_digest_row(api.database_url, sid))
+    theirs = settled_digest(api, client, sid)
     assert theirs.digest["execution_id"] == "e1"
     append(client, sid, [m for n in range(150, 200) for m in turn(n)])
     # None: the catch-up makes the session's own from the start.
     _sql(api.database_url, "DELETE FROM digests WHERE session_pk = :pk", pk=theirs.session_pk)
     assert asyncio.run(_catch_up_racing(api.database_url, sid, theirs)) == "stale"
     assert asyncio.run(_digest_row(api.database_url, sid)).digest == theirs.digest
+
+
+async def _move_twice(url: str, pk: str, view_key: str) -> tuple[bool, bool, int]:
+    """The session's digest moved forward from where it is, then moved again from there (as two
+    replicas' jobs from one read would): whether each was kept, and the upto it is at."""
+    engine = create_engine(url)
+    try:
+        async with create_sessionmaker(engine)() as db:
+            prior = await digests.load(db, SessionPk(pk), view_key, 0)
+            assert prior is not None
+            at, upto = digests.Place(SessionPk(pk), view_key, 0), prior.digest.upto
+            nothing = Ids(frozenset(), frozenset())
+            kept = []
+            for further in (4, 8):
+                moved = dataclasses.replace(prior.digest, upto=upto + further)
+                kept.append(await digests.save(db, at, moved, nothing, datetime.now(UTC), prior))
+                await db.commit()
+            now_at = await digests.load(db, SessionPk(pk), view_key, 0)
+            assert now_at is not None
+            return kept[0], kept[1], now_at.digest.upto
+    finally:
+        await engine.dispose()
+
+
+def test_a_move_from_where_the_digest_no_longer_is_keeps_nothing(
+    api: Api, client: httpx.Client
+) -> None:
+    """Two jobs that read the digest at one place may both move it: the first is kept, the
+    second (though it goes further) is not, as the ids of the first's part stay beside it."""
+    sid = new_session(client, provider="gpt-4o", context_window=WINDOW)
+    append(client, sid, [m for n in range(150) for m in turn(n)])
+    row = settled_digest(api, client, sid)
+    first, second, upto = asyncio.run(_move_twice(api.database_url, row.session_pk, row.view_key))
+    assert (first, second, upto) == (True, False, row.upto + 4)

@@ -233,7 +233,7 @@ async def advance(db: AsyncSession, job: Job, now: datetime, run: cpu.Lane | Run
     stored item from the start, or a prior's needed rounds and every item from its upto on),
     each step saved (and committed) before the next, until the tail left is one a compile would
     not move it forward for. The first step's outcome, unless a later one found the history
-    changed."""
+    changed or the digest replaced or moved by another process ("stale": it goes no further)."""
     items = job.items
     seqs = [i.seq for i in items]
     sums = [0, *accumulate(i.tokens for i in items)]
@@ -250,9 +250,8 @@ async def advance(db: AsyncSession, job: Job, now: datetime, run: cpu.Lane | Run
         made = await _step(db, job, stored, needed, items[start:end], run)
         if made is None:
             return outcome
-        generation = None if stored is None else stored.generation
         at = digests.Place(job.pk, job.view_key, job.version)
-        kept = await digests.save(db, at, *made, now, generation)
+        kept = await digests.save(db, at, *made, now, stored)
         await db.commit()
         if not kept:
             return "stale"
