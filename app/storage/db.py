@@ -122,7 +122,10 @@ async def autocommit(db: AsyncSession) -> None:
     """On Postgres, run each statement of ``db`` as its own transaction; call it before the
     first query. For use cases that read and then write a single row: under READ COMMITTED the
     statements of a transaction share no snapshot anyway, so this only saves the BEGIN and COMMIT
-    round trips. SQLite keeps its transaction (there, it gives the reads one snapshot)."""
+    round trips. SQLite is left as it is: its driver begins a transaction only before the first
+    write, so there too the reads before it share no snapshot (what must agree is read in one
+    statement, as a history's version with its rows, or checked again under the session's
+    lock)."""
     if db.get_bind().dialect.name == "postgresql":
         await db.connection(execution_options={"isolation_level": "AUTOCOMMIT"})
 
