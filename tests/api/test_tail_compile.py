@@ -276,7 +276,7 @@ def test_a_write_moves_no_digest_of_an_execution_whose_traces_it_holds(
     traced = [m for n in range(150) for m in turn(n, trace="e1" if n % 10 == 3 else None)]
     append(client, sid, traced)
     whole(api, client, sid, execution_id="e1")  # e1's digest is made, none other
-    upto = wait_for_digest(api, sid)
+    upto = settled_digest(api, client, sid).upto
     append(client, sid, [m for n in range(150, 200) for m in turn(n)])  # past what it keeps
     assert digest_upto(api, sid) == upto  # left for e1's compiles to move
     assert compiled(client, sid) == whole(api, client, sid)

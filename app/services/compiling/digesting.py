@@ -147,14 +147,19 @@ class Digester:
         """Make or move ``job``'s digest now, with ``run`` (after the job of its session and
         view running in this process, if one is; none is started meanwhile)."""
         key = (job.pk, job.view_key)
-        while (running := self._running.get(key)) is not None:
-            await asyncio.wait([running])
+        await self.settled(job.pk, job.view_key)
         if self._is_futile(job):
             return "none"
         task = asyncio.create_task(self._run(job, when, run))
         self._running[key] = task
         task.add_done_callback(lambda _: self._running.pop(key, None))
         return await asyncio.shield(task)
+
+    async def settled(self, pk: SessionPk, view_key: str) -> None:
+        """Once no job of the session and view runs in this process: a digest read then is
+        where that job left it (a move from where it was before would not be kept)."""
+        while (running := self._running.get((pk, view_key))) is not None:
+            await asyncio.wait([running])
 
     async def _run(self, job: Job, now: datetime, run: Runner | None = None) -> Outcome:
         outcome: Outcome = "failed"
