@@ -54,7 +54,8 @@ _SESSION_ROW = select(SessionRow).where(
     SessionRow.tenant_id == bindparam("tenant"), SessionRow.id == bindparam("id")
 )
 _SESSION_THREAD = (
-    select(SessionRow, ProxyThreadRow)
+    select(SessionRow, ProxyThreadRow, TenantRow.name)
+    .join(TenantRow, TenantRow.id == SessionRow.tenant_id)
     .outerjoin(ProxyThreadRow, ProxyThreadRow.session_pk == SessionRow.pk)
     .where(SessionRow.tenant_id == bindparam("tenant"), SessionRow.id == bindparam("id"))
     .execution_options(populate_existing=True)
@@ -77,10 +78,11 @@ async def session_row(db: AsyncSession, tenant: TenantId, session_id: str) -> Se
 
 async def session_and_thread(
     db: AsyncSession, tenant: TenantId, session_id: str
-) -> tuple[SessionRow, ProxyThreadRow | None] | None:
-    """The session ``session_id`` and its sidecar thread, if it has one (one query)."""
+) -> tuple[SessionRow, ProxyThreadRow | None, str] | None:
+    """The session ``session_id``, its sidecar thread if it has one, and its tenant's name (one
+    query)."""
     found = (await db.execute(_SESSION_THREAD, {"tenant": tenant, "id": session_id})).first()
-    return None if found is None else (found[0], found[1])
+    return None if found is None else (found[0], found[1], found[2])
 
 
 async def threads_beside(

@@ -31,6 +31,7 @@ from tests.api.sidecar import (
     prompt,
     stored,
 )
+from tests.api.test_bulk_digest import counted
 from tests.conftest import LiveServer, row_counts, scrape
 from tests.upstreams import Upstream
 
@@ -372,3 +373,20 @@ def test_an_agent_that_moves_its_breakpoints_never_forks(sidecar: Sidecar, up: U
         assert c.get(f"/v1/sessions/{session}:fork-1").status_code == 404
     # Each message once: the system prompt, then every message the agent sent or got back.
     assert len(stored(sidecar, session)) == 1 + len(history) - 1
+
+
+def test_a_turn_that_extends_its_session_reads_the_session_once(
+    sidecar: Sidecar, up: Upstream
+) -> None:
+    """The open reads the session with its thread and its tenant's name in one statement, and
+    the compile takes the row it read: the session is looked up by its id twice in a turn, by
+    the open and by the store after the reply, where the compile looked it up again too."""
+    session = f"once-{uuid.uuid4().hex[:6]}"
+    history = openai_loop(sidecar, session, turns=2, window=100_000)
+    history.append({"role": "user", "content": "One more thing."})
+    client = sidecar.openai(session)
+    with counted("sessions.id = ") as reads:
+        client.chat.completions.create(model="gpt-4o", messages=history, tools=TOOLS_OPENAI)
+    assert len(reads) == 2, reads
+    assert "proxy_threads" in reads[0] and "tenants" in reads[0]
+    assert stored(sidecar, session)[-2]["content"][0]["text"] == "One more thing."

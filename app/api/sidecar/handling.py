@@ -201,9 +201,11 @@ async def _compile(
     options = replace(options, pending=pending)
     if scale is not None:  # the upstream said too long: compact (a full compaction at least)
         options = replace(options, error_kind="prompt_too_long", compaction={})
+    # The session as the open read it, unless a retry's compactions change it.
+    read = opened.read if scale is None else None
     async with state.sessionmaker() as db:
         ctx = state.compile_context(turn.tenant, db)
-        return await compiling.compile_session(ctx, opened.session_id, options)
+        return await compiling.compile_session(ctx, opened.session_id, options, read=read)
 
 
 def _asks_usage(turn: Turn) -> bool:

@@ -108,14 +108,19 @@ class Compiled:
 
 
 async def compile_session(
-    ctx: Context, session_id: str, options: Options, ran: Sequence[Done] | None = None
+    ctx: Context,
+    session_id: str,
+    options: Options,
+    ran: Sequence[Done] | None = None,
+    read: tuple[SessionRow, str] | None = None,
 ) -> Compilation:
     """Compile the stored session and record the compile (for the cursor), after the
     compactions it is due (with a compactor). Under a policy that measures the history as sent,
     the compaction the compiled view is due runs then, and the session is compiled again
-    (``ran``: the compactions run already; none runs again)."""
+    (``ran``: the compactions run already; none runs again). ``read``: the session row and its
+    tenant's name, as the request read them just before (the sidecar's open), not read again."""
     await autocommit(ctx.session)  # reads, then one INSERT
-    loaded = await load(ctx, session_id, options)
+    loaded = await load(ctx, session_id, options, read)
     compacting = ran is None and _compacts(ctx, loaded, options)
     compacted = list(ran or ())
     if compacting:
@@ -140,9 +145,16 @@ async def compile_session(
     )
 
 
-async def load(ctx: Context, session_id: str, options: Options) -> Loaded:
-    """The session, its tenant's name and the profile the compile is for."""
-    row, tenant_name = await require_session_and_tenant_name(ctx.session, ctx.tenant, session_id)
+async def load(
+    ctx: Context, session_id: str, options: Options, read: tuple[SessionRow, str] | None = None
+) -> Loaded:
+    """The session, its tenant's name and the profile the compile is for (``read``: as read
+    before, brought into this database session without a query)."""
+    db = ctx.session
+    if read is None:
+        row, tenant_name = await require_session_and_tenant_name(db, ctx.tenant, session_id)
+    else:
+        row, tenant_name = await db.merge(read[0], load=False), read[1]
     profile = session_profile(row, ctx.catalog, options.provider)
     return Loaded(session_id, SessionPk(row.pk), row, tenant_name, profile)
 

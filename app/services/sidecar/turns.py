@@ -38,6 +38,8 @@ class Opened:
     start: int  # the request's items from here on are new
     turns: int  # the thread's stored turns when read: a turn stored since is a race
     forked_to: str | None = None  # a fork: where the earlier history moved
+    # A turn that only read: the session row and its tenant's name as read, for the compile.
+    read: tuple[SessionRow, str] | None = None
 
     @property
     def new(self) -> Sequence[Entry]:
@@ -79,6 +81,7 @@ async def _extending(
     db: AsyncSession,
     row: SessionRow,
     thread: ProxyThreadRow | None,
+    tenant_name: str,
     session_id: str,
     sent: Sent,
 ) -> Opened | None:
@@ -89,7 +92,7 @@ async def _extending(
         history = await sent.parse(thread.sent)
         start = await threads.new_start(db, row, thread, history)
         if start is not None:
-            opened = Opened(session_id, history, start, thread.turns)
+            opened = Opened(session_id, history, start, thread.turns, read=(row, tenant_name))
     await db.commit()  # ends the reads
     return opened
 
