@@ -3,22 +3,10 @@
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
-from sqlalchemy import (
-    BindParameter,
-    Select,
-    bindparam,
-    case,
-    delete,
-    exists,
-    func,
-    or_,
-    select,
-    update,
-)
+from sqlalchemy import BindParameter, Select, bindparam, case, delete, func, or_, select, update
 from sqlalchemy.dialects import postgresql, sqlite
 from sqlalchemy.ext.asyncio import AsyncSession
 from sqlalchemy.orm import aliased
@@ -65,43 +53,13 @@ async def list_keys(db: AsyncSession) -> Sequence[tuple[ApiKeyRow, str]]:
 _SESSION_ROW = select(SessionRow).where(
     SessionRow.tenant_id == bindparam("tenant"), SessionRow.id == bindparam("id")
 )
-
-
-def _session_thread() -> Select[Any]:
-    """The session, its sidecar thread, its tenant's name, and the compile whose outcome was
-    reported last with whether a compile was made since (``unacted_report``'s question, asked
-    by index lookups correlated with the session)."""
-    last, later = aliased(CompileRow), aliased(CompileRow)
-    newest = (
-        select(last.id)
-        .where(last.session_pk == SessionRow.pk, last.reported_at.is_not(None))
-        .order_by(last.reported_at.desc())
-        .limit(1)
-        .scalar_subquery()
-    )
-    reported = aliased(CompileRow)
-    since = exists().where(
-        later.session_pk == SessionRow.pk, later.created_at > reported.reported_at
-    )
-    return (
-        select(
-            SessionRow,
-            ProxyThreadRow,
-            TenantRow.name,
-            reported.reported_at,
-            reported.usage,
-            reported.error_kind,
-            since,
-        )
-        .join(TenantRow, TenantRow.id == SessionRow.tenant_id)
-        .outerjoin(ProxyThreadRow, ProxyThreadRow.session_pk == SessionRow.pk)
-        .outerjoin(reported, reported.id == newest)
-        .where(SessionRow.tenant_id == bindparam("tenant"), SessionRow.id == bindparam("id"))
-        .execution_options(populate_existing=True)
-    )
-
-
-_SESSION_THREAD = _session_thread()
+_SESSION_THREAD = (
+    select(SessionRow, ProxyThreadRow, TenantRow.name)
+    .join(TenantRow, TenantRow.id == SessionRow.tenant_id)
+    .outerjoin(ProxyThreadRow, ProxyThreadRow.session_pk == SessionRow.pk)
+    .where(SessionRow.tenant_id == bindparam("tenant"), SessionRow.id == bindparam("id"))
+    .execution_options(populate_existing=True)
+)
 _COMPILE_ROW = select(CompileRow).where(
     CompileRow.id == bindparam("id"), CompileRow.session_pk == bindparam("pk")
 )
@@ -118,31 +76,13 @@ async def session_row(db: AsyncSession, tenant: TenantId, session_id: str) -> Se
     return await db.scalar(_SESSION_ROW, {"tenant": tenant, "id": session_id})
 
 
-# The usage and error kind of the outcome a compile of the session is still to act on (the one
-# the caller reported last, no compile made since), or None.
-Unacted = tuple[dict[str, Any] | None, str | None] | None
-
-
-@dataclass(frozen=True)
-class Known:
-    """A session as a request read it: its row, its tenant's name and its unacted report."""
-
-    row: SessionRow
-    tenant_name: str
-    unacted: Unacted
-
-
 async def session_and_thread(
     db: AsyncSession, tenant: TenantId, session_id: str
-) -> tuple[Known, ProxyThreadRow | None] | None:
-    """The session ``session_id`` (with its tenant's name and unacted report) and its sidecar
-    thread, if it has one (one query)."""
+) -> tuple[SessionRow, ProxyThreadRow | None, str] | None:
+    """The session ``session_id``, its sidecar thread if it has one, and its tenant's name (one
+    query)."""
     found = (await db.execute(_SESSION_THREAD, {"tenant": tenant, "id": session_id})).first()
-    if found is None:
-        return None
-    row, thread, name, reported_at, usage, error_kind, since = found
-    unacted = None if reported_at is None or since else (usage, error_kind)
-    return Known(row, name, unacted), thread
+    return None if found is None else (found[0], found[1], found[2])
 
 
 async def threads_beside(

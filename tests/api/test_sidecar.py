@@ -378,30 +378,26 @@ def test_an_agent_that_moves_its_breakpoints_never_forks(sidecar: Sidecar, up: U
 def test_a_turn_that_extends_its_session_reads_the_session_once(
     sidecar: Sidecar, up: Upstream
 ) -> None:
-    """The open reads the session with its thread, its tenant's name and the outcome the last
-    turn reported (what a reactive compaction acts on) in one statement, and the compile takes
-    what it read: the session is looked up by its id twice in a turn, by the open and by the
-    store after the reply, where the compile looked it up again too, and the reported outcome
-    is asked for by the open only."""
+    """The open reads the session with its thread and its tenant's name in one statement, and
+    the compile takes the row it read: the session is looked up by its id twice in a turn, by
+    the open and by the store after the reply, where the compile looked it up again too."""
     session = f"once-{uuid.uuid4().hex[:6]}"
     history = openai_loop(sidecar, session, turns=2, window=100_000)
     history.append({"role": "user", "content": "One more thing."})
     client = sidecar.openai(session)
-    with counted("sessions.id = ") as reads, counted("reported_at IS NOT NULL") as reports:
+    with counted("sessions.id = ") as reads:
         client.chat.completions.create(model="gpt-4o", messages=history, tools=TOOLS_OPENAI)
     assert len(reads) == 2, reads
     assert "proxy_threads" in reads[0] and "tenants" in reads[0]
-    assert reports == reads[:1]
     assert stored(sidecar, session)[-2]["content"][0]["text"] == "One more thing."
 
 
 def test_a_turn_the_upstream_counted_as_filling_the_window_compacts_the_next(
     sidecar: Sidecar, up: Upstream
 ) -> None:
-    """The usage a turn's reply reported is what the next turn's compile acts on, once (read
-    with the session by the open): a prompt the provider counted as filling the window (what a
-    sidecar session's policy compacts on) makes the next turn compact the session, and the turn
-    after it compacts nothing more."""
+    """The usage a turn's reply reported is what the next turn's compile acts on, once: a
+    prompt the provider counted as filling the window (what a sidecar session's policy compacts
+    on) makes the next turn compact the session, and the turn after it compacts nothing more."""
     session = f"full-{uuid.uuid4().hex[:6]}"
     history = openai_loop(sidecar, session, turns=3, window=100_000)
     client = sidecar.openai(session, **{"X-Ctxc-Context-Window": "100000"})

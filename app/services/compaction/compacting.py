@@ -25,11 +25,10 @@ from app.domain.providers import ProviderProfile
 from app.domain.sessions import SessionPk, TenantId
 from app.services.compaction import Done, Gate, Where, policy_of, stored_items
 from app.services.compaction.compactor import Compactor
-from app.services.compaction.reports import UNREAD, Report, Unread, reported
+from app.services.compaction.reports import Report, reported
 from app.services.sessions import require_session, session_profile
 from app.storage import queries
 from app.storage.models import SessionRow
-from app.storage.queries import Unacted
 
 
 async def compact_now(
@@ -68,21 +67,20 @@ async def compact_due(
     override: dict[str, Any] | None,
     report: Report | None,
     begin: Callable[[], Awaitable[None]],
-    unacted: Unacted | Unread = UNREAD,
 ) -> list[Done]:
     """The compactions a compile of ``session`` is due (none without an enabled policy).
     ``begin`` is awaited first, once one may be due (a compile's autocommit reads end there:
     compactions need transactions of their own). Under a ``sent`` policy, whose
     request-boundary compaction is the compile's (``compact_sent``), finding that no report calls
-    for a reactive one is a read, done before it (none when the request read the session's
-    ``unacted`` report already)."""
+    for a reactive one is a read, done before it."""
     policy = policy_of(session.compaction_policy, override, profiles=compactor.profiles)
     if policy is None or not policy.enabled:
         return []
     where = Where.of(session, profile, context_window)
     if policy.measure == "sent":
-        pk, anthropic = SessionPk(session.pk), where.output == "anthropic"
-        found = await reported(compactor.db, pk, report, anthropic, unacted)
+        found = await reported(
+            compactor.db, SessionPk(session.pk), report, where.output == "anthropic"
+        )
         prompt, too_long = (found.prompt_tokens, found.too_long) if found else (None, False)
         if reactive_kind(prompt, where.context_window, too_long, policy) is None:
             return []  # nor is the task cut: that is for a prompt too long

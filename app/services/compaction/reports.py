@@ -4,23 +4,12 @@ compaction (app/services/compaction/compactor.py)."""
 from __future__ import annotations
 
 from dataclasses import dataclass
-from enum import Enum
-from typing import Any, Literal
+from typing import Any
 
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from app.domain.sessions import SessionPk
 from app.storage import queries
-from app.storage.queries import Unacted
-
-
-class _Unread(Enum):
-    UNREAD = "unread"
-
-
-# The unacted report not read yet by the request (``reported`` reads it).
-UNREAD = _Unread.UNREAD
-Unread = Literal[_Unread.UNREAD]
 
 
 @dataclass(frozen=True)
@@ -42,16 +31,11 @@ class Report:
 
 
 async def reported(
-    db: AsyncSession,
-    pk: SessionPk,
-    given: Report | None,
-    cache_apart: bool,
-    unacted: Unacted | Unread = UNREAD,
+    db: AsyncSession, pk: SessionPk, given: Report | None, cache_apart: bool
 ) -> Report | None:
     """The report that drives reactive compaction: the request's own, else the last one made
-    with a cursor acknowledgement, acted on once: by the first compile after it (``unacted``:
-    that one, when the request read it already)."""
+    with a cursor acknowledgement, acted on once: by the first compile after it."""
     if given is not None:
         return given
-    found = await queries.unacted_report(db, pk) if unacted is UNREAD else unacted
+    found = await queries.unacted_report(db, pk)
     return None if found is None else Report.of(*found, cache_apart)

@@ -36,7 +36,7 @@ from app.domain.sessions import PromptFragment, SessionPk
 from app.domain.tokens import Encoder
 from app.services.compaction import Done
 from app.services.compaction.compacting import compact_due, compact_sent
-from app.services.compaction.reports import UNREAD, Report, Unread
+from app.services.compaction.reports import Report
 from app.services.compiling import remembered
 from app.services.compiling.digesting import digest_snapshot, job_after, keep_tokens
 from app.services.compiling.remembered import ViewKey
@@ -63,7 +63,6 @@ from app.services.tenancy import cpu
 from app.storage import compiles
 from app.storage.db import autocommit
 from app.storage.models import SessionRow
-from app.storage.queries import Known, Unacted
 
 RESET = "a compaction ended the provider session: compiled in full for a new one"
 
@@ -113,20 +112,19 @@ async def compile_session(
     session_id: str,
     options: Options,
     ran: Sequence[Done] | None = None,
-    read: Known | None = None,
+    read: tuple[SessionRow, str] | None = None,
 ) -> Compilation:
     """Compile the stored session and record the compile (for the cursor), after the
     compactions it is due (with a compactor). Under a policy that measures the history as sent,
     the compaction the compiled view is due runs then, and the session is compiled again
-    (``ran``: the compactions run already; none runs again). ``read``: the session, its
-    tenant's name and its unacted report, as the request read them just before (the sidecar's
-    open), not read again."""
+    (``ran``: the compactions run already; none runs again). ``read``: the session row and its
+    tenant's name, as the request read them just before (the sidecar's open), not read again."""
     await autocommit(ctx.session)  # reads, then one INSERT
     loaded = await load(ctx, session_id, options, read)
     compacting = ran is None and _compacts(ctx, loaded, options)
     compacted = list(ran or ())
     if compacting:
-        compacted = await run_due(ctx, loaded, options, read.unacted if read else UNREAD)
+        compacted = await run_due(ctx, loaded, options)
         if compacted:  # a compaction may end the provider session
             loaded = await load(ctx, session_id, options)
     plan = await plan_for(ctx, loaded, options)
@@ -148,7 +146,7 @@ async def compile_session(
 
 
 async def load(
-    ctx: Context, session_id: str, options: Options, read: Known | None = None
+    ctx: Context, session_id: str, options: Options, read: tuple[SessionRow, str] | None = None
 ) -> Loaded:
     """The session, its tenant's name and the profile the compile is for (``read``: as read
     before, brought into this database session without a query)."""
@@ -156,7 +154,7 @@ async def load(
     if read is None:
         row, tenant_name = await require_session_and_tenant_name(db, ctx.tenant, session_id)
     else:
-        row, tenant_name = await db.merge(read.row, load=False), read.tenant_name
+        row, tenant_name = await db.merge(read[0], load=False), read[1]
     profile = session_profile(row, ctx.catalog, options.provider)
     return Loaded(session_id, SessionPk(row.pk), row, tenant_name, profile)
 
@@ -165,11 +163,8 @@ def _compacts(ctx: Context, loaded: Loaded, options: Options) -> bool:
     return ctx.compactor is not None and bool(loaded.row.compaction_policy or options.compaction)
 
 
-async def run_due(
-    ctx: Context, loaded: Loaded, options: Options, unacted: Unacted | Unread = UNREAD
-) -> list[Done]:
-    """The compactions due before the compile: request-boundary and reactive ones
-    (``unacted``: the session's unacted report, when the request read it already)."""
+async def run_due(ctx: Context, loaded: Loaded, options: Options) -> list[Done]:
+    """The compactions due before the compile: request-boundary and reactive ones."""
     assert ctx.compactor is not None
     db = ctx.session
     report = None
@@ -191,7 +186,6 @@ async def run_due(
         options.compaction,
         report,
         begin,
-        unacted,
     )
     if began:
         await db.commit()  # ends the reads that found nothing due

@@ -27,7 +27,6 @@ from app.services.sidecar import threads
 from app.services.sidecar.threads import History, Sent
 from app.storage import queries
 from app.storage.models import ProxyThreadRow, SessionRow
-from app.storage.queries import Known
 
 
 @dataclass(frozen=True)
@@ -39,7 +38,8 @@ class Opened:
     start: int  # the request's items from here on are new
     turns: int  # the thread's stored turns when read: a turn stored since is a race
     forked_to: str | None = None  # a fork: where the earlier history moved
-    read: Known | None = None  # a turn that only read: the session as read, for the compile
+    # A turn that only read: the session row and its tenant's name as read, for the compile.
+    read: tuple[SessionRow, str] | None = None
 
     @property
     def new(self) -> Sequence[Entry]:
@@ -62,7 +62,7 @@ async def open_turn(w: Writer, session_id: str, fields: Fields, sent: Sent) -> O
     found = await queries.session_and_thread(w.db, w.tenant, session_id)
     if found is not None and (opened := await _extending(w.db, *found, session_id, sent)):
         return opened
-    row = found[0].row if found is not None else await _made(w, session_id, fields)
+    row = found[0] if found is not None else await _made(w, session_id, fields)
     history = await sent.parse(0)
     if not await queries.lock_session(w.db, SessionPk(row.pk)):
         raise NotFound("session", session_id)
@@ -78,16 +78,21 @@ async def open_turn(w: Writer, session_id: str, fields: Fields, sent: Sent) -> O
 
 
 async def _extending(
-    db: AsyncSession, known: Known, thread: ProxyThreadRow | None, session_id: str, sent: Sent
+    db: AsyncSession,
+    row: SessionRow,
+    thread: ProxyThreadRow | None,
+    tenant_name: str,
+    session_id: str,
+    sent: Sent,
 ) -> Opened | None:
     """The turn, when its history extends the session's ``thread`` (read only); None
     otherwise."""
     opened = None
     if thread is not None and await threads.held(thread, sent):
         history = await sent.parse(thread.sent)
-        start = await threads.new_start(db, known.row, thread, history)
+        start = await threads.new_start(db, row, thread, history)
         if start is not None:
-            opened = Opened(session_id, history, start, thread.turns, read=known)
+            opened = Opened(session_id, history, start, thread.turns, read=(row, tenant_name))
     await db.commit()  # ends the reads
     return opened
 
