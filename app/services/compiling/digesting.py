@@ -155,6 +155,10 @@ class Digester:
         task.add_done_callback(lambda _: self._running.pop(key, None))
         return await asyncio.shield(task)
 
+    def busy(self, pk: SessionPk, view_key: str) -> bool:
+        """Whether a job of the session and view runs in this process."""
+        return (pk, view_key) in self._running
+
     async def settled(self, pk: SessionPk, view_key: str) -> None:
         """Once no job of the session and view runs in this process: a digest read then is
         where that job left it (a move from where it was before would not be kept)."""
