@@ -272,11 +272,8 @@ def test_a_write_moves_no_digest_of_an_execution_whose_traces_it_holds(
     """A digest made by a compile of execution e1 shows e1's traces. An append that brings the
     session's own view up to date (a compile with no execution, which hides them) must not move
     that digest forward as its own: the compile after it would take e1's traces as shown."""
-    sid = new_session(client, provider="gpt-4o", context_window=WINDOW)
-    traced = [m for n in range(150) for m in turn(n, trace="e1" if n % 10 == 3 else None)]
-    append(client, sid, traced)
-    whole(api, client, sid, execution_id="e1")  # e1's digest is made, none other
-    upto = settled_digest(api, client, sid).upto
+    sid, theirs = e1_digested(api, client)
+    upto = theirs.upto
     append(client, sid, [m for n in range(150, 200) for m in turn(n)])  # past what it keeps
     assert digest_upto(api, sid) == upto  # left for e1's compiles to move
     assert compiled(client, sid) == whole(api, client, sid)
@@ -305,6 +302,9 @@ async def _digest_row(url: str, sid: str) -> DigestRow:
             return row
     finally:
         await engine.dispose()
+
+
+DIGEST_COLUMNS = ("session_pk", "view_key", "generation", "upto", "digest", "updated_at")
 
 
 async def _catch_up_racing(url: str, sid: str, theirs: DigestRow) -> str:
@@ -347,7 +347,16 @@ def settled_digest(api: Api, client: httpx.Client, sid: str) -> DigestRow:
     raise AssertionError("the digest did not settle")
 
 
-DIGEST_COLUMNS = ("session_pk", "view_key", "generation", "upto", "digest", "updated_at")
+def e1_digested(api: Api, client: httpx.Client) -> tuple[str, DigestRow]:
+    """A long session with traces of execution e1 in its older part, and the digest a compile
+    for e1 made of it (showing them), settled."""
+    sid = new_session(client, provider="gpt-4o", context_window=WINDOW)
+    traced = [m for n in range(150) for m in turn(n, trace="e1" if n % 10 == 3 else None)]
+    append(client, sid, traced)
+    whole(api, client, sid, execution_id="e1")  # e1's digest is made, none other
+    theirs = settled_digest(api, client, sid)
+    assert theirs.digest["execution_id"] == "e1"
+    return sid, theirs
 
 
 def test_a_digest_job_moves_no_digest_another_replica_put_in_its_place(
@@ -357,12 +366,7 @@ def test_a_digest_job_moves_no_digest_another_replica_put_in_its_place(
     one made for execution e1, showing e1's traces. The job (here a write's catch-up, for the
     view that hides them) goes no further; moving e1's as its own, the compiles after it would
     take e1's traces as shown."""
-    sid = new_session(client, provider="gpt-4o", context_window=WINDOW)
-    traced = [m for n in range(150) for m in turn(n, trace="e1" if n % 10 == 3 else None)]
-    append(client, sid, traced)
-    whole(api, client, sid, execution_id="e1")
-    theirs = settled_digest(api, client, sid)
-    assert theirs.digest["execution_id"] == "e1"
+    sid, theirs = e1_digested(api, client)
     append(client, sid, [m for n in range(150, 200) for m in turn(n)])
     # None: the catch-up makes the session's own from the start.
     _sql(api.database_url, "DELETE FROM digests WHERE session_pk = :pk", pk=theirs.session_pk)

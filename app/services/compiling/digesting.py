@@ -265,8 +265,11 @@ async def advance(db: AsyncSession, job: Job, now: datetime, run: cpu.Lane | Run
         if not kept:
             return "stale"
         outcome = made_or_moved
+        # Another process may have put a digest in place since, made for another execution.
         stored = await digests.load(db, job.pk, job.view_key, job.version)
-        if stored is None or stored.digest.upto <= upto or not _serves(stored, job):
+        if stored is None or stored.digest.upto <= upto:
+            return "stale"
+        if not stored.digest.serves(job.snapshot.execution_id):
             return "stale"
 
 
@@ -289,12 +292,6 @@ async def _step(
     told = earlier(asked, calls, held, needed)
     items = [*needed, *step]
     return await run.run_sync(extend, digest, items, job.base, job.snapshot, job.keep_tokens, told)
-
-
-def _serves(stored: Stored, job: Job) -> bool:
-    """Whether the job may move ``stored`` on: another process may have replaced its digest
-    since the step saved it, by one made for an execution showing other traces."""
-    return stored.digest.serves(job.snapshot.execution_id)
 
 
 def _needed(items: Sequence[Item], seqs: Sequence[int], digest: Digest) -> list[Item]:
