@@ -26,7 +26,7 @@ from sqlalchemy import (
     union_all,
     update,
 )
-from sqlalchemy.dialects import postgresql, sqlite
+from sqlalchemy.dialects import postgresql
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from app.domain.compilers.base import Ranges
@@ -276,7 +276,4 @@ async def _keep_ids(db: AsyncSession, at: Place, generation: str, upto: int, ids
         }
         for kind, cid in rows
     ]
-    insert = postgresql.insert if db.get_bind().dialect.name == "postgresql" else sqlite.insert
-    for start in range(0, len(values), CHUNK // 5):
-        chunk = values[start : start + CHUNK // 5]
-        await db.execute(insert(DigestIdRow).values(chunk).on_conflict_do_nothing())
+    await queries.insert_new(db, DigestIdRow, values)

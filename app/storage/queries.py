@@ -2,11 +2,24 @@
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Mapping, Sequence
 from datetime import datetime
-from typing import Any
+from typing import Any, cast
 
-from sqlalchemy import BindParameter, Select, bindparam, case, delete, func, or_, select, update
+from sqlalchemy import (
+    BindParameter,
+    Insert,
+    Select,
+    Table,
+    bindparam,
+    case,
+    delete,
+    func,
+    or_,
+    select,
+    update,
+)
 from sqlalchemy.dialects import postgresql, sqlite
 from sqlalchemy.ext.asyncio import AsyncSession
 from sqlalchemy.orm import aliased
@@ -277,10 +290,23 @@ async def stored_payloads(db: AsyncSession, pk: SessionPk, shas: Sequence[str]) 
 
 async def add_payloads(db: AsyncSession, rows: Sequence[dict[str, Any]]) -> None:
     """Insert payload rows; one a concurrent compile inserted first is left as it is."""
-    insert = postgresql.insert if db.get_bind().dialect.name == "postgresql" else sqlite.insert
-    for start in range(0, len(rows), CHUNK // 5):
-        chunk = rows[start : start + CHUNK // 5]
-        await db.execute(insert(PayloadRow).values(chunk).on_conflict_do_nothing())
+    await insert_new(db, PayloadRow, rows)
+
+
+async def insert_new(db: AsyncSession, model: type[Any], rows: Sequence[dict[str, Any]]) -> None:
+    """Insert ``rows`` of ``model``'s table (all with the same columns), leaving a row whose
+    key is there already as it is: one statement, compiled once per dialect and table, run for
+    many rows at a time (a statement with the rows' values in it was compiled anew for each
+    batch: milliseconds of CPU on the event loop for a hundred rows)."""
+    statement = _insert_new(db.get_bind().dialect.name, cast(Table, model.__table__))
+    for start in range(0, len(rows), CHUNK):
+        await db.execute(statement, rows[start : start + CHUNK])
+
+
+@functools.cache
+def _insert_new(dialect: str, table: Table) -> Insert:
+    insert = postgresql.insert if dialect == "postgresql" else sqlite.insert
+    return insert(table).on_conflict_do_nothing()
 
 
 async def delete_messages(db: AsyncSession, pk: SessionPk, rows: Sequence[MessageRow]) -> None:
