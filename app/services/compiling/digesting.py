@@ -287,7 +287,8 @@ async def _step(
         return await run.run_sync(extend, None, step, job.base, job.snapshot, job.keep_tokens)
     digest, target = stored.digest, job.snapshot.target
     assert target is not None
-    asked = candidates(step, target, digest)
+    # In proportion to the step's ids and their renames: off the event loop, with the step.
+    asked = await run.run_sync(candidates, step, target, digest)
     calls, held = await digests.ids_among(db, job.pk, job.view_key, stored, asked)
     told = earlier(asked, calls, held, needed)
     items = [*needed, *step]
