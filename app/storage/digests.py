@@ -22,6 +22,7 @@ from sqlalchemy import (
     bindparam,
     delete,
     func,
+    insert,
     select,
     union_all,
     update,
@@ -63,10 +64,12 @@ _MESSAGES = MessageRow.__table__.c
 
 @dataclass(frozen=True)
 class Stored:
-    """A session's digest for one view, and the generation its ids belong to."""
+    """A session's digest, the key it is kept under (``view_key``: its view's, or its view's
+    for one execution) and the generation its ids belong to."""
 
     digest: Digest
     generation: str
+    view_key: str
 
 
 async def load(db: AsyncSession, pk: SessionPk, view_key: str, version: int) -> Stored | None:
@@ -78,7 +81,7 @@ async def load(db: AsyncSession, pk: SessionPk, view_key: str, version: int) -> 
     found = (await db.execute(query)).first()
     if found is None or found.digest.get("version") != version:
         return None
-    return Stored(Digest.from_json(found.digest), found.generation)
+    return Stored(Digest.from_json(found.digest), found.generation, view_key)
 
 
 async def still(db: AsyncSession, at: Place, stored: Stored) -> bool:
@@ -200,12 +203,19 @@ async def save(
     transaction under the session's lock; the caller commits. Without a ``prior`` it replaces
     the view's digest, made anew from the whole history; with one (what it was moved forward
     from) it moves that digest, unless another replaced or moved it first. False when nothing
-    was kept (the history changed, the session is gone, or the prior is no longer there)."""
+    was kept (the history changed, the session is gone, or the prior is no longer there). A
+    prior kept under another key is moved by making the digest anew under ``at``'s, its ids
+    copied: the prior stays where it is."""
     if not await queries.lock_session(db, at.pk) or await history_version(db, at.pk) != at.version:
         return False
     data = digest.to_json() | {"version": at.version}
     if prior is None:
         generation = await _replace(db, at, digest.upto, data, now)
+    elif prior.view_key != at.view_key:
+        if not await _still_there(db, at.pk, prior):
+            return False
+        generation = await _replace(db, at, digest.upto, data, now)
+        await _copy_ids(db, at, prior, generation)
     elif await _move(db, at, prior, digest.upto, data, now):
         generation = prior.generation
     else:
@@ -260,6 +270,48 @@ async def _move(
         .values(upto=upto, digest=data, updated_at=now)
     )
     return bool(getattr(moved, "rowcount", 0))
+
+
+async def _still_there(db: AsyncSession, pk: SessionPk, stored: Stored) -> bool:
+    """Whether ``stored`` is still its key's digest, neither moved nor replaced since read."""
+    found = (await db.execute(_THERE, {"pk": pk, "view": stored.view_key})).first()
+    return found is not None and tuple(found) == (stored.generation, stored.digest.upto)
+
+
+_THERE = select(DigestRow.generation, DigestRow.upto).where(
+    DigestRow.session_pk == bindparam("pk"), DigestRow.view_key == bindparam("view")
+)
+
+
+async def _copy_ids(db: AsyncSession, at: Place, prior: Stored, generation: str) -> None:
+    """The ids of ``prior``'s older part, kept again for ``generation`` under ``at``'s key."""
+    params = {
+        "pk": at.pk,
+        "view": prior.view_key,
+        "generation": prior.generation,
+        "upto": prior.digest.upto,
+        "to_view": at.view_key,
+        "to_generation": generation,
+    }
+    await db.execute(_COPY_IDS, params)
+
+
+_COPY_IDS = insert(DigestIdRow).from_select(
+    ["session_pk", "view_key", "generation", "kind", "call_id", "upto"],
+    select(
+        _IDS.session_pk,
+        bindparam("to_view", type_=String),
+        bindparam("to_generation", type_=String),
+        _IDS.kind,
+        _IDS.call_id,
+        _IDS.upto,
+    ).where(
+        _IDS.session_pk == bindparam("pk"),
+        _IDS.view_key == bindparam("view"),
+        _IDS.generation == bindparam("generation"),
+        _IDS.upto <= bindparam("upto"),
+    ),
+)
 
 
 async def _keep_ids(db: AsyncSession, at: Place, generation: str, upto: int, ids: Ids) -> None:

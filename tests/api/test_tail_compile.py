@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
+import json
 import time
 from collections.abc import Awaitable, Callable, Iterator
 from datetime import UTC, datetime
@@ -18,6 +19,7 @@ from sqlalchemy import delete, select, text
 from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 
 from app.adapters.tokenizers import load_counter
+from app.domain.compilers.digests import Digest
 from app.domain.compilers.registry import BUILTINS
 from app.domain.sessions import SessionPk, TenantId
 from app.domain.validity.repair import Ids
@@ -124,21 +126,26 @@ def _sql(url: str, statement: str, **params: Any) -> list[Any]:
     return asyncio.run(run())
 
 
-def digest_upto(api: Api, sid: str) -> int | None:
+def digest_upto(api: Api, sid: str, execution: str | None = None) -> int | None:
+    """The upto of the digest a compile for ``execution`` finds: its execution's own, else the
+    view's if it serves it (a session's digests of the default view)."""
     rows = _sql(
         api.database_url,
-        "SELECT d.upto FROM digests d JOIN sessions s ON s.pk = d.session_pk WHERE s.id = :sid",
+        "SELECT d.digest FROM digests d JOIN sessions s ON s.pk = d.session_pk WHERE s.id = :sid",
         sid=sid,
     )
-    return int(rows[0][0]) if rows else None
+    found = [Digest.from_json(json.loads(r[0]) if isinstance(r[0], str) else r[0]) for r in rows]
+    own = [d for d in found if d.execution_id == execution and execution in d.traces]
+    serving = own or [d for d in found if d.serves(execution)]
+    return serving[0].upto if serving else None
 
 
-def wait_for_digest(api: Api, sid: str, beyond: int = 0) -> int:
+def wait_for_digest(api: Api, sid: str, beyond: int = 0, execution: str | None = None) -> int:
     """The digest's upto once a digest past ``beyond`` is written (it is made in the
     background, after the compile that needed it answered)."""
     deadline = time.monotonic() + 30
     while time.monotonic() < deadline:
-        upto = digest_upto(api, sid)
+        upto = digest_upto(api, sid, execution)
         if upto is not None and upto > beyond:
             return upto
         time.sleep(0.05)
@@ -259,7 +266,7 @@ def test_traces_of_the_older_part_decide_which_executions_a_digest_serves(
     append(client, sid, messages)
     for execution in ("e1", "e2", "e3", "e1"):
         answer = compiled(client, sid, execution_id=execution)
-        wait_for_digest(api, sid)
+        wait_for_digest(api, sid, execution=execution)
         assert compiled(client, sid, execution_id=execution) == answer
         assert answer == whole(api, client, sid, execution_id=execution)
     hidden = {r["reason"]: r for r in compiled(client, sid, execution_id="e2")["left_out"]}
@@ -271,13 +278,37 @@ def test_a_write_moves_no_digest_of_an_execution_whose_traces_it_holds(
 ) -> None:
     """A digest made by a compile of execution e1 shows e1's traces. An append that brings the
     session's own view up to date (a compile with no execution, which hides them) must not move
-    that digest forward as its own: the compile after it would take e1's traces as shown."""
+    that digest forward as its own (the compile after it would take e1's traces as shown): it
+    makes the view's own beside it."""
     sid, theirs = e1_digested(api, client)
-    upto = theirs.upto
     append(client, sid, [m for n in range(150, 200) for m in turn(n)])  # past what it keeps
-    assert digest_upto(api, sid) == upto  # left for e1's compiles to move
+    assert digest_upto(api, sid, "e1") == theirs.upto  # left for e1's compiles to move
+    assert digest_upto(api, sid) not in (None, theirs.upto)
     assert compiled(client, sid) == whole(api, client, sid)
     assert compiled(client, sid, execution_id="e1") == whole(api, client, sid, execution_id="e1")
+
+
+def test_compiles_of_an_execution_and_of_none_each_keep_their_digest(
+    api: Api, client: httpx.Client
+) -> None:
+    """With traces of e1 in the older part, a compile for e1 and one with no execution see it
+    differently. Each finds a digest of its own, so compiles of the two in turns, the session
+    growing, read no history whole (each replaced the other's digest, and read it all, when
+    there was one digest for the view), and answer as compiles reading it all do."""
+    sid, _ = e1_digested(api, client)
+    append(client, sid, [m for m in turn(150)])  # the view's own digest made beside e1's
+    wait_for_digest(api, sid)
+    before, answers = reads(client).get("whole", 0), []
+    for n in range(151, 181):
+        append(client, sid, [m for m in turn(n)])
+        answers.append(compiled(client, sid, execution_id="e1"))
+        answers.append(compiled(client, sid))
+    assert reads(client).get("whole", 0) == before
+    assert digest_upto(api, sid, "e1") != digest_upto(api, sid)
+    assert answers[-2:] == [
+        whole(api, client, sid, execution_id="e1"),
+        whole(api, client, sid),
+    ]
 
 
 class Racing(AsyncSession):
@@ -316,11 +347,13 @@ async def _catch_up_racing(url: str, sid: str, theirs: DigestRow) -> str:
 
     async def race() -> bool:
         async with plain() as db:
-            mine = select(DigestRow).where(DigestRow.session_pk == theirs.session_pk)
-            if (await db.execute(mine)).first() is None:
+            mine = select(DigestRow.view_key).where(DigestRow.session_pk == theirs.session_pk)
+            if (key := await db.scalar(mine)) is None:
                 return False  # no step saved yet
             await db.execute(delete(DigestRow).where(DigestRow.session_pk == theirs.session_pk))
-            db.add(DigestRow(**{c: getattr(theirs, c) for c in DIGEST_COLUMNS}))
+            # Under the view's key, as a replica that kept every digest there would.
+            row = {c: getattr(theirs, c) for c in DIGEST_COLUMNS} | {"view_key": key}
+            db.add(DigestRow(**row))
             await db.commit()
             return True
 
@@ -345,7 +378,9 @@ def settled_digest(api: Api, client: httpx.Client, sid: str) -> DigestRow:
     while time.monotonic() < deadline:
         jobs, row = digest_jobs(client), asyncio.run(_digest_row(api.database_url, sid))
         time.sleep(0.5)
-        if row is not None and digest_jobs(client) == jobs and digest_upto(api, sid) == row.upto:
+        again = asyncio.run(_digest_row(api.database_url, sid))
+        still = row is not None and again is not None and digest_jobs(client) == jobs
+        if still and (again.generation, again.upto) == (row.generation, row.upto):
             return row
     raise AssertionError("the digest did not settle")
 
@@ -365,8 +400,9 @@ def e1_digested(api: Api, client: httpx.Client) -> tuple[str, DigestRow]:
 def test_a_digest_job_moves_no_digest_another_replica_put_in_its_place(
     api: Api, client: httpx.Client
 ) -> None:
-    """Another replica may replace a session's digest between two steps of a job making it: by
-    one made for execution e1, showing e1's traces. The job (here a write's catch-up, for the
+    """Another replica (one that kept every digest under its view's key) may replace a
+    session's digest between two steps of a job making it: by one made for execution e1,
+    showing e1's traces. The job (here a write's catch-up, for the
     view that hides them) goes no further; moving e1's as its own, the compiles after it would
     take e1's traces as shown."""
     sid, theirs = e1_digested(api, client)

@@ -67,9 +67,10 @@ async def catch_up(
                 return "none"
             pk = SessionPk(own.row.pk)
             version = own.row.history_version
-            if digester.busy(pk, own.view.key):  # a job moving it: from where it leaves it
+            running = (pk, own.view.key, None)
+            if digester.busy(running):  # a job moving it: from where it leaves it
                 await db.commit()  # no transaction held meanwhile
-                await digester.settled(pk, own.view.key)
+                await digester.settled(running)
             stored = await digests.load(db, pk, own.view.key, version)
             if stored is not None and not stored.digest.serves(None):
                 return "none"  # an execution's, showing its traces: the view's compile replaces it

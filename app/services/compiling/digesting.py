@@ -40,7 +40,7 @@ from app.domain.compiling import Output, Target
 from app.domain.sessions import SessionPk
 from app.domain.tokens import Encoder, count_message
 from app.domain.validity.repair import Ids
-from app.services.compiling.tails import KEEP_WINDOWS, MOVE_AT, Tail, View
+from app.services.compiling.tails import KEEP_WINDOWS, MOVE_AT, Tail, View, home
 from app.services.tenancy import cpu
 from app.storage import digests
 from app.storage.digests import Stored
@@ -77,9 +77,19 @@ class Job:
     keep_tokens: int
     prior: Stored | None = None
 
+    @property
+    def running(self) -> Running:
+        """What no other job runs beside it: a job of the same session, view and execution."""
+        return (self.pk, self.view_key, self.snapshot.execution_id)
+
+
+# A job's session, view and execution (None: a compile with no execution).
+Running = tuple[str, str, str | None]
+
 
 class Digester:
-    """Runs digest jobs in the background, one per session and view at a time."""
+    """Runs digest jobs in the background, one per session, view and execution at a time
+    (those of two executions may each move a digest of their own)."""
 
     def __init__(
         self,
@@ -89,7 +99,7 @@ class Digester:
     ) -> None:
         self.maker, self.on_done = maker, on_done
         self.lane = lane or cpu.Lane()
-        self._running: dict[tuple[str, str], asyncio.Task[Outcome]] = {}
+        self._running: dict[Running, asyncio.Task[Outcome]] = {}
         # Histories of which no digest could be made, by session and view: (their version, how
         # many messages they had); not tried again until they grew by a tenth.
         self._futile: LRUCache[tuple[str, str], tuple[int, int]] = LRUCache(FUTILE_KEPT)
@@ -104,7 +114,7 @@ class Digester:
         return self._whole if long else nullcontext()
 
     def schedule(self, job: Job, now: datetime) -> None:
-        key = (job.pk, job.view_key)
+        key = job.running
         if key in self._running or self._is_futile(job):
             return
         task = asyncio.create_task(self._run(job, now))
@@ -146,8 +156,8 @@ class Digester:
     async def now(self, job: Job, when: datetime, run: Runner) -> Outcome:
         """Make or move ``job``'s digest now, with ``run`` (after the job of its session and
         view running in this process, if one is; none is started meanwhile)."""
-        key = (job.pk, job.view_key)
-        await self.settled(job.pk, job.view_key)
+        key = job.running
+        await self.settled(key)
         if self._is_futile(job):
             return "none"
         task = asyncio.create_task(self._run(job, when, run))
@@ -155,14 +165,14 @@ class Digester:
         task.add_done_callback(lambda _: self._running.pop(key, None))
         return await asyncio.shield(task)
 
-    def busy(self, pk: SessionPk, view_key: str) -> bool:
-        """Whether a job of the session and view runs in this process."""
-        return (pk, view_key) in self._running
+    def busy(self, key: Running) -> bool:
+        """Whether a job of the session, view and execution runs in this process."""
+        return key in self._running
 
-    async def settled(self, pk: SessionPk, view_key: str) -> None:
-        """Once no job of the session and view runs in this process: a digest read then is
-        where that job left it (a move from where it was before would not be kept)."""
-        while (running := self._running.get((pk, view_key))) is not None:
+    async def settled(self, key: Running) -> None:
+        """Once no job of the session, view and execution runs in this process: a digest read
+        then is where that job left it (a move from where it was before would not be kept)."""
+        while (running := self._running.get(key)) is not None:
             await asyncio.wait([running])
 
     async def _run(self, job: Job, now: datetime, run: Runner | None = None) -> Outcome:
@@ -259,14 +269,15 @@ async def advance(db: AsyncSession, job: Job, now: datetime, run: cpu.Lane | Run
         made = await _step(db, job, stored, needed, items[start:end], run)
         if made is None:
             return outcome
-        at = digests.Place(job.pk, job.view_key, job.version)
+        # Under its execution's own key once it shows that execution's traces.
+        at = digests.Place(job.pk, home(job.view_key, made[0]), job.version)
         kept = await digests.save(db, at, *made, now, stored)
         await db.commit()
         if not kept:
             return "stale"
         outcome = made_or_moved
         # Another process may have put a digest in place since, made for another execution.
-        stored = await digests.load(db, job.pk, job.view_key, job.version)
+        stored = await digests.load(db, job.pk, at.view_key, job.version)
         if stored is None or stored.digest.upto <= upto:
             return "stale"
         if not stored.digest.serves(job.snapshot.execution_id):
@@ -289,7 +300,7 @@ async def _step(
     assert target is not None
     # In proportion to the step's ids and their renames: off the event loop, with the step.
     asked = await run.run_sync(candidates, step, target, digest)
-    calls, held = await digests.ids_among(db, job.pk, job.view_key, stored, asked)
+    calls, held = await digests.ids_among(db, job.pk, stored.view_key, stored, asked)
     told = earlier(asked, calls, held, needed)
     items = [*needed, *step]
     return await run.run_sync(extend, digest, items, job.base, job.snapshot, job.keep_tokens, told)

@@ -2,10 +2,11 @@
 
 A session compile that trims reads the newest part of a long history and a digest of the rest
 (app/domain/compilers/digests.py; made and moved forward by ``digesting``). What it read is kept
-(``MessageCache.tails``, by tenant, session and view), so the next compile of the same history
-with the same digest reads only the rows stored since, and asks the digest's ids only about the
-ids they add: within a history version stored rows are only appended (a compaction that rewrites
-any moves the version), and a digest's generation and upto name what it holds.
+(``MessageCache.tails``, by tenant, session and the key its digest is kept under), so the next
+compile of the same history with the same digest reads only the rows stored since, and asks the
+digest's ids only about the ids they add: within a history version stored rows are only
+appended (a compaction that rewrites any moves the version), and a digest's generation and upto
+name what it holds.
 """
 
 from __future__ import annotations
@@ -19,7 +20,7 @@ from sqlalchemy import Row
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from app.domain.compilers.base import Compiler, Elided, Item
-from app.domain.compilers.digests import candidate_ids, earlier
+from app.domain.compilers.digests import Digest, candidate_ids, earlier
 from app.domain.compilers.registry import Registry, build_base, built_in
 from app.domain.compilers.spec import CompilerSpec
 from app.domain.providers import ProviderProfile
@@ -41,7 +42,7 @@ TRIMMING = frozenset({"token_limit", "window"})
 ID_BYTES = 64
 # One tail takes at most this share of what tails may take.
 ONE_TAIL_SHARE = 8
-# What a tail is kept by: its tenant, its session's pk and its view.
+# What a tail is kept by: its tenant, its session's pk and its digest's key (``keys``).
 Key = tuple[str, str, str]
 
 
@@ -67,6 +68,28 @@ def view_of(spec: CompilerSpec, registry: Registry, profile: ProviderProfile) ->
         return None
     named = [spec.base.name, spec.base.params, profile.output, profile.encoding]
     return View(hashlib.sha256(canonical_json(named)).hexdigest(), build_base(spec, registry))
+
+
+def own_key(view_key: str, execution_id: str) -> str:
+    """The key a view's digest for one execution is kept under when it shows that execution's
+    traces (so serves no compile of another)."""
+    return hashlib.sha256(f"{view_key}\x1f{execution_id}".encode()).hexdigest()
+
+
+def home(view_key: str, digest: Digest) -> str:
+    """The key ``digest`` (of the view ``view_key``) is kept under: its execution's own when it
+    shows traces of it, else the view's, where it serves every compile whose execution has no
+    traces below it. So compiles of executions with traces there, and of none, each keep a
+    digest of their own, where one replaced the other's."""
+    execution = digest.execution_id
+    if execution is not None and execution in digest.traces:
+        return own_key(view_key, execution)
+    return view_key
+
+
+def keys(view_key: str, execution_id: str | None) -> tuple[str, ...]:
+    """Where a compile for ``execution_id`` looks for its view's digest, in order."""
+    return (view_key,) if execution_id is None else (own_key(view_key, execution_id), view_key)
 
 
 @dataclass(frozen=True)
@@ -114,15 +137,18 @@ async def read_tail(
     tenant: TenantId,
 ) -> Tail | None:
     """The tail to compile with the view's digest of the session ``row``'s history, if there is
-    one for this history and this execution: what the last read of it kept and the rows stored
-    since, or read after the digest (the items parsed, from the ``cache`` of them when they are
-    there); checked to be of the same history and digest after the reads (a compaction or a
-    new digest between two reads changes them)."""
-    at = Place(SessionPk(row.pk), view.key, row.history_version)
-    key = (tenant, at.pk, view.key)
-    kept = await _reusable(db, cache, key, at)
-    stored = kept.stored if kept else await digests.load(db, at.pk, view.key, at.version)
-    if stored is None or not stored.digest.serves(execution_id):
+    one for this history and this execution (its own, else the view's: ``keys``): what the last
+    read of it kept and the rows stored since, or read after the digest (the items parsed, from
+    the ``cache`` of them when they are there); checked to be of the same history and digest
+    after the reads (a compaction or a new digest between two reads changes them)."""
+    for view_key in keys(view.key, execution_id):
+        at = Place(SessionPk(row.pk), view_key, row.history_version)
+        key = (tenant, at.pk, view_key)
+        kept = await _reusable(db, cache, key, at)
+        stored = kept.stored if kept else await digests.load(db, at.pk, view_key, at.version)
+        if stored is not None and stored.digest.serves(execution_id):
+            break
+    else:
         return None
     tail = await _read(db, at, stored, kept, profile, cache)
     if not await digests.still(db, at, stored):
