@@ -294,10 +294,12 @@ async def add_payloads(db: AsyncSession, rows: Sequence[dict[str, Any]]) -> None
 
 
 async def insert_new(db: AsyncSession, model: type[Any], rows: Sequence[dict[str, Any]]) -> None:
-    """Insert ``rows`` of ``model``'s table (all with the same columns), leaving a row whose
-    key is there already as it is: one statement, compiled once per dialect and table, run for
-    many rows at a time (a statement with the rows' values in it was compiled anew for each
-    batch: milliseconds of CPU on the event loop for a hundred rows)."""
+    """Insert ``rows`` of ``model``'s table, leaving a row whose key is there already as it is:
+    one statement per dialect and table, compiled once, its rows handed to the driver's
+    ``executemany`` in order (a statement with the rows' values in it is cached nowhere: it was
+    compiled anew for each batch, milliseconds of CPU on the event loop for a hundred rows).
+    Every row has the same keys, and they are column names (the first row's name the columns:
+    a key another row lacks fails, one only it has is dropped)."""
     statement = _insert_new(db.get_bind().dialect.name, cast(Table, model.__table__))
     for start in range(0, len(rows), CHUNK):
         await db.execute(statement, rows[start : start + CHUNK])
