@@ -9,7 +9,7 @@ import uuid
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from datetime import datetime
-from typing import Any
+from typing import Any, cast
 
 from sqlalchemy import (
     BindParameter,
@@ -18,6 +18,7 @@ from sqlalchemy import (
     Row,
     Select,
     String,
+    Table,
     any_,
     bindparam,
     delete,
@@ -296,8 +297,8 @@ async def _copy_ids(db: AsyncSession, at: Place, prior: Stored, generation: str)
     await db.execute(_COPY_IDS, params)
 
 
-_COPY_IDS = insert(DigestIdRow).from_select(
-    ["session_pk", "view_key", "generation", "kind", "call_id", "upto"],
+_COPY_IDS = insert(cast(Table, DigestIdRow.__table__)).from_select(
+    [_IDS.session_pk, _IDS.view_key, _IDS.generation, _IDS.kind, _IDS.call_id, _IDS.upto],
     select(
         _IDS.session_pk,
         bindparam("to_view", type_=String),

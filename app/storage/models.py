@@ -387,9 +387,11 @@ class ProxyThreadRow(Base):
 
 class DigestRow(Base):
     """A digest of the older part of a session's history for one view (base compiler, target,
-    encoding): what a compile reads instead of it (app/domain/compilers/digests.py). Dropped with
-    every compaction of the session; a new ``generation`` when made again from the whole
-    history, which retires the ids of the one before."""
+    encoding), or for the view and one execution with trace messages in the history (its
+    ``view_key`` then names both): what a compile reads instead of it
+    (app/domain/compilers/digests.py). Dropped with every compaction of the session; a new
+    ``generation`` when made again from the whole history, which retires the ids of the one
+    before."""
 
     __tablename__ = "digests"
 

@@ -29,6 +29,8 @@ from app.storage.models import (
     ApiKeyRow,
     CompactionRow,
     CompileRow,
+    DigestIdRow,
+    DigestRow,
     EventRow,
     IdempotencyKeyRow,
     MessageRow,
@@ -385,13 +387,16 @@ async def unacted_report(
 
 
 async def rewrite_history(db: AsyncSession, pk: SessionPk) -> None:
-    """Count a rewrite of the history (a compaction): digests of it before are no longer used,
-    and a compaction prepared of it is dropped."""
+    """Count a rewrite of the history (a compaction): the digests of it before and their ids
+    are dropped (a job still making one keeps nothing: it saves only for the version it read),
+    and so is a compaction prepared of it."""
     await db.execute(
         update(SessionRow)
         .where(SessionRow.pk == pk)
         .values(history_version=SessionRow.history_version + 1)
     )
+    await db.execute(delete(DigestIdRow).where(DigestIdRow.session_pk == pk))
+    await db.execute(delete(DigestRow).where(DigestRow.session_pk == pk))
     await db.execute(delete(PreparedCompactionRow).where(PreparedCompactionRow.session_pk == pk))
 
 

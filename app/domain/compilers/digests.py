@@ -274,12 +274,7 @@ def _digest(
         return None
     older = () if prior is None else prior.base_left_out
     by_reason = left_out_by_reason([*(LeftOut(r, (), x) for r, x in older), *part.left_out])
-    traces = {
-        str(i.message.metadata["execution_id"])
-        for i in items
-        if i.message.metadata.get("is_trace")
-        and isinstance(i.message.metadata.get("execution_id"), str)
-    }
+    traces = trace_executions(items)
     before = prior.warnings if prior is not None else ((),) * PASSES
     return Digest(
         upto=upto,
@@ -295,6 +290,16 @@ def _digest(
         last_section=part.last_section,
         suffixes=_suffixes(part.ids.taken, prior.suffixes if prior else {}),
     )
+
+
+def trace_executions(items: Iterable[Item]) -> set[str]:
+    """The executions of which ``items`` hold trace messages."""
+    return {
+        str(i.message.metadata["execution_id"])
+        for i in items
+        if i.message.metadata.get("is_trace")
+        and isinstance(i.message.metadata.get("execution_id"), str)
+    }
 
 
 def _suffixes(ids: Iterable[str], before: dict[str, int]) -> dict[str, int]:

@@ -68,13 +68,13 @@ async def catch_up(
             pk = SessionPk(own.row.pk)
             version = own.row.history_version
             running = (pk, own.view.key, None)
-            if digester.busy(running):  # a job moving it: from where it leaves it
+            if digester.busy(running):  # a job of this view moving it: from where it leaves it
                 await db.commit()  # no transaction held meanwhile
                 await digester.settled(running)
             stored = await digests.load(db, pk, own.view.key, version)
             if stored is not None and not stored.digest.serves(None):
                 return "none"  # an execution's, showing its traces: the view's compile replaces it
-            if stored is None and digester.futile(pk, own.view.key, version, own.row.last_seq):
+            if stored is None and digester.futile(running, version, own.row.last_seq):
                 return "none"
             async with digester.reading(stored is None):
                 job = await _job(db, digester, own, stored, cache)

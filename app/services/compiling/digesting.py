@@ -4,7 +4,8 @@ A session compile that trims reads the newest part of the history and a digest o
 (app/domain/compilers/digests.py). A compile that had to read all of it (none yet, or the one
 there could not serve it) has a digest made from what it read; one that read a tail grown past
 what it keeps by half has the digest moved forward. Both run after the compile answered, as tasks
-of their own (at most one per session and view at a time in this process), in the background CPU
+of their own (at most one per session, view and execution at a time in this process), in the
+background CPU
 lane (``cpu.Lane``), and are written under the session's lock only if no compaction rewrote the
 history since the compile read it. A failure costs nothing but the next compile reading more.
 
@@ -35,12 +36,13 @@ from app.domain.compilers.digests import (
     candidates,
     earlier,
     extend,
+    trace_executions,
 )
 from app.domain.compiling import Output, Target
 from app.domain.sessions import SessionPk
 from app.domain.tokens import Encoder, count_message
 from app.domain.validity.repair import Ids
-from app.services.compiling.tails import KEEP_WINDOWS, MOVE_AT, Tail, View, home
+from app.services.compiling.tails import KEEP_WINDOWS, MOVE_AT, Tail, View, own_key
 from app.services.tenancy import cpu
 from app.storage import digests
 from app.storage.digests import Stored
@@ -100,9 +102,9 @@ class Digester:
         self.maker, self.on_done = maker, on_done
         self.lane = lane or cpu.Lane()
         self._running: dict[Running, asyncio.Task[Outcome]] = {}
-        # Histories of which no digest could be made, by session and view: (their version, how
-        # many messages they had); not tried again until they grew by a tenth.
-        self._futile: LRUCache[tuple[str, str], tuple[int, int]] = LRUCache(FUTILE_KEPT)
+        # Histories of which no digest could be made, by session, view and execution: (their
+        # version, how many messages they had); not tried again until they grew by a tenth.
+        self._futile: LRUCache[Running, tuple[int, int]] = LRUCache(FUTILE_KEPT)
         # Per digest as stored (session, view, version, generation, upto) and encoding: the
         # tokens stored from its upto on when last summed, and the session's total then.
         self._tails: LRUCache[tuple[Any, ...], tuple[int, int]] = LRUCache(TAILS_KEPT)
@@ -122,7 +124,7 @@ class Digester:
         task.add_done_callback(lambda _: self._running.pop(key, None))
 
     def _is_futile(self, job: Job) -> bool:
-        return job.prior is None and self.futile(job.pk, job.view_key, job.version, len(job.items))
+        return job.prior is None and self.futile(job.running, job.version, len(job.items))
 
     async def tail_tokens(
         self, db: AsyncSession, at: digests.Place, stored: Stored, encoding: str, total: int
@@ -144,18 +146,18 @@ class Digester:
         self._tails[key] = (tail, then)
         return tail
 
-    def futile(self, pk: SessionPk, view_key: str, version: int, size: int) -> bool:
+    def futile(self, key: Running, version: int, size: int) -> bool:
         """Whether no digest could be made of this history (``size`` messages long) when it
         was a tenth shorter."""
-        futile = self._futile.get((pk, view_key))
+        futile = self._futile.get(key)
         if futile is None:
             return False
         was, before = futile
         return was == version and size < before + max(100, before // 10)
 
     async def now(self, job: Job, when: datetime, run: Runner) -> Outcome:
-        """Make or move ``job``'s digest now, with ``run`` (after the job of its session and
-        view running in this process, if one is; none is started meanwhile)."""
+        """Make or move ``job``'s digest now, with ``run`` (after the job of its session, view
+        and execution running in this process, if one is; none is started meanwhile)."""
         key = job.running
         await self.settled(key)
         if self._is_futile(job):
@@ -183,7 +185,7 @@ class Digester:
             log.warning("a digest of session %s could not be made", job.pk, exc_info=True)
         finally:
             if outcome == "none" and job.prior is None:
-                self._futile[(job.pk, job.view_key)] = (job.version, len(job.items))
+                self._futile[job.running] = (job.version, len(job.items))
             self.on_done(outcome)
         return outcome
 
@@ -257,6 +259,7 @@ async def advance(db: AsyncSession, job: Job, now: datetime, run: cpu.Lane | Run
     seqs = [i.seq for i in items]
     sums = [0, *accumulate(i.tokens for i in items)]
     stored = job.prior
+    at = digests.Place(job.pk, await _key(job, run), job.version)
     outcome: Outcome = "none"
     made_or_moved: Outcome = "made" if stored is None else "moved"
     while True:
@@ -269,8 +272,6 @@ async def advance(db: AsyncSession, job: Job, now: datetime, run: cpu.Lane | Run
         made = await _step(db, job, stored, needed, items[start:end], run)
         if made is None:
             return outcome
-        # Under its execution's own key once it shows that execution's traces.
-        at = digests.Place(job.pk, home(job.view_key, made[0]), job.version)
         kept = await digests.save(db, at, *made, now, stored)
         await db.commit()
         if not kept:
@@ -282,6 +283,20 @@ async def advance(db: AsyncSession, job: Job, now: datetime, run: cpu.Lane | Run
             return "stale"
         if not stored.digest.serves(job.snapshot.execution_id):
             return "stale"
+
+
+async def _key(job: Job, run: cpu.Lane | Runner) -> str:
+    """Where ``job`` keeps its digest: under its execution's own key when that execution has
+    trace messages in the history (or its prior is kept there), so that it neither moves nor
+    replaces the view's digest, which serves the compiles that hide them; else the view's."""
+    execution = job.snapshot.execution_id
+    if execution is None:
+        return job.view_key
+    own = own_key(job.view_key, execution)
+    if job.prior is not None and job.prior.view_key == own:
+        return own
+    traced = await run.run_sync(trace_executions, job.items)  # up to the whole history
+    return own if execution in traced else job.view_key
 
 
 async def _step(

@@ -20,7 +20,7 @@ from sqlalchemy import Row
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from app.domain.compilers.base import Compiler, Elided, Item
-from app.domain.compilers.digests import Digest, candidate_ids, earlier
+from app.domain.compilers.digests import candidate_ids, earlier
 from app.domain.compilers.registry import Registry, build_base, built_in
 from app.domain.compilers.spec import CompilerSpec
 from app.domain.providers import ProviderProfile
@@ -71,20 +71,9 @@ def view_of(spec: CompilerSpec, registry: Registry, profile: ProviderProfile) ->
 
 
 def own_key(view_key: str, execution_id: str) -> str:
-    """The key a view's digest for one execution is kept under when it shows that execution's
-    traces (so serves no compile of another)."""
+    """The key a view's digest for one execution is kept under when that execution has trace
+    messages in the history (shown below its upto, the digest serves no compile of another)."""
     return hashlib.sha256(f"{view_key}\x1f{execution_id}".encode()).hexdigest()
-
-
-def home(view_key: str, digest: Digest) -> str:
-    """The key ``digest`` (of the view ``view_key``) is kept under: its execution's own when it
-    shows traces of it, else the view's, where it serves every compile whose execution has no
-    traces below it. So compiles of executions with traces there, and of none, each keep a
-    digest of their own, where one replaced the other's."""
-    execution = digest.execution_id
-    if execution is not None and execution in digest.traces:
-        return own_key(view_key, execution)
-    return view_key
 
 
 def keys(view_key: str, execution_id: str | None) -> tuple[str, ...]:

@@ -126,7 +126,7 @@ class MessageCache:
         # Session compiles' outputs, by tenant, session and a hash of the history's version and
         # last seq and all else the output depends on (app/services/compiling/remembered.py).
         self.views: Lru[tuple[str, str, bytes], Output] = Lru(view_bytes)
-        # The tails long session compiles read, by tenant, session and view: the next reads
+        # The tails long session compiles read, by tenant, session and digest: the next reads
         # what was stored since (app/services/compiling/tails.py).
         self.tails: Lru[tuple[str, str, str], Any] = Lru(tail_bytes)
         # The output a write last warmed, per tenant and session: the history version and last
