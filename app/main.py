@@ -253,6 +253,7 @@ async def _background(
     stack.push_async_callback(upstreams.aclose)
     lane = Lane()  # the background's CPU work, one step at a time, a bounded share
     digester = Digester(maker, lambda outcome: metrics.digests.labels(outcome).inc(), lane)
+    metrics.digest_jobs.set_function(digester.running)
     stack.push_async_callback(digester.close)
     preparer = Preparer(
         maker,

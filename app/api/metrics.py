@@ -143,6 +143,9 @@ class Metrics:
             "Digests of long histories: made, moved forward, none to make, stale (the history "
             "changed first) or failed",
         )
+        self.digest_jobs = Gauge(
+            "ctxc_digest_jobs", "Digest jobs running now in this worker", registry=r
+        )
         self.warmed = _outcomes(
             r,
             "ctxc_warmed_compiles",

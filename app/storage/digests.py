@@ -202,11 +202,11 @@ async def save(
 ) -> bool:
     """Keep ``digest`` (made of the history ``at``) and the ids its part added, in one
     transaction under the session's lock; the caller commits. Without a ``prior`` it replaces
-    the view's digest, made anew from the whole history; with one (what it was moved forward
-    from) it moves that digest, unless another replaced or moved it first. False when nothing
-    was kept (the history changed, the session is gone, or the prior is no longer there). A
-    prior kept under another key is moved by making the digest anew under ``at``'s, its ids
-    copied: the prior stays where it is."""
+    the digest kept under ``at``'s key, made anew from the whole history; with one (what it was
+    moved forward from) it moves that digest, unless another replaced or moved it first. False
+    when nothing was kept (the history changed, the session is gone, or the prior is no longer
+    there). A prior kept under another key is moved by making the digest anew under ``at``'s,
+    its ids copied: the prior stays where it is."""
     if not await queries.lock_session(db, at.pk) or await history_version(db, at.pk) != at.version:
         return False
     data = digest.to_json() | {"version": at.version}
@@ -228,7 +228,8 @@ async def save(
 async def _replace(
     db: AsyncSession, at: Place, upto: int, data: dict[str, Any], now: datetime
 ) -> str:
-    """The view's digest (and its ids) replaced by a new generation's, made of ``data``."""
+    """The digest under ``at``'s key (and its ids) replaced by a new generation's, made of
+    ``data``."""
     generation = str(uuid.uuid4())
     ids = delete(DigestIdRow).where(
         DigestIdRow.session_pk == at.pk, DigestIdRow.view_key == at.view_key

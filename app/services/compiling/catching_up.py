@@ -68,7 +68,9 @@ async def catch_up(
             pk = SessionPk(own.row.pk)
             version = own.row.history_version
             running = (pk, own.view.key, None)
-            if digester.busy(running):  # a job of this view moving it: from where it leaves it
+            # A job for no execution moving it: from where it leaves it (a job of an execution
+            # with no traces may move it too: then one of the two moves is not kept).
+            if digester.busy(running):
                 await db.commit()  # no transaction held meanwhile
                 await digester.settled(running)
             stored = await digests.load(db, pk, own.view.key, version)

@@ -90,8 +90,9 @@ Running = tuple[str, str, str | None]
 
 
 class Digester:
-    """Runs digest jobs in the background, one per session, view and execution at a time
-    (those of two executions may each move a digest of their own)."""
+    """Runs digest jobs in the background, one per session, view and execution at a time:
+    those of two executions may run together (each on a digest of its own, or on the view's,
+    where only one move from a place is kept)."""
 
     def __init__(
         self,
@@ -166,6 +167,10 @@ class Digester:
         self._running[key] = task
         task.add_done_callback(lambda _: self._running.pop(key, None))
         return await asyncio.shield(task)
+
+    def running(self) -> int:
+        """How many jobs run in this process."""
+        return len(self._running)
 
     def busy(self, key: Running) -> bool:
         """Whether a job of the session, view and execution runs in this process."""
@@ -287,13 +292,16 @@ async def advance(db: AsyncSession, job: Job, now: datetime, run: cpu.Lane | Run
 
 async def _key(job: Job, run: cpu.Lane | Runner) -> str:
     """Where ``job`` keeps its digest: under its execution's own key when that execution has
-    trace messages in the history (or its prior is kept there), so that it neither moves nor
-    replaces the view's digest, which serves the compiles that hide them; else the view's."""
+    trace messages in what the job reads, or in its prior's part (a digest kept under the
+    view's key before executions had keys of their own), or its prior is kept there; so it
+    neither moves nor replaces the view's digest, which serves the compiles that hide them.
+    Else under the view's."""
     execution = job.snapshot.execution_id
     if execution is None:
         return job.view_key
     own = own_key(job.view_key, execution)
-    if job.prior is not None and job.prior.view_key == own:
+    prior = job.prior
+    if prior is not None and (prior.view_key == own or execution in prior.digest.traces):
         return own
     traced = await run.run_sync(trace_executions, job.items)  # up to the whole history
     return own if execution in traced else job.view_key
