@@ -107,12 +107,6 @@ def tail_reads(client: httpx.Client) -> float:
     return found.get("tail", 0) + found.get("kept", 0)
 
 
-def digest_jobs(client: httpx.Client) -> float:
-    """Digest jobs ended so far (made, moved or not)."""
-    lines = scrape(client).text.splitlines()
-    return sum(float(x.rsplit(" ", 1)[1]) for x in lines if x.startswith("ctxc_digests_total{"))
-
-
 def _sql(url: str, statement: str, **params: Any) -> list[Any]:
     async def run() -> list[Any]:
         engine = create_engine(url)
@@ -170,24 +164,20 @@ def wait_for_digest(api: Api, sid: str, beyond: int = 0, execution: str | None =
 
 
 def whole(api: Api, client: httpx.Client, sid: str, **body: Any) -> dict[str, Any]:
-    """The answer of a compile reading the whole history: the session's digests removed first
-    (again, when a digest job of an earlier compile wrote one in between), and the digest that
-    compile makes waited for (made in steps: until its job ends)."""
-    for _ in range(5):
-        _sql(
-            api.database_url,
-            "DELETE FROM digests WHERE session_pk = (SELECT pk FROM sessions WHERE id = :sid)",
-            sid=sid,
-        )
-        before, jobs = reads(client).get("whole", 0), digest_jobs(client)
-        answer = compiled(client, sid, **body)
-        if reads(client)["whole"] == before + 1:
-            deadline = time.monotonic() + 30
-            while digest_jobs(client) == jobs:
-                assert time.monotonic() < deadline, "the digest job did not end"
-                time.sleep(0.05)
-            return answer
-    raise AssertionError("every compile found a digest")
+    """The answer of a compile reading the whole history: the session's digests removed first,
+    once no job runs that could write one, and the digest that compile makes waited for (made
+    in steps: until its job ends)."""
+    idle(client)
+    _sql(
+        api.database_url,
+        "DELETE FROM digests WHERE session_pk = (SELECT pk FROM sessions WHERE id = :sid)",
+        sid=sid,
+    )
+    before = reads(client).get("whole", 0)
+    answer = compiled(client, sid, **body)
+    assert reads(client)["whole"] == before + 1
+    idle(client)
+    return answer
 
 
 def test_a_long_session_compiles_from_its_tail_as_from_all_of_it(
@@ -393,18 +383,11 @@ async def _catch_up_racing(url: str, sid: str, theirs: DigestRow) -> str:
 
 
 def settled_digest(api: Api, client: httpx.Client, sid: str) -> DigestRow:
-    """The session's digest once it exists, no digest job ends and it stays where it is for a
-    moment. The count of jobs ended is the server's: one of an earlier test's session may be
-    the one a caller saw end, before this session's first step was saved."""
-    deadline = time.monotonic() + 30
-    while time.monotonic() < deadline:
-        jobs, row = digest_jobs(client), asyncio.run(_digest_row(api.database_url, sid))
-        time.sleep(0.5)
-        again = asyncio.run(_digest_row(api.database_url, sid))
-        still = row is not None and again is not None and digest_jobs(client) == jobs
-        if still and (again.generation, again.upto) == (row.generation, row.upto):
-            return row
-    raise AssertionError("the digest did not settle")
+    """The session's digest once no digest job runs."""
+    idle(client)
+    row = asyncio.run(_digest_row(api.database_url, sid))
+    assert row is not None, "no digest"
+    return row
 
 
 def e1_digested(api: Api, client: httpx.Client) -> tuple[str, DigestRow]:
