@@ -53,6 +53,7 @@ def test_benchmarks_still_import() -> None:
         "bench.summarising",
         "bench.transfer",
         "bench.session_compile",
+        "bench.executions",
         "bench.load",
         "bench.bodies",
         "bench.redact",
