@@ -5,9 +5,9 @@ A session compile that trims reads the newest part of the history and a digest o
 there could not serve it) has a digest made from what it read; one that read a tail grown past
 what it keeps by half has the digest moved forward. Both run after the compile answered, as tasks
 of their own (at most one per session, view and execution at a time in this process), in the
-background CPU
-lane (``cpu.Lane``), and are written under the session's lock only if no compaction rewrote the
-history since the compile read it. A failure costs nothing but the next compile reading more.
+background CPU lane (``cpu.Lane``), and are written under the session's lock only if no
+compaction rewrote the history since the compile read it. A failure costs nothing but the next
+compile reading more.
 
 A digest made of a whole long history is made in steps (``advance``): each step reads at most
 ``STEP`` times what a digest keeps past the digest so far, and is saved before the next, so no
