@@ -213,7 +213,7 @@ async def save(
     if prior is None:
         generation = await _replace(db, at, digest.upto, data, now)
     elif prior.view_key != at.view_key:
-        if not await _still_there(db, at.pk, prior):
+        if not await still(db, Place(at.pk, prior.view_key, at.version), prior):
             return False
         generation = await _replace(db, at, digest.upto, data, now)
         await _copy_ids(db, at, prior, generation)
@@ -272,17 +272,6 @@ async def _move(
         .values(upto=upto, digest=data, updated_at=now)
     )
     return bool(getattr(moved, "rowcount", 0))
-
-
-async def _still_there(db: AsyncSession, pk: SessionPk, stored: Stored) -> bool:
-    """Whether ``stored`` is still its key's digest, neither moved nor replaced since read."""
-    found = (await db.execute(_THERE, {"pk": pk, "view": stored.view_key})).first()
-    return found is not None and tuple(found) == (stored.generation, stored.digest.upto)
-
-
-_THERE = select(DigestRow.generation, DigestRow.upto).where(
-    DigestRow.session_pk == bindparam("pk"), DigestRow.view_key == bindparam("view")
-)
 
 
 async def _copy_ids(db: AsyncSession, at: Place, prior: Stored, generation: str) -> None:
