@@ -11,6 +11,7 @@ from typing import Any
 
 import httpx
 
+from tests.api.test_bulk_digest import counted
 from tests.api.test_compile import valid
 from tests.conftest import Api, new_session, row_counts
 
@@ -364,3 +365,22 @@ def test_persisted_steps_are_checked(client: httpx.Client) -> None:
         )
         assert bad.status_code == 422, bad.text
         assert bad.json()["errors"][0]["path"] == path
+
+
+def test_a_compile_asks_only_about_originals_its_session_is_not_known_to_keep(
+    client: httpx.Client,
+) -> None:
+    """A compile sending the previews the one before sent does not ask the database about
+    their originals again (the server runs in this process: its statements are counted); another
+    session with the same originals keeps its own."""
+    sids = [stored_session(client, compiler=SPEC) for _ in range(2)]
+    with counted("FROM payloads") as asked:
+        first = compile_session(client, sids[0])
+        again = compile_session(client, sids[0])
+    shas = {o["sha256"] for step in first["steps"] for o in step["omitted"]}
+    assert shas == {o["sha256"] for step in again["steps"] for o in step["omitted"]} != set()
+    assert len(asked) == 1
+    compile_session(client, sids[1])
+    for sid in sids:
+        for sha in shas:
+            assert client.get(f"/v1/sessions/{sid}/payloads/{sha}").status_code == 200

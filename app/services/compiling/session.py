@@ -58,7 +58,7 @@ from app.services.compiling.tails import Tail, View, long_history, read_tail, vi
 from app.services.compiling.wholes import read_whole
 from app.services.sessions import require_session_and_tenant_name, session_profile
 from app.services.sessions.calibration import calibration_for, key_for
-from app.services.sessions.originals import keep_originals
+from app.services.sessions.originals import Known, keep_originals
 from app.services.tenancy import cpu
 from app.storage import compiles
 from app.storage.db import autocommit
@@ -371,15 +371,17 @@ async def record(ctx: Context, loaded: Loaded, plan: Plan, output: Output) -> st
     key = key_for(loaded.profile) if plan.mode == "full" else None
     learning = None if key is None else (output.estimate, key)
     db = ctx.session
+    known = Known(ctx.cache.payloads, ctx.tenant, loaded.pk)
     try:
         await compiles.insert_compile(
             db, compile_id, loaded.pk, plan.mode, seqs, output.total, ctx.now, learning
         )
-        await keep_originals(db, loaded.pk, output.steps, ctx.now)
+        kept = await keep_originals(db, loaded.pk, output.steps, ctx.now, known)
         await db.commit()
     except IntegrityError:  # the session was deleted since it was read: its rows refer to none
         await db.rollback()
         raise NotFound("session", loaded.session_id) from None
+    known.add(kept)
     return compile_id
 
 

@@ -41,6 +41,7 @@ COUNT_THREADS = max(1, min(4, os.cpu_count() or 1))
 PARALLEL_MESSAGES = 64
 CHUNK = 16
 WARMED_KEPT = 4096  # sessions whose warmed output's key is known (about 600 bytes each)
+KNOWN_PAYLOADS = 16_384  # originals known to be kept (about 300 bytes each)
 
 
 class Lru(Generic[K, V]):
@@ -135,6 +136,10 @@ class MessageCache:
         self.warmed: LRUCache[tuple[str, str], tuple[tuple[int, int], tuple[str, str, bytes]]] = (
             LRUCache(WARMED_KEPT)
         )
+        # Originals a session is known to keep in its payloads, by tenant, session pk and sha256
+        # (app/services/sessions/originals.py): rows deleted only with their session, whose pk
+        # (a uuid4) is never used again.
+        self.payloads: LRUCache[tuple[str, str, str], bool] = LRUCache(KNOWN_PAYLOADS)
         self.threads = threads
         self._pool: ThreadPoolExecutor | None = None
         self._pool_lock = threading.Lock()

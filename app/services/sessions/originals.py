@@ -8,11 +8,12 @@ compile: retrievable by hash even after the messages holding it are summarised a
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Container, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any, TypeVar
 
+from cachetools import LRUCache
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from app.domain.compilers.base import StepReport
@@ -30,21 +31,47 @@ Place = tuple[int, int]  # (seq, part index)
 
 
 async def keep_originals(
-    db: AsyncSession, pk: SessionPk, steps: Sequence[StepReport], now: datetime
-) -> None:
-    """Store the originals the steps took out that the session does not keep yet."""
+    db: AsyncSession,
+    pk: SessionPk,
+    steps: Sequence[StepReport],
+    now: datetime,
+    known: Container[str] = frozenset(),
+) -> list[str]:
+    """Store the originals the steps took out that the session does not keep yet (``known``:
+    those it is known to keep, not asked about): the sha256 of each, all kept once the caller's
+    transaction commits."""
     omitted = {o.sha256: o for step in steps for o in step.omitted}
-    if not omitted:
-        return
-    known = await queries.stored_payloads(db, pk, list(omitted))
+    asked = [sha for sha in omitted if sha not in known]
+    if not asked:
+        return list(omitted)
+    stored = await queries.stored_payloads(db, pk, asked)
     # In hash order: concurrent compiles then lock the same keys in the same order (no deadlock).
     rows = [
         {"session_pk": pk, "sha256": sha, "value": o.value, "bytes": o.bytes, "created_at": now}
-        for sha, o in sorted(omitted.items())
-        if sha not in known
+        for sha, o in ((sha, omitted[sha]) for sha in sorted(asked))
+        if sha not in stored
     ]
     if rows:
         await queries.add_payloads(db, rows)
+    return list(omitted)
+
+
+@dataclass(frozen=True)
+class Known:
+    """The originals a session is known to keep (``MessageCache.payloads``): a compile that
+    sends the same previews as the one before does not ask about them again."""
+
+    cache: LRUCache[tuple[str, str, str], bool]
+    tenant: TenantId
+    pk: SessionPk
+
+    def __contains__(self, sha: object) -> bool:
+        return (self.tenant, self.pk, sha) in self.cache
+
+    def add(self, shas: Iterable[str]) -> None:
+        """Remember ``shas`` as kept (once the transaction that kept them committed)."""
+        for sha in shas:
+            self.cache[(self.tenant, self.pk, sha)] = True
 
 
 @dataclass(frozen=True)
