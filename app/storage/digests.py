@@ -19,6 +19,7 @@ from sqlalchemy import (
     Select,
     String,
     Table,
+    and_,
     any_,
     bindparam,
     delete,
@@ -47,19 +48,6 @@ _ASKED: BindParameter[Any] = bindparam("asked", type_=postgresql.ARRAY(String))
 _ASKED_LIST: BindParameter[Any] = bindparam("asked", expanding=True)
 
 
-def _among(asked: ColumnElement[bool]) -> Select[Any]:
-    """The ids of a digest's older part among those asked about, with their kind."""
-    return select(_IDS.kind, _IDS.call_id).where(
-        _IDS.session_pk == bindparam("pk"),
-        _IDS.view_key == bindparam("view"),
-        _IDS.generation == bindparam("generation"),
-        _IDS.upto <= bindparam("upto"),
-        asked,
-    )
-
-
-_AMONG_ARRAY = _among(_IDS.call_id == any_(_ASKED))
-_AMONG_LIST = _among(_IDS.call_id.in_(_ASKED_LIST))
 _MESSAGES = MessageRow.__table__.c
 
 
@@ -90,19 +78,53 @@ async def still(db: AsyncSession, at: Place, stored: Stored) -> bool:
     digest, not moved forward or replaced since it was read (a generation and an upto name what
     a digest holds: its JSON is not read again). One query."""
     found = (await db.execute(_STILL, {"pk": at.pk, "view": at.view_key})).first()
-    if found is None:
-        return False
-    return tuple(found) == (at.version, stored.generation, stored.digest.upto)
+    return found is not None and tuple(found) == _state(at, stored)
 
 
+def _state(at: Place, stored: Stored) -> tuple[int, str, int]:
+    """What ``still`` compares: the history's version, the digest's generation and upto."""
+    return at.version, stored.generation, stored.digest.upto
+
+
+_PK: BindParameter[Any] = bindparam("pk", type_=MessageRow.__table__.c.session_pk.type)
+_THE_DIGEST = (DigestRow.session_pk == SessionRow.pk) & (DigestRow.view_key == bindparam("view"))
 _STILL = (
     select(SessionRow.history_version, DigestRow.generation, DigestRow.upto)
-    .outerjoin(
-        DigestRow,
-        (DigestRow.session_pk == SessionRow.pk) & (DigestRow.view_key == bindparam("view")),
-    )
-    .where(SessionRow.pk == bindparam("pk"))
+    .outerjoin(DigestRow, _THE_DIGEST)
+    .where(SessionRow.pk == _PK)
 )
+# The same, as columns beside the rows of another statement (each evaluated once).
+_DIGEST_IS = (DigestRow.session_pk == _PK, DigestRow.view_key == bindparam("view"))
+_STATE = (
+    select(SessionRow.history_version).where(SessionRow.pk == _PK).scalar_subquery().label("v"),
+    select(DigestRow.generation).where(*_DIGEST_IS).scalar_subquery().label("generation"),
+    select(DigestRow.upto).where(*_DIGEST_IS).scalar_subquery().label("upto"),
+)
+
+
+def _among(asked: ColumnElement[bool], checked: bool) -> Select[Any]:
+    """The ids of a digest's older part among those asked about, with their kind (``checked``:
+    each row with what ``still`` checks, one with no id when none is among them)."""
+    found = (
+        _IDS.view_key == bindparam("view"),
+        _IDS.generation == bindparam("generation"),
+        _IDS.upto <= bindparam("upto"),
+        asked,
+    )
+    if not checked:
+        return select(_IDS.kind, _IDS.call_id).where(_IDS.session_pk == _PK, *found)
+    joined = and_(_IDS.session_pk == SessionRow.pk, *found)
+    return _STILL.add_columns(_IDS.kind, _IDS.call_id).outerjoin(DigestIdRow.__table__, joined)
+
+
+_AMONG = {
+    (postgres, checked): _among(asked, checked)
+    for postgres, asked in (
+        (True, _IDS.call_id == any_(_ASKED)),
+        (False, _IDS.call_id.in_(_ASKED_LIST)),
+    )
+    for checked in (False, True)
+}
 
 
 async def rows_from(
@@ -111,27 +133,48 @@ async def rows_from(
     """The stored messages from seq ``upto`` on and those in the ``needed`` ranges, in seq
     order, as ``compiles.rows_after`` gives them: one primary-key range scan each (an OR of
     the ranges can make SQLite, which keeps no statistics here, scan the whole session)."""
+    params, ranges = _ranges(pk, needed, upto)
+    return (await db.execute(_rows_from(encoding, ranges), params)).all()
+
+
+async def rows_still(
+    db: AsyncSession, at: Place, stored: Stored, needed: Ranges, upto: int, encoding: str
+) -> Sequence[Row[Any]] | None:
+    """``rows_from``, each row with what ``still`` checks, read in the same statement: the rows
+    are of the history and digest it names, or None (they changed since ``stored`` was read).
+    When no row is there, the check runs on its own."""
+    params, ranges = _ranges(at.pk, needed, upto)
+    params["view"] = at.view_key
+    rows = (await db.execute(_rows_from(encoding, ranges, checked=True), params)).all()
+    if not rows:
+        return () if await still(db, at, stored) else None
+    return rows if tuple(rows[0][-len(_STATE) :]) == _state(at, stored) else None
+
+
+def _ranges(pk: SessionPk, needed: Ranges, upto: int) -> tuple[dict[str, Any], int]:
+    """``_rows_from``'s parameters for the ``needed`` ranges below ``upto``, and their number."""
     wanted = [(first, last) for first, last in needed if first < upto]
     params: dict[str, Any] = {"pk": pk, "upto": upto}
     for n, (first, last) in enumerate(wanted):
         params |= {f"first_{n}": first, f"last_{n}": last}
-    return (await db.execute(_rows_from(encoding, len(wanted)), params)).all()
+    return params, len(wanted)
 
 
 @functools.lru_cache(maxsize=64)
-def _rows_from(encoding: str, ranges: int) -> Executable:
-    """``rows_from``'s statement for ``ranges`` needed ranges, built once (and so compiled once
-    and kept in SQLAlchemy's cache, its values bound as parameters)."""
-    columns, pk = ROW_COLUMNS[encoding], bindparam("pk", type_=_MESSAGES.session_pk.type)
+def _rows_from(encoding: str, ranges: int, checked: bool = False) -> Executable:
+    """``rows_from``'s statement for ``ranges`` needed ranges (``checked``: with ``_STATE``),
+    built once (and so compiled once and kept in SQLAlchemy's cache, its values bound as
+    parameters)."""
+    columns = (*ROW_COLUMNS[encoding], *(_STATE if checked else ()))
     scans = [
         select(*columns).where(
-            _MESSAGES.session_pk == pk,
+            _MESSAGES.session_pk == _PK,
             _MESSAGES.seq >= bindparam(f"first_{n}"),
             _MESSAGES.seq <= bindparam(f"last_{n}"),
         )
         for n in range(ranges)
     ]
-    newest = select(*columns).where(_MESSAGES.session_pk == pk, _MESSAGES.seq >= bindparam("upto"))
+    newest = select(*columns).where(_MESSAGES.session_pk == _PK, _MESSAGES.seq >= bindparam("upto"))
     return union_all(*scans, newest).order_by("seq") if scans else newest.order_by("seq")
 
 
@@ -156,21 +199,52 @@ async def ids_among(
 ) -> tuple[set[str], set[str]]:
     """Of the ids ``asked`` about, those the digest's older part calls, and those it holds
     (one array parameter on Postgres, chunks of a list on SQLite)."""
+    rows = await _among_rows(db, Place(pk, view_key, 0), stored, asked, checked=False)
+    return _calls_held(rows)
+
+
+async def ids_still(
+    db: AsyncSession, at: Place, stored: Stored, asked: Iterable[str]
+) -> tuple[set[str], set[str]] | None:
+    """``ids_among``, each statement with what ``still`` checks: None when the history or its
+    digest changed since ``stored`` was read (no statement when nothing is asked)."""
+    rows = await _among_rows(db, at, stored, asked, checked=True)
+    state = _state(at, stored)
+    if any(tuple(found[:3]) != state for found in rows):
+        return None
+    return _calls_held([found[3:] for found in rows if found[3] is not None])
+
+
+async def _among_rows(
+    db: AsyncSession, at: Place, stored: Stored, asked: Iterable[str], checked: bool
+) -> list[Any]:
+    wanted = sorted(asked)
+    postgres = db.get_bind().dialect.name == "postgresql"
+    chunks = [wanted] if postgres else [wanted[n : n + CHUNK] for n in range(0, len(wanted), CHUNK)]
+    query = _AMONG[postgres, checked]
+    place = {"pk": at.pk, "view": at.view_key, "generation": stored.generation}
+    rows: list[Any] = []
+    for chunk in chunks:
+        if chunk:
+            params = place | {"upto": stored.digest.upto, "asked": chunk}
+            found = (await db.execute(query, params)).all()
+            rows += (
+                [_GONE] if checked and not found else found
+            )  # checked: none, the session is gone
+    return rows
+
+
+_GONE: Any = (None, None, None, None, None)
+
+
+def _calls_held(rows: Iterable[Any]) -> tuple[set[str], set[str]]:
+    """Of (kind, call id) rows, the ids called and every id held."""
     calls: set[str] = set()
     held: set[str] = set()
-    asked = sorted(asked)
-    postgres = db.get_bind().dialect.name == "postgresql"
-    chunks = [asked] if postgres else [asked[n : n + CHUNK] for n in range(0, len(asked), CHUNK)]
-    query = _AMONG_ARRAY if postgres else _AMONG_LIST
-    place = {"pk": pk, "view": view_key, "generation": stored.generation}
-    for chunk in chunks:
-        if not chunk:
-            continue
-        params = place | {"upto": stored.digest.upto, "asked": chunk}
-        for kind, call_id in (await db.execute(query, params)).all():
-            held.add(call_id)
-            if kind == "call":
-                calls.add(call_id)
+    for kind, call_id in rows:
+        held.add(call_id)
+        if kind == "call":
+            calls.add(call_id)
     return calls, held
 
 

@@ -487,3 +487,72 @@ def test_a_move_from_where_the_digest_no_longer_is_keeps_nothing(
     row = settled_digest(api, client, sid)
     first, second, upto = asyncio.run(_move_twice(api.database_url, row.session_pk, row.view_key))
     assert (first, second, upto) == (True, False, row.upto + 4)
+
+
+async def _reads_checked(
+    url: str, row: DigestRow
+) -> dict[str, tuple[Any, Any] | tuple[Any, Any, Any]]:
+    """What the checked reads of a tail answer for the session's digest as it stands, for one
+    read at another place (moved, replaced, a history rewritten since), past its end, and once
+    the session is gone; beside the unchecked reads."""
+    engine = create_engine(url)
+    try:
+        async with create_sessionmaker(engine)() as db:
+            pk, key = SessionPk(row.session_pk), row.view_key
+            stored = await digests.load(db, pk, key, 0)
+            assert stored is not None
+            at, digest = digests.Place(pk, key, 0), stored.digest
+            asked = ["call_1", "call_160", "call_199", "none"]
+
+            async def reads(at: digests.Place, stored: digests.Stored, upto: int) -> Any:
+                needed = digest.needed if upto == digest.upto else ()  # past the end: no row
+                rows = await digests.rows_still(db, at, stored, needed, upto, "o200k_base")
+                ids = await digests.ids_still(db, at, stored, asked)
+                return None if rows is None else [tuple(r)[:-3] for r in rows], ids
+
+            plain = await digests.rows_from(db, pk, digest.needed, digest.upto, "o200k_base")
+            found = {
+                "now": (
+                    *await reads(at, stored, digest.upto),
+                    (
+                        [tuple(r) for r in plain],
+                        await digests.ids_among(db, pk, key, stored, asked),
+                    ),
+                ),
+                "moved": await reads(at, _at(stored, upto=digest.upto + 4), digest.upto),
+                "replaced": await reads(at, _at(stored, generation="another"), digest.upto),
+                "rewritten": await reads(dataclasses.replace(at, version=1), stored, digest.upto),
+                "past the end": await reads(at, stored, 10_000),
+                "moved, past the end": await reads(at, _at(stored, upto=1), 10_000),
+            }
+            await db.execute(delete(SessionRow).where(SessionRow.pk == pk))
+            found["gone"] = await reads(at, stored, digest.upto)
+            await db.rollback()
+            return found
+    finally:
+        await engine.dispose()
+
+
+def _at(stored: digests.Stored, upto: int | None = None, generation: str | None = None) -> Any:
+    """``stored`` as read at another place: moved to ``upto``, or another ``generation``."""
+    digest = stored.digest if upto is None else dataclasses.replace(stored.digest, upto=upto)
+    return dataclasses.replace(stored, digest=digest, generation=generation or stored.generation)
+
+
+def test_the_reads_of_a_tail_check_the_digest_in_their_own_statements(
+    api: Api, client: httpx.Client
+) -> None:
+    """A compile reading a tail checks that the history and its digest are those it reads for
+    in the statements that read (the rows, the ids asked about), not in statements of their
+    own: each answers as the unchecked read when they are, and None when the digest was moved
+    or replaced, the history rewritten, or the session is gone, whether or not rows follow."""
+    sid = new_session(client, provider="gpt-4o", context_window=WINDOW)
+    append(client, sid, [m for n in range(200) for m in turn(n)])
+    row = settled_digest(api, client, sid)
+    found = asyncio.run(_reads_checked(api.database_url, row))
+    rows, ids, (plain, unchecked) = found["now"]
+    assert rows == plain and rows and ids == unchecked
+    assert "call_1" in ids[0] and "none" not in ids[1]  # below the digest's upto, called there
+    assert found["past the end"] == ([], unchecked)
+    for changed in ("moved", "replaced", "rewritten", "moved, past the end", "gone"):
+        assert found[changed] == (None, None), changed

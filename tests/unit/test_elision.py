@@ -13,7 +13,15 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from app.domain.compilers.base import Item, NeedsHistory, Snapshot
-from app.domain.compilers.digests import Digest, candidates, earlier, extend, within
+from app.domain.compilers.digests import (
+    Candidates,
+    Digest,
+    candidate_ids,
+    candidates,
+    earlier,
+    extend,
+    within,
+)
 from app.domain.compilers.registry import build, build_base
 from app.domain.compilers.spec import parse_spec
 from app.domain.compiling import Target, compile_request
@@ -21,7 +29,7 @@ from app.domain.errors import DomainError
 from app.domain.messages import Message, TextPart, ToolCallPart, ToolResultPart
 from app.domain.providers import PROFILES
 from app.domain.tokens import count_message
-from app.domain.validity.repair import Ids
+from app.domain.validity.repair import Ids, fresh_base
 from tests.unit.compiler_builders import NOW, assistant, tool, user
 from tests.unit.test_compiling_properties import COUNTER, Case, cases
 
@@ -169,3 +177,37 @@ def test_redact_warns_of_the_secrets_sent_as_in_the_whole_history() -> None:
     assert tailed == full
     assert 2 not in full.seqs and 1 in full.seqs
     assert "redact: 1 replacements (api_key: 1)" in full.warnings
+
+
+_IDS = st.lists(st.sampled_from(["c1", "c1__2", "c1__3", "c2", "c 2", "call", "", "x__9"]))
+
+
+@given(
+    chunks=st.lists(_IDS, max_size=5),
+    suffixes=st.dictionaries(st.sampled_from(["c1", "c2", "c_2", "x"]), st.integers(1, 4)),
+    target=st.sampled_from(["openai", "anthropic", "responses", "gemini"]),
+)
+def test_candidates_grown_a_read_at_a_time_are_those_of_all_the_ids(
+    chunks: list[list[str]], suffixes: dict[str, int], target: Any
+) -> None:
+    none: frozenset[str] = frozenset()
+    digest = Digest(1, 0, (), (), (), 0, (), (), none, None, None, suffixes)
+    grown = Candidates()
+    for chunk in chunks:
+        grown = grown.more(chunk, target, digest)
+    every = [cid for chunk in chunks for cid in chunk]
+    assert (
+        grown.asked == candidate_ids(every, target, digest) == _all_at_once(every, target, digest)
+    )
+
+
+def _all_at_once(ids: list[str], target: Any, digest: Digest) -> frozenset[str]:
+    """What a rename may take, of all the ids at once: the ids, their bases, and each base's
+    ``__<n>`` from 2 to past the older part's highest by its uses."""
+    uses = Counter(fresh_base(cid, target) for cid in ids)
+    renames = {
+        f"{base}__{n}"
+        for base, count in uses.items()
+        for n in range(2, digest.suffixes.get(base, 1) + count + 1)
+    }
+    return frozenset({*ids, *uses, *renames})

@@ -332,13 +332,29 @@ def candidate_ids(ids: Iterable[str], target: Target, digest: Digest) -> frozens
     """``candidates`` of the tool call ids the items hold: a rename of an id takes the first
     of ``base``, ``base__2``, ``base__3``... that is free, so past the highest number the older
     part uses, one more per use of the base in the items."""
-    held = list(ids)
-    uses = Counter(fresh_base(cid, target) for cid in held)
-    out = {*held, *uses}
-    for base, count in uses.items():
-        top = digest.suffixes.get(base, 1) + count
-        out.update(f"{base}__{n}" for n in range(2, top + 1))
-    return frozenset(out)
+    return Candidates().more(ids, target, digest).asked
+
+
+@dataclass(frozen=True)
+class Candidates:
+    """``candidate_ids`` of the ids a tail holds so far, and how many use each base: the ids a
+    tail's newer messages add extend it (the same set as of all the ids at once)."""
+
+    asked: frozenset[str] = frozenset()
+    uses: dict[str, int] = field(default_factory=dict)  # never changed once made
+
+    def more(self, ids: Iterable[str], target: Target, digest: Digest) -> Candidates:
+        held = list(ids)
+        added = Counter(fresh_base(cid, target) for cid in held)
+        uses = dict(self.uses)
+        out = {*held, *added}
+        for base, count in added.items():
+            before = uses.get(base, 0)
+            top = digest.suffixes.get(base, 1) + before
+            # Past the top the ids before named already (from 2 for a base new here).
+            out.update(f"{base}__{n}" for n in range(top + 1 if before else 2, top + count + 1))
+            uses[base] = before + count
+        return Candidates(self.asked | out, uses)
 
 
 def earlier(

@@ -176,11 +176,12 @@ def snapshot_of(
 def light(rows: Sequence[Row[Any]] | Sequence[Item], target: Target, options: Options) -> bool:
     """Whether the compile costs less than a worker thread round trip, so it may run on the event
     loop: a few stored messages of few tokens (text is what costs), no ephemeral messages."""
+    if len(rows) + len(options.pending) > LIGHT_MESSAGES or options.ephemeral:
+        return False  # the count alone says so: no sum over a long tail
     texts = [f.text for f in target.fragments] + [m.text for m in target.context]
     tokens = sum(r.tokens for r in rows) + sum(len(t) for t in texts) // 4  # ~4 chars a token
     tokens += sum(counts.get(target.profile.encoding, 0) for _, counts in options.pending)
-    messages = len(rows) + len(options.pending)
-    return messages <= LIGHT_MESSAGES and tokens <= LIGHT_TOKENS and not options.ephemeral
+    return tokens <= LIGHT_TOKENS
 
 
 def scans(spec: CompilerSpec) -> bool:

@@ -20,7 +20,7 @@ from sqlalchemy import Row
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from app.domain.compilers.base import Compiler, Elided, Item
-from app.domain.compilers.digests import candidate_ids, earlier
+from app.domain.compilers.digests import Candidates, earlier
 from app.domain.compilers.registry import Registry, build_base, built_in
 from app.domain.compilers.spec import CompilerSpec
 from app.domain.providers import ProviderProfile
@@ -88,26 +88,23 @@ class Tail:
     stored: Stored
     version: int  # the history's, when read
     items: Sequence[Item]  # the digest's needed rounds, then the tail, in seq order
-    ids: tuple[str, ...]  # the tool call ids the tail holds (``tool_ids``), as read
-    asked: frozenset[str]  # what the digest's ids were asked about (``candidate_ids``)
+    # What the digest's ids were asked about: ``candidate_ids`` of the tool call ids the tail
+    # holds (``tool_ids``), as read.
+    candidates: Candidates
     calls: frozenset[str]
     held: frozenset[str]
     size: int  # what keeping it costs, estimated in bytes
+    tokens: int = 0  # its stored tokens (of the items from the digest's upto on)
     kept: bool = False  # grown from a tail kept from an earlier compile
 
     def reread(self, items: Sequence[Item]) -> list[Item]:
         return [i for i in items if i.seq < self.stored.digest.upto]
 
     def earlier(self, items: Sequence[Item]) -> Earlier:
-        return earlier(self.asked, self.calls, self.held, self.reread(items))
+        return earlier(self.candidates.asked, self.calls, self.held, self.reread(items))
 
     def elided(self, items: Sequence[Item]) -> Elided:
         return self.stored.digest.elided(self.earlier(items))
-
-    @property
-    def tokens(self) -> int:
-        """The tail's stored tokens."""
-        return sum(i.tokens for i in self.items if i.seq >= self.stored.digest.upto)
 
     @property
     def after(self) -> int:
@@ -128,32 +125,34 @@ async def read_tail(
     """The tail to compile with the view's digest of the session ``row``'s history, if there is
     one for this history and this execution (its own, else the view's: ``keys``): what the last
     read of it kept and the rows stored since, or read after the digest (the items parsed, from
-    the ``cache`` of them when they are there); checked to be of the same history and digest
-    after the reads (a compaction or a new digest between two reads changes them)."""
+    the ``cache`` of them when they are there). Each read checks, in its own statement, that the
+    history and the digest are still those it reads for (``digests.rows_still``, ``ids_still``):
+    a compaction or a new digest between two reads changes them."""
     for view_key in keys(view.key, execution_id):
         at = Place(SessionPk(row.pk), view_key, row.history_version)
         key = (tenant, at.pk, view_key)
-        kept = await _reusable(db, cache, key, at)
-        stored = kept.stored if kept else await digests.load(db, at.pk, view_key, at.version)
-        if stored is not None and stored.digest.serves(execution_id):
-            break
-    else:
-        return None
-    tail = await _read(db, at, stored, kept, profile, cache)
-    if not await digests.still(db, at, stored):
-        cache.tails.pop(key)
-        return None
-    keep_read(cache, key, tail, tail.size)
-    return tail
+        kept = _reusable(cache, key, at, execution_id)
+        tail = None if kept is None else await _read(db, at, kept.stored, kept, profile, cache)
+        if tail is None:
+            stored = await digests.load(db, at.pk, view_key, at.version)
+            if stored is None or not stored.digest.serves(execution_id):
+                continue
+            tail = await _read(db, at, stored, None, profile, cache)
+        if tail is None:
+            cache.tails.pop(key)
+            return None
+        keep_read(cache, key, tail, tail.size)
+        return tail
+    return None
 
 
-async def _reusable(db: AsyncSession, cache: MessageCache, key: Key, at: Place) -> Tail | None:
-    """The tail kept under ``key``, if it is of the history ``at`` and of the view's digest as
-    they are (none looked up when none are kept)."""
+def _reusable(cache: MessageCache, key: Key, at: Place, execution_id: str | None) -> Tail | None:
+    """The tail kept under ``key``, if it is of the history ``at`` and serves the compile (none
+    looked up when none are kept); its reads check it is still the digest's."""
     kept = cast(Tail | None, kept_read(cache, key))
-    if kept is None or kept.version != at.version or not await digests.still(db, at, kept.stored):
+    if kept is None or kept.version != at.version:
         return None
-    return kept
+    return kept if kept.stored.digest.serves(execution_id) else None
 
 
 async def _read(
@@ -163,14 +162,18 @@ async def _read(
     kept: Tail | None,
     profile: ProviderProfile,
     cache: MessageCache,
-) -> Tail:
+) -> Tail | None:
     """``kept`` and the rows stored since, or (without it) the tail after ``stored`` read
-    anew: its needed rounds and the rows from its upto on."""
+    anew: its needed rounds and the rows from its upto on (None: the history or the digest is
+    not what ``stored`` says any more)."""
     if kept is not None:
-        rows = await digests.rows_from(db, at.pk, (), kept.after, profile.encoding)
-        return replace(await _grown(db, at, kept, rows, profile, cache), kept=True)
+        rows = await digests.rows_still(db, at, stored, (), kept.after, profile.encoding)
+        grown = None if rows is None else await _grown(db, at, kept, rows, profile, cache)
+        return None if grown is None else replace(grown, kept=True)
     digest = stored.digest
-    rows = await digests.rows_from(db, at.pk, digest.needed, digest.upto, profile.encoding)
+    rows = await digests.rows_still(db, at, stored, digest.needed, digest.upto, profile.encoding)
+    if rows is None:
+        return None
     return await _grown(db, at, _empty(stored, at.version), rows, profile, cache)
 
 
@@ -195,7 +198,7 @@ def _empty(stored: Stored, version: int) -> Tail:
     ranges = len(digest.needed) + len(digest.invalid) + len(digest.gap)
     size = OVERHEAD + ID_BYTES * (len(digest.suffixes) + len(digest.traces) + ranges)
     none: frozenset[str] = frozenset()
-    return Tail(stored, version, (), (), none, none, none, size)
+    return Tail(stored, version, (), Candidates(), none, none, size)
 
 
 async def _grown(
@@ -205,22 +208,26 @@ async def _grown(
     rows: Sequence[Row[Any]],
     profile: ProviderProfile,
     cache: MessageCache,
-) -> Tail:
+) -> Tail | None:
     """``tail`` with the stored ``rows`` after it, and what the digest's ids answer about the
-    ids they add."""
+    ids they add (None: the history or the digest changed since the tail was read)."""
     stored = tail.stored
     new = await parse(rows, (at.pk, at.version), cache)
-    ids = (*tail.ids, *tool_ids(new, stored.digest.upto))
-    asked = candidate_ids(ids, profile.output, stored.digest)
-    calls, held = await digests.ids_among(db, at.pk, at.view_key, stored, asked - tail.asked)
-    added = len(ids) - len(tail.ids) + len(asked) - len(tail.asked) + len(calls) + len(held)
+    ids = tool_ids(new, stored.digest.upto)
+    candidates = tail.candidates.more(ids, profile.output, stored.digest)
+    asked = candidates.asked - tail.candidates.asked
+    found = await digests.ids_still(db, at, stored, asked)
+    if found is None:
+        return None
+    calls, held = found
+    added = 2 * len(ids) + len(asked) + len(calls) + len(held)
     size = tail.size + ID_BYTES * added + kept_bytes(new)
     items = (*tail.items, *new)
     return replace(
         tail,
         items=items,
-        ids=ids,
-        asked=asked,
+        candidates=candidates,
+        tokens=tail.tokens + sum(i.tokens for i in new if i.seq >= stored.digest.upto),
         calls=tail.calls | calls,
         held=tail.held | held,
         size=size,
