@@ -28,7 +28,14 @@ from sqlalchemy import cast as sa_cast
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from app.domain.sessions import SessionPk, TenantId
-from app.storage.models import CompileRow, MessageRow, SessionRow, TenantRow, ToolPartRow
+from app.storage.models import (
+    CompileRow,
+    MessageRow,
+    PayloadRow,
+    SessionRow,
+    TenantRow,
+    ToolPartRow,
+)
 
 _MESSAGES = MessageRow.__table__.c
 _PARTS = ToolPartRow.__table__.c
@@ -101,6 +108,16 @@ _PARTS_FROM = select(_PARTS.seq, _PARTS.kind, _PARTS.call_id).where(
     _PARTS.session_pk == _PK, _PARTS.seq >= bindparam("first"), _PARTS.seq <= _SEQ
 )
 _INSERT = insert(cast(Table, CompileRow.__table__))
+# The same, answering how many of the payloads ``vouched`` for the session keeps (a check that
+# costs no statement of its own: ``insert_compile``).
+_INSERT_COUNTING = _INSERT.returning(
+    select(func.count())
+    .where(
+        PayloadRow.session_pk == bindparam("vouched_pk"),
+        PayloadRow.sha256.in_(bindparam("vouched", expanding=True)),
+    )
+    .scalar_subquery()
+)
 
 # How far back from the cursor the last assistant message is looked for in one bounded read.
 ROUND_LOOKBACK = 64
@@ -168,9 +185,11 @@ async def insert_compile(
     token_total: int,
     created_at: datetime,
     learning: tuple[int, str] | None = None,
-) -> None:
+    vouched: Sequence[str] = (),
+) -> int:
     """Record a compile (``seqs``: the first and last seq it sent) with one INSERT;
-    ``learning``: its raw estimate and count key, when a reported count of it teaches."""
+    ``learning``: its raw estimate and count key, when a reported count of it teaches. How many
+    of the payloads ``vouched`` for (sha256s) the session keeps, read by the same statement."""
     estimate, key = learning or (None, None)
     values = {
         "id": compile_id,
@@ -183,7 +202,11 @@ async def insert_compile(
         "estimate": estimate,
         "count_key": key,
     }
-    await db.execute(_INSERT, values)
+    if not vouched:
+        await db.execute(_INSERT, values)
+        return 0
+    counting = values | {"vouched_pk": pk, "vouched": list(vouched)}
+    return int((await db.execute(_INSERT_COUNTING, counting)).scalar_one())
 
 
 async def session_exists(db: AsyncSession, pk: SessionPk) -> bool:

@@ -5,15 +5,21 @@ from __future__ import annotations
 
 import hashlib
 import json
+import sqlite3
 import urllib.parse
+import uuid
 from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
 from typing import Any
 
 import httpx
 
+from app.settings import Settings
+from app.storage.migrate import upgrade
 from tests.api.test_bulk_digest import counted
 from tests.api.test_compile import valid
-from tests.conftest import Api, new_session, row_counts
+from tests.api.test_kept_tails import restore
+from tests.conftest import Api, LiveServer, make_key, new_session, row_counts
 
 FILE_V1 = "".join(f"def f{n}(x):\n    return x * {n}  # version one\n" for n in range(120))
 FILE_V2 = FILE_V1.replace("version one", "version two")
@@ -371,10 +377,10 @@ def test_a_compile_asks_only_about_originals_its_session_is_not_known_to_keep(
     client: httpx.Client,
 ) -> None:
     """A compile sending the previews the one before sent does not ask the database about
-    their originals again (the server runs in this process: its statements are counted); another
-    session with the same originals keeps its own."""
+    their originals in a statement of their own (the server runs in this process: its statements
+    are counted); another session with the same originals keeps its own."""
     sids = [stored_session(client, compiler=SPEC) for _ in range(2)]
-    with counted("FROM payloads") as asked:
+    with counted("SELECT payloads.sha256") as asked:
         first = compile_session(client, sids[0])
         again = compile_session(client, sids[0])
     shas = {o["sha256"] for step in first["steps"] for o in step["omitted"]}
@@ -384,3 +390,28 @@ def test_a_compile_asks_only_about_originals_its_session_is_not_known_to_keep(
     for sid in sids:
         for sha in shas:
             assert client.get(f"/v1/sessions/{sid}/payloads/{sha}").status_code == 200
+
+
+def test_originals_a_restore_took_away_are_kept_again(tmp_path: Path) -> None:
+    """A database put back as an older copy was, in place while the server runs, loses the
+    originals a compile kept since: the next compile sending them finds them missing (the check
+    made with its record) and keeps them again."""
+    path = tmp_path / "ctxc.db"
+    url = f"sqlite+aiosqlite:///{path}"
+    upgrade(url)
+    key = make_key(url, f"t-{uuid.uuid4().hex[:6]}")
+    headers = {"Authorization": f"Bearer {key}"}
+    server = LiveServer(Settings(database_url=url, auth="keys"))
+    with server, httpx.Client(base_url=server.url, headers=headers) as client:
+        sid = stored_session(client, compiler=SPEC)
+        with sqlite3.connect(path) as source, sqlite3.connect(tmp_path / "older.db") as copy:
+            source.backup(copy)
+        shas = {o["sha256"] for s in compile_session(client, sid)["steps"] for o in s["omitted"]}
+        restore(path, tmp_path / "older.db")
+        assert shas and all(payload(client, sid, sha) == 404 for sha in shas)
+        compile_session(client, sid)
+        assert all(payload(client, sid, sha) == 200 for sha in shas)
+
+
+def payload(client: httpx.Client, sid: str, sha: str) -> int:
+    return client.get(f"/v1/sessions/{sid}/payloads/{sha}").status_code

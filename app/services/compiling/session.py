@@ -371,12 +371,14 @@ async def record(ctx: Context, loaded: Loaded, plan: Plan, output: Output) -> st
     key = key_for(loaded.profile) if plan.mode == "full" else None
     learning = None if key is None else (output.estimate, key)
     db = ctx.session
-    known = Known(ctx.cache.payloads, ctx.tenant, loaded.pk)
+    known = Known(ctx.cache, ctx.tenant, loaded.pk)
+    vouched = known.vouched(output.steps)
     try:
-        await compiles.insert_compile(
-            db, compile_id, loaded.pk, plan.mode, seqs, output.total, ctx.now, learning
+        found = await compiles.insert_compile(
+            db, compile_id, loaded.pk, plan.mode, seqs, output.total, ctx.now, learning, vouched
         )
-        kept = await keep_originals(db, loaded.pk, output.steps, ctx.now, known)
+        held = set(vouched) if found == len(vouched) else set()  # else some went: ask
+        kept = await keep_originals(db, loaded.pk, output.steps, ctx.now, held)
         await db.commit()
     except IntegrityError:  # the session was deleted since it was read: its rows refer to none
         await db.rollback()

@@ -136,9 +136,9 @@ class MessageCache:
         self.warmed: LRUCache[tuple[str, str], tuple[tuple[int, int], tuple[str, str, bytes]]] = (
             LRUCache(WARMED_KEPT)
         )
-        # Originals a session is known to keep in its payloads, by tenant, session pk and sha256
-        # (app/services/sessions/originals.py): rows deleted only with their session, whose pk
-        # (a uuid4) is never used again.
+        # Originals a session kept in its payloads when a compile last looked, by tenant,
+        # session pk and sha256 (app/services/sessions/originals.py): what the next compile
+        # checks in the statement that records it, instead of asking in one of their own.
         self.payloads: LRUCache[tuple[str, str, str], bool] = LRUCache(KNOWN_PAYLOADS)
         self.threads = threads
         self._pool: ThreadPoolExecutor | None = None

@@ -13,7 +13,6 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any, TypeVar
 
-from cachetools import LRUCache
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from app.domain.compilers.base import StepReport
@@ -22,6 +21,7 @@ from app.domain.messages import JSONObject, Message, ToolCallPart, ToolResultPar
 from app.domain.sessions import SessionPk, TenantId
 from app.domain.tool_payloads.compaction import META_KEY, PREVIEW_KEY, digests, result_fields
 from app.services.sessions import require_session
+from app.services.sessions.cache import MessageCache
 from app.storage import queries
 from app.storage.models import PayloadRow, ToolPartRow
 
@@ -35,13 +35,13 @@ async def keep_originals(
     pk: SessionPk,
     steps: Sequence[StepReport],
     now: datetime,
-    known: Container[str] = frozenset(),
+    kept: Container[str] = frozenset(),
 ) -> list[str]:
-    """Store the originals the steps took out that the session does not keep yet (``known``:
+    """Store the originals the steps took out that the session does not keep yet (``kept``:
     those it is known to keep, not asked about): the sha256 of each, all kept once the caller's
     transaction commits."""
     omitted = {o.sha256: o for step in steps for o in step.omitted}
-    asked = [sha for sha in omitted if sha not in known]
+    asked = [sha for sha in omitted if sha not in kept]
     if not asked:
         return list(omitted)
     stored = await queries.stored_payloads(db, pk, asked)
@@ -58,20 +58,24 @@ async def keep_originals(
 
 @dataclass(frozen=True)
 class Known:
-    """The originals a session is known to keep (``MessageCache.payloads``): a compile that
-    sends the same previews as the one before does not ask about them again."""
+    """The originals a session kept when a compile last looked (``MessageCache.payloads``): a
+    compile sending the same previews vouches for them, and the statement recording it checks
+    they are still there (``compiles.insert_compile``), so nothing asks about them apart. A check
+    that finds one missing (a database restored from an older copy) makes the compile ask."""
 
-    cache: LRUCache[tuple[str, str, str], bool]
+    cache: MessageCache
     tenant: TenantId
     pk: SessionPk
 
-    def __contains__(self, sha: object) -> bool:
-        return (self.tenant, self.pk, sha) in self.cache
+    def vouched(self, steps: Sequence[StepReport]) -> list[str]:
+        """The originals ``steps`` took out that the session kept when last looked."""
+        shas = {o.sha256 for step in steps for o in step.omitted}
+        return sorted(sha for sha in shas if (self.tenant, self.pk, sha) in self.cache.payloads)
 
     def add(self, shas: Iterable[str]) -> None:
         """Remember ``shas`` as kept (once the transaction that kept them committed)."""
         for sha in shas:
-            self.cache[(self.tenant, self.pk, sha)] = True
+            self.cache.payloads[(self.tenant, self.pk, sha)] = True
 
 
 @dataclass(frozen=True)
