@@ -86,6 +86,8 @@ def _state(at: Place, stored: Stored) -> tuple[int, str, int]:
     return at.version, stored.generation, stored.digest.upto
 
 
+# What a checked read of the ids of a session gone finds (no row): no state.
+_GONE: Any = (None, None, None, None, None)
 _PK: BindParameter[Any] = bindparam("pk", type_=MessageRow.__table__.c.session_pk.type)
 _THE_DIGEST = (DigestRow.session_pk == SessionRow.pk) & (DigestRow.view_key == bindparam("view"))
 _STILL = (
@@ -93,7 +95,8 @@ _STILL = (
     .outerjoin(DigestRow, _THE_DIGEST)
     .where(SessionRow.pk == _PK)
 )
-# The same, as columns beside the rows of another statement (each evaluated once).
+# The same, as columns beside the rows of another statement (each evaluated once per part of
+# a union, not per row).
 _DIGEST_IS = (DigestRow.session_pk == _PK, DigestRow.view_key == bindparam("view"))
 _STATE = (
     select(SessionRow.history_version).where(SessionRow.pk == _PK).scalar_subquery().label("v"),
@@ -199,7 +202,8 @@ async def ids_among(
 ) -> tuple[set[str], set[str]]:
     """Of the ids ``asked`` about, those the digest's older part calls, and those it holds
     (one array parameter on Postgres, chunks of a list on SQLite)."""
-    rows = await _among_rows(db, Place(pk, view_key, 0), stored, asked, checked=False)
+    unchecked = Place(pk, view_key, 0)  # its version is not read unchecked
+    rows = await _among_rows(db, unchecked, stored, asked, checked=False)
     return _calls_held(rows)
 
 
@@ -218,6 +222,8 @@ async def ids_still(
 async def _among_rows(
     db: AsyncSession, at: Place, stored: Stored, asked: Iterable[str], checked: bool
 ) -> list[Any]:
+    """The rows of ``_AMONG``'s statement for the ids ``asked`` (in one statement on Postgres,
+    chunks on SQLite); ``checked``: each chunk's with the state, ``_GONE`` for a session gone."""
     wanted = sorted(asked)
     postgres = db.get_bind().dialect.name == "postgresql"
     chunks = [wanted] if postgres else [wanted[n : n + CHUNK] for n in range(0, len(wanted), CHUNK)]
@@ -228,13 +234,8 @@ async def _among_rows(
         if chunk:
             params = place | {"upto": stored.digest.upto, "asked": chunk}
             found = (await db.execute(query, params)).all()
-            rows += (
-                [_GONE] if checked and not found else found
-            )  # checked: none, the session is gone
+            rows += [_GONE] if checked and not found else found
     return rows
-
-
-_GONE: Any = (None, None, None, None, None)
 
 
 def _calls_held(rows: Iterable[Any]) -> tuple[set[str], set[str]]:

@@ -134,6 +134,8 @@ async def read_tail(
         kept = _reusable(cache, key, at, execution_id)
         tail = None if kept is None else await _read(db, at, kept.stored, kept, profile, cache)
         if tail is None:
+            if kept is not None:  # not the digest's any more
+                cache.tails.pop(key)
             stored = await digests.load(db, at.pk, view_key, at.version)
             if stored is None or not stored.digest.serves(execution_id):
                 continue
@@ -147,8 +149,8 @@ async def read_tail(
 
 
 def _reusable(cache: MessageCache, key: Key, at: Place, execution_id: str | None) -> Tail | None:
-    """The tail kept under ``key``, if it is of the history ``at`` and serves the compile (none
-    looked up when none are kept); its reads check it is still the digest's."""
+    """The tail kept under ``key``, if it is of the history ``at`` and serves the compile; the
+    reads that grow it check it is still the digest's."""
     kept = cast(Tail | None, kept_read(cache, key))
     if kept is None or kept.version != at.version:
         return None
@@ -220,7 +222,7 @@ async def _grown(
     if found is None:
         return None
     calls, held = found
-    added = 2 * len(ids) + len(asked) + len(calls) + len(held)
+    added = 2 * len(ids) + len(asked) + len(calls) + len(held)  # an id, and a use of its base
     size = tail.size + ID_BYTES * added + kept_bytes(new)
     items = (*tail.items, *new)
     return replace(
