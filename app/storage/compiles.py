@@ -8,6 +8,7 @@ made for the messages.
 from __future__ import annotations
 
 from collections.abc import Sequence
+from dataclasses import dataclass
 from datetime import datetime
 from typing import Any, cast
 
@@ -176,36 +177,43 @@ def _unanswered(start: int, parts: Sequence[tuple[int, str, str]]) -> frozenset[
     return frozenset(calls - {cid for at, kind, cid in parts if at > start and kind == "result"})
 
 
-async def insert_compile(
-    db: AsyncSession,
-    compile_id: str,
-    pk: SessionPk,
-    mode: str,
-    seqs: tuple[int | None, int | None],
-    token_total: int,
-    created_at: datetime,
-    learning: tuple[int, str] | None = None,
-    vouched: Sequence[str] = (),
-) -> int:
-    """Record a compile (``seqs``: the first and last seq it sent) with one INSERT;
-    ``learning``: its raw estimate and count key, when a reported count of it teaches. How many
-    of the payloads ``vouched`` for (sha256s) the session keeps, read by the same statement."""
-    estimate, key = learning or (None, None)
-    values = {
-        "id": compile_id,
-        "session_pk": pk,
-        "mode": mode,
-        "seq_from": seqs[0],
-        "seq_to": seqs[1],
-        "token_total": token_total,
-        "created_at": created_at,
-        "estimate": estimate,
-        "count_key": key,
-    }
+@dataclass(frozen=True)
+class NewCompile:
+    """A compile to record: its id and session, its mode, the first and last seq it sent, its
+    token total and time; ``learning``: its raw estimate and count key, when a reported count
+    of it teaches."""
+
+    id: str
+    pk: SessionPk
+    mode: str
+    seqs: tuple[int | None, int | None]
+    token_total: int
+    created_at: datetime
+    learning: tuple[int, str] | None = None
+
+    def values(self) -> dict[str, Any]:
+        estimate, key = self.learning or (None, None)
+        first, last = self.seqs
+        return {
+            "id": self.id,
+            "session_pk": self.pk,
+            "mode": self.mode,
+            "seq_from": first,
+            "seq_to": last,
+            "token_total": self.token_total,
+            "created_at": self.created_at,
+            "estimate": estimate,
+            "count_key": key,
+        }
+
+
+async def insert_compile(db: AsyncSession, new: NewCompile, vouched: Sequence[str] = ()) -> int:
+    """Record ``new`` with one INSERT, which also answers how many of the payloads ``vouched``
+    for (sha256s) the session keeps."""
     if not vouched:
-        await db.execute(_INSERT, values)
+        await db.execute(_INSERT, new.values())
         return 0
-    counting = values | {"vouched_pk": pk, "vouched": list(vouched)}
+    counting = new.values() | {"vouched_pk": new.pk, "vouched": list(vouched)}
     return int((await db.execute(_INSERT_COUNTING, counting)).scalar_one())
 
 

@@ -198,12 +198,11 @@ async def tail_and_total(
 
 
 async def ids_among(
-    db: AsyncSession, pk: SessionPk, view_key: str, stored: Stored, asked: Iterable[str]
+    db: AsyncSession, pk: SessionPk, stored: Stored, asked: Iterable[str]
 ) -> tuple[set[str], set[str]]:
     """Of the ids ``asked`` about, those the digest's older part calls, and those it holds
     (one array parameter on Postgres, chunks of a list on SQLite)."""
-    unchecked = Place(pk, view_key, 0)  # its version is not read unchecked
-    rows = await _among_rows(db, unchecked, stored, asked, checked=False)
+    rows = await _among_rows(db, pk, stored, asked, checked=False)
     return _calls_held(rows)
 
 
@@ -212,7 +211,7 @@ async def ids_still(
 ) -> tuple[set[str], set[str]] | None:
     """``ids_among``, each statement with what ``still`` checks: None when the history or its
     digest changed since ``stored`` was read (no statement when nothing is asked)."""
-    rows = await _among_rows(db, at, stored, asked, checked=True)
+    rows = await _among_rows(db, at.pk, stored, asked, checked=True)
     state = _state(at, stored)
     if any(tuple(found[:3]) != state for found in rows):
         return None
@@ -220,7 +219,7 @@ async def ids_still(
 
 
 async def _among_rows(
-    db: AsyncSession, at: Place, stored: Stored, asked: Iterable[str], checked: bool
+    db: AsyncSession, pk: SessionPk, stored: Stored, asked: Iterable[str], checked: bool
 ) -> list[Any]:
     """The rows of ``_AMONG``'s statement for the ids ``asked`` (in one statement on Postgres,
     chunks on SQLite); ``checked``: each chunk's with the state, ``_GONE`` for a session gone."""
@@ -228,7 +227,7 @@ async def _among_rows(
     postgres = db.get_bind().dialect.name == "postgresql"
     chunks = [wanted] if postgres else [wanted[n : n + CHUNK] for n in range(0, len(wanted), CHUNK)]
     query = _AMONG[postgres, checked]
-    place = {"pk": at.pk, "view": at.view_key, "generation": stored.generation}
+    place = {"pk": pk, "view": stored.view_key, "generation": stored.generation}
     rows: list[Any] = []
     for chunk in chunks:
         if chunk:

@@ -516,7 +516,7 @@ async def _reads_checked(
                     *await reads(at, stored, digest.upto),
                     (
                         [tuple(r) for r in plain],
-                        await digests.ids_among(db, pk, key, stored, asked),
+                        await digests.ids_among(db, pk, stored, asked),
                     ),
                 ),
                 "moved": await reads(at, _at(stored, upto=digest.upto + 4), digest.upto),

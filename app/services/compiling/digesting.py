@@ -323,7 +323,7 @@ async def _step(
     assert target is not None
     # In proportion to the step's ids and their renames: off the event loop, with the step.
     asked = await run.run_sync(candidates, step, target, digest)
-    calls, held = await digests.ids_among(db, job.pk, stored.view_key, stored, asked)
+    calls, held = await digests.ids_among(db, job.pk, stored, asked)
     told = earlier(asked, calls, held, needed)
     items = [*needed, *step]
     return await run.run_sync(extend, digest, items, job.base, job.snapshot, job.keep_tokens, told)

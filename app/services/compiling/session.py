@@ -364,19 +364,19 @@ def _work(
 async def record(ctx: Context, loaded: Loaded, plan: Plan, output: Output) -> str:
     """Record the compile (what an acknowledgement moves the cursor to, what the provider's
     count of it will teach) and the originals its steps took out; its id."""
-    compile_id = str(uuid.uuid4())
     # The last seq sent (a delta that sent no stored message leaves the cursor where it is).
     seqs = (output.seqs[0], output.seqs[-1]) if output.seqs else (None, plan.cursor)
     # Only a full compile's count teaches (a delta's is of the whole provider session).
     key = key_for(loaded.profile) if plan.mode == "full" else None
     learning = None if key is None else (output.estimate, key)
+    new = compiles.NewCompile(
+        str(uuid.uuid4()), loaded.pk, plan.mode, seqs, output.total, ctx.now, learning
+    )
     db = ctx.session
     known = Known(ctx.cache, ctx.tenant, loaded.pk)
     vouched = known.vouched(output.steps)
     try:
-        found = await compiles.insert_compile(
-            db, compile_id, loaded.pk, plan.mode, seqs, output.total, ctx.now, learning, vouched
-        )
+        found = await compiles.insert_compile(db, new, vouched)
         held = set(vouched) if found == len(vouched) else set()  # else some went: ask
         kept = await keep_originals(db, loaded.pk, output.steps, ctx.now, held)
         await db.commit()
@@ -384,7 +384,7 @@ async def record(ctx: Context, loaded: Loaded, plan: Plan, output: Output) -> st
         await db.rollback()
         raise NotFound("session", loaded.session_id) from None
     known.add(kept)
-    return compile_id
+    return new.id
 
 
 def _warned(ctx: Context, plan: Plan, output: Output, compacted: Sequence[Done]) -> Output:

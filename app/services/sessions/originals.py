@@ -19,7 +19,13 @@ from app.domain.compilers.base import StepReport
 from app.domain.errors import NotFound
 from app.domain.messages import JSONObject, Message, ToolCallPart, ToolResultPart
 from app.domain.sessions import SessionPk, TenantId
-from app.domain.tool_payloads.compaction import META_KEY, PREVIEW_KEY, digests, result_fields
+from app.domain.tool_payloads.compaction import (
+    META_KEY,
+    PREVIEW_KEY,
+    Omitted,
+    digests,
+    result_fields,
+)
 from app.services.sessions import require_session
 from app.services.sessions.cache import MessageCache
 from app.storage import queries
@@ -40,7 +46,7 @@ async def keep_originals(
     """Store the originals the steps took out that the session does not keep yet (``kept``:
     those it is known to keep, not asked about): the sha256 of each, all kept once the caller's
     transaction commits."""
-    omitted = {o.sha256: o for step in steps for o in step.omitted}
+    omitted = _omitted(steps)
     asked = [sha for sha in omitted if sha not in kept]
     if not asked:
         return list(omitted)
@@ -56,6 +62,11 @@ async def keep_originals(
     return list(omitted)
 
 
+def _omitted(steps: Sequence[StepReport]) -> dict[str, Omitted]:
+    """What ``steps`` took out, by sha256."""
+    return {o.sha256: o for step in steps for o in step.omitted}
+
+
 @dataclass(frozen=True)
 class Known:
     """The originals a session kept when a compile last looked (``MessageCache.payloads``): a
@@ -69,8 +80,8 @@ class Known:
 
     def vouched(self, steps: Sequence[StepReport]) -> list[str]:
         """The originals ``steps`` took out that the session kept when last looked."""
-        shas = {o.sha256 for step in steps for o in step.omitted}
-        return sorted(sha for sha in shas if (self.tenant, self.pk, sha) in self.cache.payloads)
+        kept = self.cache.payloads
+        return sorted(sha for sha in _omitted(steps) if (self.tenant, self.pk, sha) in kept)
 
     def add(self, shas: Iterable[str]) -> None:
         """Remember ``shas`` as kept (once the transaction that kept them committed)."""
